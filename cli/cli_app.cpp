@@ -1,0 +1,42 @@
+#include "cli/cli_app.hpp"
+
+#include <exception>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/exit_codes.hpp"
+#include "cli/plan_command.hpp"
+#include "core/input_error.hpp"
+
+namespace attncheck::cli {
+
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CLI::App app{
+      "attncheck: holds attention implementations to an fp64 reference across head_dim, GQA and "
+      "tensor-parallel geometries",
+      "attncheck"};
+  app.set_version_flag("--version", "attncheck " ATTNCHECK_VERSION);
+  app.require_subcommand(1);
+  PlanOptions plan_options;
+  CLI::App* plan = add_plan_command(app, plan_options);
+
+  try {
+    app.parse(std::vector<std::string>(args.rbegin(), args.rend()));  // CLI11 takes them reversed
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error, out, err) == 0 ? kExitOk : kExitBadInput;  // help and version exit 0
+  }
+
+  const std::string name = app.get_subcommands().front()->get_name();
+  try {
+    if (plan->parsed()) run_plan(plan_options, out);
+    return kExitOk;
+  } catch (const InputError& error) {
+    err << "attncheck " << name << ": error: " << error.what() << '\n';
+    return kExitBadInput;
+  } catch (const std::exception& error) {
+    err << "attncheck " << name << ": internal error (please report): " << error.what() << '\n';
+    return kExitInternal;
+  }
+}
+
+}  // namespace attncheck::cli

@@ -1,0 +1,35 @@
+#include "cli/plan_command.hpp"
+
+#include "cli/plan_report.hpp"
+
+namespace attncheck::cli {
+
+CLI::App* add_plan_command(CLI::App& app, PlanOptions& options) {
+  CLI::App* command = app.add_subcommand("plan", "Show a geometry, its widths and its tensor-parallel partition plan");
+  add_geometry_options(*command, options.geometry);
+  command->add_option("--tp", options.tp_size, "tensor-parallel size (default: the config's, else 1)")
+      ->check(integer_validator());
+  command->add_option("--cache-dtype", options.cache_dtype, "KV-cache element type for bytes per token")
+      ->check(CLI::IsMember({"fp64", "fp32", "bf16", "fp16"}))
+      ->capture_default_str();
+  command->add_flag("--json", options.json, "print one JSON object instead of text");
+  command->add_flag("--layouts", options.layouts,
+                    "also show each rank's fused-QKV rows in the stacked, grouped and neox layouts");
+  return command;
+}
+
+void run_plan(const PlanOptions& options, std::ostream& out) {
+  ResolvedGeometry source = resolve_geometry_source(options.geometry);
+  const std::int64_t tp_size = options.tp_size.value_or(source.config_tp_size.value_or(1));
+  PlanReport report{.source = source,
+                    .plan = make_tp_plan(source.geometry, tp_size),
+                    .cache_precision = parse_precision(options.cache_dtype).value_or(Precision::bf16),
+                    .layouts = options.layouts};
+  if (options.json) {
+    out << plan_to_json(report).dump(2) << '\n';
+  } else {
+    write_plan_text(report, out);
+  }
+}
+
+}  // namespace attncheck::cli

@@ -1,0 +1,29 @@
+// `attncheck plan`: shows a geometry (with where head_dim came from), its widths, and the TP plan
+// (rank -> query heads -> KV heads -> replica group, local widths, parameters, KV-cache bytes).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/geometry_source.hpp"
+
+namespace attncheck::cli {
+
+struct PlanOptions {
+  GeometryOptions geometry;
+  std::optional<std::int64_t> tp_size;  // default: the config's model_parallel_size, else 1
+  std::string cache_dtype = "bf16";
+  bool json = false;
+  bool layouts = false;
+};
+
+CLI::App* add_plan_command(CLI::App& app, PlanOptions& options);
+
+// Runs the command; throws InputError on bad input.
+void run_plan(const PlanOptions& options, std::ostream& out);
+
+}  // namespace attncheck::cli

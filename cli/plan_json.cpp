@@ -1,0 +1,114 @@
+// JSON rendering of `attncheck plan --json`: one object, keys documented in docs/ARCHITECTURE.md.
+#include "cli/plan_report.hpp"
+#include "core/fused_qkv.hpp"
+
+namespace attncheck::cli {
+
+namespace {
+
+using nlohmann::json;
+
+json optional_value(const auto& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
+json range_json(const IndexRange& range) {
+  return json::array({range.begin, range.end});
+}
+
+json id_list(const IndexRange& range) {
+  json ids = json::array();
+  for (std::int64_t id = range.begin; id < range.end; ++id) ids.push_back(id);
+  return ids;
+}
+
+json params_json(const ParamCount& params) {
+  return {{"qkv_weight", params.qkv_weight},   {"qkv_bias", params.qkv_bias}, {"o_proj_weight", params.o_proj_weight},
+          {"o_proj_bias", params.o_proj_bias}, {"qk_norm", params.qk_norm},   {"total", params.total()}};
+}
+
+json layouts_json(const TpPlan& plan, int rank) {
+  json layouts = json::object();
+  for (FusedQkvLayout layout : kAllFusedQkvLayouts) {
+    const std::string name(to_string(layout));
+    if (auto reason = fused_layout_unsupported(plan, layout)) {
+      layouts[name] = {{"unsupported", *reason}};
+      continue;
+    }
+    json segments = json::array();
+    for (const FusedRowSegment& segment : fused_qkv_segments(plan, rank, layout)) {
+      segments.push_back({{"projection", to_string(segment.projection)},
+                          {"head", segment.head},
+                          {"local_rows", range_json(segment.local_rows)},
+                          {"source_rows", range_json(segment.source_rows)}});
+    }
+    layouts[name] = {{"segments", segments}};
+  }
+  return layouts;
+}
+
+}  // namespace
+
+json plan_to_json(const PlanReport& report) {
+  const TpPlan& plan = report.plan;
+  const Geometry& geometry = plan.geometry;
+  const std::int64_t cache_bytes = bytes_per_element(report.cache_precision);
+  json out = {
+      {"source", {{"kind", report.source.source_kind}, {"title", report.source.title}, {"notes", report.source.notes}}},
+      {"hidden_size", geometry.hidden_size()},
+      {"num_attention_heads", geometry.num_heads()},
+      {"num_kv_heads", geometry.num_kv_heads()},
+      {"head_dim", geometry.head_dim()},
+      {"head_dim_source", to_string(geometry.head_dim_source())},
+      {"quotient_head_dim", optional_value(geometry.quotient_head_dim())},
+      {"group_size", geometry.group_size()},
+      {"query_width", geometry.query_width()},
+      {"kv_width", geometry.kv_width()},
+      {"qkv_width", geometry.qkv_width()},
+      {"rotary_dim", geometry.rotary_dim()},
+      {"rope_theta", geometry.rope_theta()},
+      {"rope_style", to_string(geometry.rope_style())},
+      {"qk_norm", to_string(geometry.qk_norm())},
+      {"qk_norm_eps", geometry.qk_norm_eps()},
+      {"scale", geometry.scale()},
+      {"scale_source", to_string(geometry.scale_source())},
+      {"softcap", optional_value(geometry.softcap())},
+      {"sliding_window", optional_value(geometry.sliding_window())},
+      {"causal", geometry.causal()},
+      {"qkv_bias", geometry.qkv_bias()},
+      {"out_bias", geometry.out_bias()},
+      {"tp_size", plan.tp_size},
+      {"kv_replicas", plan.kv_replicas},
+      {"cache_dtype", to_string(report.cache_precision)},
+      {"params",
+       {{"unsharded", params_json(plan.unsharded_params)},
+        {"over_ranks", params_json(plan.total_params_over_ranks())}}},
+      {"kv_cache_bytes_per_token_unsharded", plan.unsharded_kv_cache_elements_per_token * cache_bytes},
+  };
+  json groups = json::array();
+  for (const ReplicaGroup& group : plan.replica_groups) {
+    groups.push_back({{"id", group.id}, {"kv_heads", id_list(group.kv_heads)}, {"ranks", id_list(group.ranks)}});
+  }
+  out["replica_groups"] = groups;
+  json ranks = json::array();
+  for (const RankPlan& rank : plan.ranks) {
+    json entry = {{"rank", rank.rank},
+                  {"q_heads", id_list(rank.q_heads)},
+                  {"kv_heads", id_list(rank.kv_heads)},
+                  {"replica_group", rank.replica_group},
+                  {"query_width", rank.query_width},
+                  {"kv_width", rank.kv_width},
+                  {"qkv_rows", rank.qkv_rows},
+                  {"q_proj_rows", range_json(rank.q_proj_rows)},
+                  {"kv_proj_rows", range_json(rank.kv_proj_rows)},
+                  {"o_proj_columns", range_json(rank.o_proj_columns)},
+                  {"params", params_json(rank.params)},
+                  {"kv_cache_bytes_per_token", rank.kv_cache_elements_per_token * cache_bytes}};
+    if (report.layouts) entry["fused_qkv"] = layouts_json(plan, rank.rank);
+    ranks.push_back(entry);
+  }
+  out["ranks"] = ranks;
+  return out;
+}
+
+}  // namespace attncheck::cli

@@ -1,0 +1,25 @@
+// The result of `attncheck plan`: a validated geometry, its TP plan, and how to render them as text
+// (for people) or JSON (for scripts; the keys are documented in docs/ARCHITECTURE.md).
+#pragma once
+
+#include <ostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/geometry_source.hpp"
+#include "core/precision.hpp"
+#include "core/tp_plan.hpp"
+
+namespace attncheck::cli {
+
+struct PlanReport {
+  ResolvedGeometry source;
+  TpPlan plan;
+  Precision cache_precision = Precision::bf16;  // element type of the KV cache, for bytes per token
+  bool layouts = false;                         // include the fused-QKV row maps
+};
+
+void write_plan_text(const PlanReport& report, std::ostream& out);
+nlohmann::json plan_to_json(const PlanReport& report);
+
+}  // namespace attncheck::cli

@@ -1,0 +1,178 @@
+// Text rendering of `attncheck plan`, for people: the geometry with where head_dim came from, the
+// widths, and the rank -> query heads -> KV heads -> replica group table.
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "cli/plan_report.hpp"
+#include "core/fused_qkv.hpp"
+#include "core/nearby.hpp"
+
+namespace attncheck::cli {
+
+namespace {
+
+// 3145728 -> "3,145,728"
+std::string grouped_digits(std::int64_t value) {
+  std::string digits = std::to_string(value < 0 ? -value : value);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(static_cast<std::size_t>(i), ",");
+  return value < 0 ? "-" + digits : digits;
+}
+
+// Heads [4, 8) -> "4-7"; a single head -> "4".
+std::string head_list(const IndexRange& heads) {
+  return heads.size() == 1 ? std::to_string(heads.begin) : fmt::format("{}-{}", heads.begin, heads.end - 1);
+}
+
+std::string head_dim_line(const Geometry& geometry) {
+  const std::int64_t head_dim = geometry.head_dim();
+  const auto quotient = geometry.quotient_head_dim();
+  if (geometry.head_dim_source() == HeadDimSource::derived) {
+    return fmt::format("{} (derived: hidden_size / num_heads = {} / {})", head_dim, geometry.hidden_size(),
+                       geometry.num_heads());
+  }
+  if (!quotient) return fmt::format("{} (explicit; hidden_size / num_heads does not divide)", head_dim);
+  if (*quotient == head_dim) return fmt::format("{} (explicit; equals hidden_size / num_heads)", head_dim);
+  return fmt::format("{} (explicit; hidden_size / num_heads = {} would be wrong)", head_dim, *quotient);
+}
+
+std::string rotary_line(const Geometry& geometry) {
+  if (geometry.rotary_dim() == 0) return "none (rotary_dim 0)";
+  return fmt::format("{} of {} channels, {}, theta {}", geometry.rotary_dim(), geometry.head_dim(),
+                     to_string(geometry.rope_style()), format_number(geometry.rope_theta()));
+}
+
+std::string qk_norm_line(const Geometry& geometry) {
+  switch (geometry.qk_norm()) {
+    case QkNorm::none:
+      return "none";
+    case QkNorm::rms:
+      return fmt::format("RMSNorm over head_dim, x * w (eps {})", format_number(geometry.qk_norm_eps()));
+    case QkNorm::rms_one_plus:
+      return fmt::format("RMSNorm over head_dim, x * (1 + w) (eps {})", format_number(geometry.qk_norm_eps()));
+  }
+  return "none";
+}
+
+std::string scale_line(const Geometry& geometry) {
+  if (geometry.scale_source() == ScaleSource::head_dim) {
+    return fmt::format("{} = head_dim^-0.5", format_number(geometry.scale()));
+  }
+  return fmt::format("{} = query_pre_attn_scalar^-0.5 ({})", format_number(geometry.scale()),
+                     format_number(*geometry.spec().query_pre_attn_scalar));
+}
+
+// Consecutive whole heads of one projection run together: "q0-7 k0-3 v0-3"; a partial head shows its
+// rows within the head: "k0[64:128]".
+std::string segments_line(const std::vector<FusedRowSegment>& segments, std::int64_t head_dim) {
+  std::vector<std::string> tokens;
+  for (std::size_t i = 0; i < segments.size();) {
+    const FusedRowSegment& first = segments[i];
+    const std::string name(to_string(first.projection));
+    if (first.source_rows.size() != head_dim) {
+      const std::int64_t offset = first.source_rows.begin - first.head * head_dim;
+      tokens.push_back(fmt::format("{}{}[{}:{}]", name, first.head, offset, offset + first.source_rows.size()));
+      ++i;
+      continue;
+    }
+    std::size_t j = i + 1;
+    while (j < segments.size() && segments[j].projection == first.projection &&
+           segments[j].source_rows.size() == head_dim && segments[j].head == segments[j - 1].head + 1) {
+      ++j;
+    }
+    tokens.push_back(name + head_list({first.head, segments[j - 1].head + 1}));
+    i = j;
+  }
+  return fmt::format("{}", fmt::join(tokens, " "));
+}
+
+void write_geometry(const PlanReport& report, std::ostream& out) {
+  const Geometry& geometry = report.source.geometry;
+  const auto row = [&](std::string_view name, const std::string& value) {
+    fmt::print(out, "  {:<16}{}\n", name, value);
+  };
+  fmt::print(out, "geometry: {}\n", report.source.title);
+  row("hidden_size", std::to_string(geometry.hidden_size()));
+  row("num_heads", fmt::format("{} query heads", geometry.num_heads()));
+  row("num_kv_heads", geometry.group_size() == 1
+                          ? fmt::format("{} (plain multi-head attention)", geometry.num_kv_heads())
+                          : fmt::format("{} (group_size {}: query head h reads KV head h / {})",
+                                        geometry.num_kv_heads(), geometry.group_size(), geometry.group_size()));
+  row("head_dim", head_dim_line(geometry));
+  row("query_width", fmt::format("{} = {} x {}", geometry.query_width(), geometry.num_heads(), geometry.head_dim()));
+  row("kv_width", fmt::format("{} = {} x {}", geometry.kv_width(), geometry.num_kv_heads(), geometry.head_dim()));
+  row("q_proj", fmt::format("{} -> {}", geometry.hidden_size(), geometry.query_width()));
+  row("k_proj, v_proj", fmt::format("{} -> {} each", geometry.hidden_size(), geometry.kv_width()));
+  row("fused qkv", fmt::format("{} -> {} + 2 x {} = {}", geometry.hidden_size(), geometry.query_width(),
+                               geometry.kv_width(), geometry.qkv_width()));
+  row("o_proj", fmt::format("{} -> {}", geometry.query_width(), geometry.hidden_size()));
+  row("rotary", rotary_line(geometry));
+  row("qk_norm", qk_norm_line(geometry));
+  row("scale", scale_line(geometry));
+  row("softcap", geometry.softcap() ? format_number(*geometry.softcap()) : "none");
+  row("sliding_window", geometry.sliding_window() ? std::to_string(*geometry.sliding_window()) : "none");
+  row("mask", geometry.causal() ? "causal, bottom-right aligned when seq_q != seq_k" : "none (bidirectional)");
+  row("bias",
+      fmt::format("q/k/v {}, o_proj {}", geometry.qkv_bias() ? "yes" : "no", geometry.out_bias() ? "yes" : "no"));
+  for (const std::string& note : report.source.notes) row("note", note);
+}
+
+void write_ranks(const PlanReport& report, std::ostream& out) {
+  const TpPlan& plan = report.plan;
+  const Geometry& geometry = plan.geometry;
+  const std::int64_t cache_bytes = bytes_per_element(report.cache_precision);
+  fmt::print(out, "\ntensor parallel: tp_size {}, kv_replicas {} ({})\n", plan.tp_size, plan.kv_replicas,
+             plan.kv_replicas == 1 ? "each KV head lives on one rank"
+                                   : fmt::format("each KV head is replicated on {} ranks", plan.kv_replicas));
+  fmt::print(out, "  {:<5} {:<12} {:<9} {:<17} {:>8} {:>9} {:>9}  {:<13} {:>13} {:>15}\n", "rank", "query heads",
+             "kv heads", "replica group", "q width", "kv width", "qkv rows", "o_proj cols", "params",
+             fmt::format("kv {} B/token", to_string(report.cache_precision)));
+  for (const RankPlan& rank : plan.ranks) {
+    const ReplicaGroup& group = plan.replica_groups[static_cast<std::size_t>(rank.replica_group)];
+    fmt::print(out, "  {:<5} {:<12} {:<9} {:<17} {:>8} {:>9} {:>9}  {:<13} {:>13} {:>15}\n", rank.rank,
+               head_list(rank.q_heads), head_list(rank.kv_heads),
+               fmt::format("{} (ranks {})", group.id, head_list(group.ranks)), rank.query_width, rank.kv_width,
+               rank.qkv_rows, fmt::format("{}-{}", rank.o_proj_columns.begin, rank.o_proj_columns.end - 1),
+               grouped_digits(rank.params.total()), grouped_digits(rank.kv_cache_elements_per_token * cache_bytes));
+  }
+  const RankPlan& first = plan.ranks.front();
+  fmt::print(out, "  per rank: query width {} = 1/{} of {}; KV cache {} of {} B/token = {}/{} ({} of {} KV heads){}\n",
+             first.query_width, plan.tp_size, geometry.query_width(),
+             grouped_digits(first.kv_cache_elements_per_token * cache_bytes),
+             grouped_digits(plan.unsharded_kv_cache_elements_per_token * cache_bytes), first.kv_heads.size(),
+             geometry.num_kv_heads(), first.kv_heads.size(), geometry.num_kv_heads(),
+             plan.kv_replicas > 1 ? "\n  replication: KV memory per rank shrinks slower than query memory" : "");
+  const std::int64_t over_ranks = plan.total_params_over_ranks().total();
+  const std::int64_t unsharded = plan.unsharded_params.total();
+  fmt::print(out, "  parameters: {} unsharded, {} over all ranks ({} replicated)\n", grouped_digits(unsharded),
+             grouped_digits(over_ranks),
+             over_ranks == unsharded ? "none" : "+" + grouped_digits(over_ranks - unsharded));
+}
+
+void write_layouts(const PlanReport& report, std::ostream& out) {
+  const TpPlan& plan = report.plan;
+  fmt::print(
+      out, "\nfused QKV rows per rank, in local row order (head ids global; k0[64:128] = rows 64-127 of KV head 0)\n");
+  for (FusedQkvLayout layout : kAllFusedQkvLayouts) {
+    if (auto reason = fused_layout_unsupported(plan, layout)) {
+      fmt::print(out, "  {:<8} unavailable: {}\n", to_string(layout), *reason);
+      continue;
+    }
+    for (const RankPlan& rank : plan.ranks) {
+      fmt::print(out, "  {:<8} rank {}: {}\n", to_string(layout), rank.rank,
+                 segments_line(fused_qkv_segments(plan, rank.rank, layout), plan.geometry.head_dim()));
+    }
+  }
+}
+
+}  // namespace
+
+void write_plan_text(const PlanReport& report, std::ostream& out) {
+  write_geometry(report, out);
+  write_ranks(report, out);
+  if (report.layouts) write_layouts(report, out);
+}
+
+}  // namespace attncheck::cli

@@ -1,0 +1,121 @@
+// Geometry: the shape of one attention layer, and the rules that make a shape valid.
+//
+// A GeometrySpec is what a user, a config file or a preset states (optional fields stay absent when
+// the source omits them). resolve_geometry() checks every rule, reports every violation at once as an
+// InputError, and returns an immutable Geometry whose derived values (head_dim, num_kv_heads,
+// rotary_dim, scale) are fixed. head_dim is derived as hidden_size / num_heads only when it is absent,
+// and only in resolve_head_dim(); nothing else in attncheck may divide hidden_size by num_heads.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace attncheck {
+
+// RoPE pairing of channels. half_split: channel i pairs with i + rotary_dim/2 (GPT-NeoX, Llama,
+// Qwen, Gemma: "rotate_half"). interleaved: channel 2i pairs with 2i+1 (GPT-J, Meta's original Llama).
+enum class RopeStyle { half_split, interleaved };
+
+// Per-head normalisation of q and k over head_dim before RoPE. rms: x / rms(x) * w (Qwen3).
+// rms_one_plus: x / rms(x) * (1 + w) (Gemma 3, whose stored weight is centred on 0).
+enum class QkNorm { none, rms, rms_one_plus };
+
+enum class HeadDimSource { explicit_value, derived };
+enum class ScaleSource { head_dim, query_pre_attn_scalar };
+
+std::string_view to_string(RopeStyle style);       // "half-split" | "interleaved"
+std::string_view to_string(QkNorm norm);           // "none" | "rms" | "rms-one-plus"
+std::string_view to_string(HeadDimSource source);  // "explicit" | "derived"
+std::string_view to_string(ScaleSource source);    // "head_dim" | "query_pre_attn_scalar"
+std::optional<RopeStyle> parse_rope_style(std::string_view text);
+std::optional<QkNorm> parse_qk_norm(std::string_view text);
+
+// Upper bound on every count and width: keeps widths and parameter counts exact in int64.
+inline constexpr std::int64_t kMaxDimension = std::int64_t{1} << 20;
+
+struct GeometrySpec {
+  std::int64_t hidden_size = 0;              // residual width entering and leaving the layer
+  std::int64_t num_heads = 0;                // query heads H_q
+  std::optional<std::int64_t> num_kv_heads;  // H_kv; absent = num_heads (plain MHA)
+  std::optional<std::int64_t> head_dim;      // absent = hidden_size / num_heads, which must divide
+  std::optional<double> rotary_pct;          // rotary_dim = int(head_dim * rotary_pct), as NeoX/HF
+  std::optional<std::int64_t> rotary_dim;    // channels rotated; absent with rotary_pct absent = head_dim
+  double rope_theta = 10000.0;
+  RopeStyle rope_style = RopeStyle::half_split;
+  QkNorm qk_norm = QkNorm::none;
+  double qk_norm_eps = 1e-6;
+  bool qkv_bias = false;
+  bool out_bias = false;
+  std::optional<double> query_pre_attn_scalar;  // scale = query_pre_attn_scalar^-0.5 (Gemma)
+  std::optional<double> softcap;                // scores -> softcap * tanh(scores / softcap)
+  std::optional<std::int64_t> sliding_window;   // query i sees keys j with i - window < j (<= i if causal)
+  bool causal = true;                           // bottom-right aligned when seq_q != seq_k
+
+  friend bool operator==(const GeometrySpec&, const GeometrySpec&) = default;
+};
+
+struct HeadDimResolution {
+  std::int64_t head_dim = 0;
+  HeadDimSource source = HeadDimSource::explicit_value;
+  // hidden_size / num_heads when that divides exactly: what a framework that derives head_dim would
+  // use. Shown beside an explicit head_dim to expose the trap (Qwen3-0.6B: 128 explicit, quotient 64).
+  std::optional<std::int64_t> quotient;
+};
+
+// The one function that handles an omitted head_dim. Adds a violation (and returns nullopt) when the
+// head_dim must be derived and hidden_size is not divisible by num_heads. Expects hidden_size >= 1
+// and num_heads >= 1 (resolve_geometry checks those first).
+class ViolationList;
+std::optional<HeadDimResolution> resolve_head_dim(const GeometrySpec& spec, ViolationList& violations);
+
+class Geometry {
+ public:
+  const GeometrySpec& spec() const { return spec_; }
+
+  std::int64_t hidden_size() const { return spec_.hidden_size; }
+  std::int64_t num_heads() const { return spec_.num_heads; }
+  std::int64_t num_kv_heads() const { return num_kv_heads_; }
+  std::int64_t head_dim() const { return head_dim_.head_dim; }
+  HeadDimSource head_dim_source() const { return head_dim_.source; }
+  std::optional<std::int64_t> quotient_head_dim() const { return head_dim_.quotient; }
+
+  std::int64_t group_size() const { return spec_.num_heads / num_kv_heads_; }  // query heads per KV head
+  std::int64_t query_width() const { return spec_.num_heads * head_dim(); }    // q_proj out, o_proj in
+  std::int64_t kv_width() const { return num_kv_heads_ * head_dim(); }         // k_proj / v_proj out
+  std::int64_t qkv_width() const { return query_width() + 2 * kv_width(); }    // fused QKV rows
+
+  std::int64_t rotary_dim() const { return rotary_dim_; }
+  double rope_theta() const { return spec_.rope_theta; }
+  RopeStyle rope_style() const { return spec_.rope_style; }
+  QkNorm qk_norm() const { return spec_.qk_norm; }
+  double qk_norm_eps() const { return spec_.qk_norm_eps; }
+  bool qkv_bias() const { return spec_.qkv_bias; }
+  bool out_bias() const { return spec_.out_bias; }
+  double scale() const { return scale_; }
+  ScaleSource scale_source() const { return scale_source_; }
+  std::optional<double> softcap() const { return spec_.softcap; }
+  std::optional<std::int64_t> sliding_window() const { return spec_.sliding_window; }
+  bool causal() const { return spec_.causal; }
+
+  friend bool operator==(const Geometry& a, const Geometry& b) { return a.spec_ == b.spec_; }
+
+ private:
+  friend Geometry resolve_geometry(const GeometrySpec& spec);
+  Geometry() = default;
+
+  GeometrySpec spec_;
+  HeadDimResolution head_dim_;
+  std::int64_t num_kv_heads_ = 0;
+  std::int64_t rotary_dim_ = 0;
+  double scale_ = 0.0;
+  ScaleSource scale_source_ = ScaleSource::head_dim;
+};
+
+// Checks every rule and throws InputError("invalid geometry", ...) listing each violation with the
+// field, its value, the rule and a nearby valid value.
+Geometry resolve_geometry(const GeometrySpec& spec);
+
+}  // namespace attncheck

@@ -1,0 +1,92 @@
+#include "core/neox_config.hpp"
+
+#include <fmt/format.h>
+
+#include "core/config_parse.hpp"
+#include "core/config_reader.hpp"
+#include "core/text_file.hpp"
+
+namespace attncheck {
+
+namespace {
+
+// attention_config is [[[types...], repeat], ...]; only dense global attention is modelled.
+void check_attention_config(ConfigReader& reader) {
+  const nlohmann::json* config = reader.find("attention_config");
+  if (config == nullptr) return;
+  const auto reject = [&](const std::string& value, const std::string& rule) {
+    reader.reject("attention_config", value, rule, "use [[[\"global\"], num_layers]] or [[[\"flash\"], num_layers]]");
+  };
+  if (!config->is_array()) return reject(ConfigReader::describe(*config), "must be a list of [[types], repeat]");
+  for (const nlohmann::json& entry : *config) {
+    if (!entry.is_array() || entry.size() != 2 || !entry[0].is_array()) {
+      return reject(ConfigReader::describe(entry), "each entry must be [[types], repeat]");
+    }
+    for (const nlohmann::json& type : entry[0]) {
+      if (type != "global" && type != "flash") {
+        return reject(ConfigReader::describe(type),
+                      "attention types other than \"global\" and \"flash\" (dense causal attention) are not modelled");
+      }
+    }
+  }
+}
+
+}  // namespace
+
+ImportedConfig import_neox_config_text(const std::string& text, const std::string& source) {
+  const nlohmann::json root = parse_yaml_as_json(text, source);
+  if (!root.is_object()) {
+    throw InputError(source, {{"config", ConfigReader::describe(root), "must be a YAML mapping of NeoX arguments",
+                               "pass a GPT-NeoX model config such as configs/20B.yml"}});
+  }
+  ImportedConfig imported;
+  imported.source = source;
+  imported.model_type = "gpt-neox";
+  GeometrySpec& spec = imported.spec;
+  ConfigReader reader(root, source, "", /*dash_aliases=*/true);
+
+  spec.hidden_size = reader.required_integer("hidden_size", "add hidden-size, e.g. 6144").value_or(0);
+  spec.num_heads = reader.required_integer("num_attention_heads", "add num-attention-heads, e.g. 64").value_or(0);
+  spec.num_kv_heads = reader.integer("num_kv_heads");
+  spec.head_dim = reader.integer("head_dim");
+  imported.tp_size = reader.integer("model_parallel_size");
+
+  const std::string pos_emb = reader.text("pos_emb").value_or("learned");
+  const auto rotary_pct = reader.number("rotary_pct");
+  spec.rope_theta = reader.number("rotary_emb_base").value_or(10000.0);
+  spec.rope_style = RopeStyle::half_split;
+  if (pos_emb == "rotary") {
+    spec.rotary_pct = rotary_pct.value_or(1.0);
+  } else if (pos_emb == "learned" || pos_emb == "sinusoidal" || pos_emb == "none") {
+    spec.rotary_dim = 0;
+    imported.notes.push_back(fmt::format("pos_emb \"{}\" acts outside attention: no RoPE (rotary_dim 0){}", pos_emb,
+                                         rotary_pct ? "; rotary_pct ignored" : ""));
+  } else {
+    reader.reject(
+        "pos_emb", "\"" + pos_emb + "\"",
+        "must be \"rotary\", \"learned\", \"sinusoidal\" or \"none\": score biases (rpe, alibi) are not modelled",
+        "pos_emb = \"rotary\"");
+  }
+
+  const bool bias = reader.boolean("use_bias_in_attn_linear").value_or(true);
+  spec.qkv_bias = bias;
+  spec.out_bias = bias;
+  spec.sliding_window = reader.integer("sliding_window_width");
+  if (reader.boolean("use_qk_layernorm").value_or(false)) {
+    reader.reject("use_qk_layernorm", "true",
+                  "is not modelled: GPT-NeoX normalises q and k over [local heads, head_dim] jointly, which "
+                  "depends on the TP size",
+                  "set use_qk_layernorm to false");
+  }
+  check_attention_config(reader);
+  spec.qk_norm = QkNorm::none;
+  spec.causal = true;
+  reader.finish();
+  return imported;
+}
+
+ImportedConfig import_neox_config_file(const std::string& path) {
+  return import_neox_config_text(read_text_file(path, "--neox-config"), "neox config '" + path + "'");
+}
+
+}  // namespace attncheck
