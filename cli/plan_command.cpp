@@ -26,7 +26,8 @@ void run_plan(const PlanOptions& options, std::ostream& out) {
                     .cache_precision = parse_precision(options.cache_dtype).value_or(Precision::bf16),
                     .layouts = options.layouts};
   if (options.json) {
-    out << plan_to_json(report).dump(2) << '\n';
+    // A config path may not be UTF-8; replace such bytes rather than fail after all the work.
+    out << plan_to_json(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   } else {
     write_plan_text(report, out);
   }

@@ -134,6 +134,23 @@ TEST(PlanCommand, LayoutsShowTheFusedRowOrder) {
             nlohmann::json({512, 768}));  // query heads 2-3
 }
 
+TEST(PlanCommand, JsonSurvivesANonUtf8Path) {
+  const std::string path = temp_file("\xff.json",
+                                     "{\"model_type\": \"llama\", \"hidden_size\": 64, "
+                                     "\"num_attention_heads\": 4}");
+  const nlohmann::json plan = run_json({"plan", "--hf-config", path});
+  EXPECT_EQ(plan["head_dim"], 16);
+}
+
+TEST(PlanCommand, TheLargestAllowedPlanStaysSmall) {
+  // Head counts are capped at 4096, so even the largest plan's output stays bounded (about 13 MB).
+  const CliRun result =
+      run({"plan", "--hidden", "4096", "--heads", "4096", "--head-dim", "2", "--tp", "4096", "--layouts", "--json"});
+  EXPECT_EQ(result.exit_code, kExitOk) << result.err;
+  EXPECT_LT(result.out.size(), 64u << 20);
+  expect_bad_input({"plan", "--hidden", "4096", "--heads", "4097", "--head-dim", "2"}, "num_heads = 4097");
+}
+
 TEST(PlanCommand, BadGeometryExitsTwoWithTheRule) {
   expect_bad_input({"plan", "--hidden", "1000", "--heads", "16"}, "hidden_size = 992 or 1008");
   expect_bad_input({"plan", "--hidden", "1024", "--heads", "16", "--kv-heads", "3"}, "num_kv_heads = 2 or 4");
@@ -152,17 +169,21 @@ TEST(PlanCommand, TpThatSplitsAHeadExitsTwo) {
 TEST(PlanCommand, BadConfigFilesExitTwo) {
   expect_bad_input({"plan", "--hf-config", "/nonexistent/config.json"}, "must name an existing file");
   expect_bad_input({"plan", "--hf-config", temp_file("broken.json", "{\"hidden_size\": 10")}, "must be valid JSON");
-  expect_bad_input({"plan", "--hf-config", temp_file("missing.json", "{\"num_attention_heads\": 16}")},
-                   "hidden_size = absent: is required");
   expect_bad_input(
-      {"plan", "--hf-config", temp_file("typed.json", "{\"hidden_size\": \"1024\", \"num_attention_heads\": 16}")},
+      {"plan", "--hf-config", temp_file("missing.json", "{\"model_type\": \"llama\", \"num_attention_heads\": 16}")},
+      "hidden_size = absent: is required");
+  expect_bad_input(
+      {"plan", "--hf-config",
+       temp_file("typed.json", "{\"model_type\": \"llama\", \"hidden_size\": \"1024\", \"num_attention_heads\": 16}")},
       "hidden_size = \"1024\" (a string): must be an integer");
   expect_bad_input(
-      {"plan", "--hf-config", temp_file("geometry.json", "{\"hidden_size\": 1000, \"num_attention_heads\": 16}")},
+      {"plan", "--hf-config",
+       temp_file("geometry.json", "{\"model_type\": \"llama\", \"hidden_size\": 1000, \"num_attention_heads\": 16}")},
       "invalid geometry from hf config");
   expect_bad_input({"plan", "--neox-config", temp_file("broken.yml", "hidden-size: [1\n")}, "must be valid YAML");
   expect_bad_input(
-      {"plan", "--hf-config", temp_file("huge.json", "{\"hidden_size\": 1e400, \"num_attention_heads\": 16}")},
+      {"plan", "--hf-config",
+       temp_file("huge.json", "{\"model_type\": \"llama\", \"hidden_size\": 1e400, \"num_attention_heads\": 16}")},
       "must be representable");
   expect_bad_input({"plan", "--hf-config", "/dev/zero"}, "must name a regular file");
   expect_bad_input({"plan", "--hf-config", config_path("google__gemma-3-270m.json"), "--hf-layer", "18"},

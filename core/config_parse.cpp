@@ -11,6 +11,18 @@ namespace attncheck {
 
 namespace {
 
+// Config files are shallow and small; these bounds turn hostile input (deep nesting, YAML alias
+// "billion laughs") into an error instead of a stack overflow or an out-of-memory kill.
+constexpr int kMaxDepth = 64;
+constexpr std::size_t kMaxValues = 1'000'000;
+
+[[noreturn]] void too_big(const std::string& source, const std::string& what) {
+  throw InputError(source, {{"config", what,
+                             "must be a config file: nesting at most 64 levels deep and at most "
+                             "1000000 values once YAML aliases are expanded",
+                             "pass the model's config, not generated or recursive data"}});
+}
+
 nlohmann::json plain_scalar(const std::string& text) {
   static const std::regex integer_pattern(R"([-+]?[0-9]+)");
   static const std::regex float_pattern(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
@@ -26,7 +38,11 @@ nlohmann::json plain_scalar(const std::string& text) {
   return text;
 }
 
-nlohmann::json to_json(const YAML::Node& node) {
+// Converts recursively; depth and the running count of values are bounded (aliases may make a small
+// YAML text expand into a huge or even cyclic tree).
+nlohmann::json to_json(const YAML::Node& node, int depth, std::size_t& values, const std::string& source) {
+  if (depth > kMaxDepth) too_big(source, fmt::format("more than {} levels of nesting", kMaxDepth));
+  if (++values > kMaxValues) too_big(source, fmt::format("more than {} values", kMaxValues));
   switch (node.Type()) {
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined:
@@ -36,12 +52,14 @@ nlohmann::json to_json(const YAML::Node& node) {
       return node.Tag() == "!" ? nlohmann::json(node.Scalar()) : plain_scalar(node.Scalar());
     case YAML::NodeType::Sequence: {
       nlohmann::json array = nlohmann::json::array();
-      for (const YAML::Node& item : node) array.push_back(to_json(item));
+      for (const YAML::Node& item : node) array.push_back(to_json(item, depth + 1, values, source));
       return array;
     }
     case YAML::NodeType::Map: {
       nlohmann::json object = nlohmann::json::object();
-      for (const auto& item : node) object[item.first.as<std::string>()] = to_json(item.second);
+      for (const auto& item : node) {
+        object[item.first.as<std::string>()] = to_json(item.second, depth + 1, values, source);
+      }
       return object;
     }
   }
@@ -52,7 +70,8 @@ nlohmann::json to_json(const YAML::Node& node) {
 
 nlohmann::json parse_yaml_as_json(const std::string& text, const std::string& source) {
   try {
-    return to_json(YAML::Load(text));
+    std::size_t values = 0;
+    return to_json(YAML::Load(text), 0, values, source);
   } catch (const YAML::Exception& error) {
     throw InputError(source, {{"yaml", fmt::format("line {}, column {}", error.mark.line + 1, error.mark.column + 1),
                                "must be valid YAML: " + error.msg, "fix the syntax at that position"}});
@@ -61,7 +80,11 @@ nlohmann::json parse_yaml_as_json(const std::string& text, const std::string& so
 
 nlohmann::json parse_json(const std::string& text, const std::string& source) {
   try {
-    return nlohmann::json::parse(text);
+    const auto limit_depth = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > kMaxDepth) too_big(source, fmt::format("more than {} levels of nesting", kMaxDepth));
+      return true;
+    };
+    return nlohmann::json::parse(text, limit_depth);
   } catch (const nlohmann::json::parse_error& error) {
     throw InputError(source, {{"json", fmt::format("byte {}", error.byte),
                                std::string("must be valid JSON: ") + error.what(), "fix the syntax at that position"}});

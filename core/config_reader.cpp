@@ -10,7 +10,8 @@ ConfigReader::ConfigReader(const nlohmann::json& object, std::string source, std
     : object_(object), source_(std::move(source)), key_prefix_(std::move(key_prefix)), dash_aliases_(dash_aliases) {}
 
 std::string ConfigReader::describe(const nlohmann::json& value) {
-  std::string text = value.dump();
+  // Replace invalid UTF-8 (a YAML scalar may hold any bytes) rather than throw.
+  std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (text.size() > 60) text = text.substr(0, 57) + "...";
   if (value.is_string()) return text + " (a string)";
   if (value.is_boolean()) return text + " (a boolean)";

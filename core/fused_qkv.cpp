@@ -38,13 +38,21 @@ std::optional<std::string> fused_layout_unsupported(const TpPlan& plan, FusedQkv
         "(tp_size {} > num_kv_heads {})",
         plan.tp_size, plan.geometry.num_kv_heads());
   }
+  // GPT-NeoX computes its per-query-head chunk in Python floats:
+  //   chunk = int(hn * (1 + 2 * (kvp / np))), slice = int((kvp / np) * hn)
+  // and its reshape and split only work when those come out exact. Mirror that arithmetic.
   const RankPlan& rank = plan.ranks.front();
-  const std::int64_t local_group = rank.q_heads.size() / rank.kv_heads.size();
-  if (plan.geometry.head_dim() % local_group != 0) {
+  const std::int64_t head_dim = plan.geometry.head_dim();
+  const std::int64_t local_q = rank.q_heads.size();
+  const std::int64_t local_kv = rank.kv_heads.size();
+  const double ratio = static_cast<double>(local_kv) / static_cast<double>(local_q);
+  const auto chunk = static_cast<std::int64_t>(static_cast<double>(head_dim) * (1.0 + 2.0 * ratio));
+  const auto slice = static_cast<std::int64_t>(ratio * static_cast<double>(head_dim));
+  if (chunk * local_q != rank.qkv_rows || head_dim + 2 * slice != chunk || slice * local_q != local_kv * head_dim) {
     return fmt::format(
-        "GPT-NeoX's GQA reshape gives each query head head_dim / group_size = {} / {} rows "
-        "of K and V, which is not a whole number",
-        plan.geometry.head_dim(), local_group);
+        "GPT-NeoX's GQA reshape needs head_dim * (1 + 2 * {}/{}) = {} rows per query head, "
+        "which its float arithmetic does not give exactly (it computes {}; K and V slices of {})",
+        local_kv, local_q, static_cast<double>(rank.qkv_rows) / static_cast<double>(local_q), chunk, slice);
   }
   return std::nullopt;
 }

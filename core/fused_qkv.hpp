@@ -9,7 +9,8 @@
 //            head i, [q_i | head_dim/g rows of K | head_dim/g rows of V], where g = local query heads
 //            per local KV head and the K (V) slices of consecutive query heads concatenate to the local
 //            K (V) heads in order. For MHA (g = 1) this is NeoX's per-head [q_i | k_i | v_i]. It exists
-//            only where NeoX can run: no KV replication and head_dim % g == 0.
+//            only where NeoX can run: no KV replication, and head_dim * (1 + 2/g) and head_dim / g
+//            come out exact in NeoX's float arithmetic (head_dim 120 with g = 3 does not: NeoX fails).
 #pragma once
 
 #include <cstdint>

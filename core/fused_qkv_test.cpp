@@ -72,6 +72,12 @@ TEST(FusedQkv, NeoxLayoutIsUnavailableWhereNeoxCannotRun) {
 
   const TpPlan fractional = plan_for(64, 8, 1, 6, 1);  // head_dim 6 over group 8: 0.75 rows each
   EXPECT_NE(fused_layout_unsupported(fractional, FusedQkvLayout::neox), std::nullopt);
+
+  // head_dim 120, group 3: 120 / 3 = 40 is whole, but NeoX computes int(120 * (1 + 2 * (1/3))) = 199, not 200,
+  // and its reshape fails.
+  const TpPlan float_trap = plan_for(360, 3, 1, 120, 1);
+  EXPECT_NE(fused_layout_unsupported(float_trap, FusedQkvLayout::neox), std::nullopt);
+  EXPECT_EQ(fused_layout_unsupported(plan_for(256, 2, 1, 128, 1), FusedQkvLayout::neox), std::nullopt);
 }
 
 TEST(FusedQkv, RankOutOfRangeIsRejected) {
@@ -95,7 +101,21 @@ TEST(FusedQkv, EveryLayoutCoversEveryRowOncePerReplica) {
           std::map<std::pair<Projection, std::int64_t>, int> holders;
           for (const RankPlan& rank : plan.ranks) {
             std::int64_t next_row = 0;
-            for (const FusedRowSegment& s : fused_qkv_segments(plan, rank.rank, layout)) {
+            const auto segments = fused_qkv_segments(plan, rank.rank, layout);
+            // In the interleaved layouts each query head is followed (after its group's other query heads
+            // in grouped) by K and V of its own KV head: h / group_size.
+            if (layout != FusedQkvLayout::stacked) {
+              for (std::size_t i = 0; i < segments.size(); ++i) {
+                if (segments[i].projection != Projection::q) continue;
+                std::size_t k = i;
+                while (segments[k].projection == Projection::q) ++k;
+                EXPECT_EQ(segments[k].projection, Projection::k);
+                EXPECT_EQ(segments[k].head, segments[i].head / plan.geometry.group_size());
+                EXPECT_EQ(segments[k + 1].projection, Projection::v);
+                EXPECT_EQ(segments[k + 1].head, segments[k].head);
+              }
+            }
+            for (const FusedRowSegment& s : segments) {
               EXPECT_EQ(s.local_rows.begin, next_row);
               EXPECT_EQ(s.local_rows.size(), s.source_rows.size());
               next_row = s.local_rows.end;

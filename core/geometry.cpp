@@ -64,11 +64,11 @@ std::optional<HeadDimResolution> resolve_head_dim(const GeometrySpec& spec, Viol
 
 namespace {
 
-// Checks 1 <= value <= kMaxDimension; returns whether it holds.
-bool check_count(ViolationList& violations, const char* field, std::int64_t value) {
-  if (value >= 1 && value <= kMaxDimension) return true;
-  violations.add(field, std::to_string(value), fmt::format("must be an integer in [1, {}]", kMaxDimension),
-                 fmt::format("nearby valid: {} = {}", field, value < 1 ? 1 : kMaxDimension));
+// Checks 1 <= value <= max; returns whether it holds.
+bool check_count(ViolationList& violations, const char* field, std::int64_t value, std::int64_t max) {
+  if (value >= 1 && value <= max) return true;
+  violations.add(field, std::to_string(value), fmt::format("must be an integer in [1, {}]", max),
+                 fmt::format("nearby valid: {} = {}", field, value < 1 ? 1 : max));
   return false;
 }
 
@@ -137,10 +137,10 @@ std::optional<std::int64_t> resolve_rotary_dim(const GeometrySpec& spec, std::in
 
 Geometry resolve_geometry(const GeometrySpec& spec) {
   ViolationList violations;
-  const bool hidden_ok = check_count(violations, "hidden_size", spec.hidden_size);
-  const bool heads_ok = check_count(violations, "num_heads", spec.num_heads);
-  const bool kv_ok = !spec.num_kv_heads || check_count(violations, "num_kv_heads", *spec.num_kv_heads);
-  const bool head_dim_ok = !spec.head_dim || check_count(violations, "head_dim", *spec.head_dim);
+  const bool hidden_ok = check_count(violations, "hidden_size", spec.hidden_size, kMaxDimension);
+  const bool heads_ok = check_count(violations, "num_heads", spec.num_heads, kMaxHeads);
+  const bool kv_ok = !spec.num_kv_heads || check_count(violations, "num_kv_heads", *spec.num_kv_heads, kMaxHeads);
+  const bool head_dim_ok = !spec.head_dim || check_count(violations, "head_dim", *spec.head_dim, kMaxDimension);
 
   Geometry geometry;
   geometry.spec_ = spec;

@@ -33,8 +33,11 @@ std::string_view to_string(ScaleSource source);    // "head_dim" | "query_pre_at
 std::optional<RopeStyle> parse_rope_style(std::string_view text);
 std::optional<QkNorm> parse_qk_norm(std::string_view text);
 
-// Upper bound on every count and width: keeps widths and parameter counts exact in int64.
+// Upper bound on hidden_size and head_dim: keeps widths and parameter counts exact in int64.
 inline constexpr std::int64_t kMaxDimension = std::int64_t{1} << 20;
+// Upper bound on head counts (real models have at most a few hundred): keeps per-head and per-rank
+// output bounded, so no input makes `attncheck plan` run for minutes or print gigabytes.
+inline constexpr std::int64_t kMaxHeads = 4096;
 
 struct GeometrySpec {
   std::int64_t hidden_size = 0;              // residual width entering and leaving the layer

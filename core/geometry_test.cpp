@@ -64,12 +64,15 @@ TEST(Geometry, GptNeox20bWithHeadDimOmittedKeepsItsShapes) {
 }
 
 TEST(Geometry, OmittedHeadDimEqualsExplicitQuotient) {
-  for (const GeometrySpec& omitted : {spec(6144, 64, std::nullopt, std::nullopt), spec(4096, 32, 8, std::nullopt),
-                                      spec(1024, 16, 4, std::nullopt), spec(96, 3, 1, std::nullopt)}) {
+  // (geometry without head_dim, the head_dim its old shapes imply)
+  for (const auto& [omitted, old_head_dim] :
+       {std::pair{spec(6144, 64, std::nullopt, std::nullopt), 96}, std::pair{spec(4096, 32, 8, std::nullopt), 128},
+        std::pair{spec(1024, 16, 4, std::nullopt), 64}, std::pair{spec(96, 3, 1, std::nullopt), 32}}) {
     GeometrySpec stated = omitted;
-    stated.head_dim = omitted.hidden_size / omitted.num_heads;
+    stated.head_dim = old_head_dim;
     const Geometry derived = resolve_geometry(omitted);
     const Geometry explicit_geometry = resolve_geometry(stated);
+    EXPECT_EQ(derived.head_dim(), old_head_dim);
     EXPECT_EQ(derived.head_dim(), explicit_geometry.head_dim());
     EXPECT_EQ(derived.query_width(), explicit_geometry.query_width());
     EXPECT_EQ(derived.kv_width(), explicit_geometry.kv_width());
@@ -141,6 +144,12 @@ TEST(Geometry, PartialRotaryTruncatesLikePython) {
   EXPECT_EQ(resolve_geometry(partial).rotary_dim(), 16);
   partial.rotary_pct = 0.0;
   EXPECT_EQ(resolve_geometry(partial).rotary_dim(), 0);
+  // 90 * 0.7 = 62.99999999999999 in doubles: Python's int() gives 62, rounding would give 63.
+  GeometrySpec inexact = spec(1024, 16, std::nullopt, 90);
+  inexact.rotary_pct = 0.7;
+  EXPECT_EQ(resolve_geometry(inexact).rotary_dim(), 62);
+  inexact.head_dim = 180;  // 125.99999999999999 -> 125, odd: rejected although round() would give 126
+  EXPECT_TRUE(rejection(inexact).names_field("rotary_pct"));
   GeometrySpec no_rope = spec(1024, 16, std::nullopt, 63);  // odd head_dim is fine without RoPE
   no_rope.rotary_dim = 0;
   EXPECT_EQ(resolve_geometry(no_rope).rotary_dim(), 0);

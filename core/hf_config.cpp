@@ -4,6 +4,7 @@
 
 #include "core/config_parse.hpp"
 #include "core/config_reader.hpp"
+#include "core/hf_architectures.hpp"
 #include "core/nearby.hpp"
 #include "core/text_file.hpp"
 
@@ -11,37 +12,15 @@ namespace attncheck {
 
 namespace {
 
-enum class Family { gemma3, qwen3, qwen2, gpt_neox, other };
-
-Family family_of(const std::string& model_type) {
-  if (model_type == "gemma3" || model_type == "gemma3_text") return Family::gemma3;
-  if (model_type == "qwen3" || model_type == "qwen3_moe") return Family::qwen3;
-  if (model_type == "qwen2" || model_type == "qwen2_moe") return Family::qwen2;
-  if (model_type == "gpt_neox") return Family::gpt_neox;
-  return Family::other;
-}
-
-// transformers' Gemma3TextConfig defaults, applied to keys the file omits (Gemma 3 4B's text_config
-// states only hidden_size, layers and sliding_window).
-const nlohmann::json& gemma3_defaults() {
-  static const nlohmann::json defaults = {{"hidden_size", 2304},      {"num_hidden_layers", 26},
-                                          {"num_attention_heads", 8}, {"num_key_value_heads", 4},
-                                          {"head_dim", 256},          {"query_pre_attn_scalar", 256},
-                                          {"rope_theta", 1000000.0},  {"rope_local_base_freq", 10000.0},
-                                          {"sliding_window", 4096},   {"sliding_window_pattern", 6},
-                                          {"rms_norm_eps", 1e-6},     {"attention_bias", false}};
-  return defaults;
-}
-
 enum class LayerKind { full, sliding };
 
 std::string_view to_string(LayerKind kind) {
   return kind == LayerKind::full ? "full_attention" : "sliding_attention";
 }
 
-// Which kind of attention layer `layer` is, from layer_types, Gemma 3's pattern, or Qwen2-style
+// Which kind of attention layer `layer` is, from layer_types, Gemma 3's pattern, Qwen2/3's
 // use_sliding_window / max_window_layers, or a model-wide sliding_window (Mistral).
-LayerKind layer_kind(ConfigReader& reader, Family family, std::int64_t layer) {
+LayerKind layer_kind(ConfigReader& reader, HfFamily family, std::int64_t layer) {
   if (const nlohmann::json* layer_types = reader.find("layer_types")) {
     if (!layer_types->is_array() || layer >= static_cast<std::int64_t>(layer_types->size())) {
       reader.reject("layer_types", ConfigReader::describe(*layer_types),
@@ -56,63 +35,98 @@ LayerKind layer_kind(ConfigReader& reader, Family family, std::int64_t layer) {
                   "choose a layer of one of those kinds");
     return LayerKind::full;
   }
-  if (family == Family::gemma3) {
-    // transformers: layer i is sliding unless (i + 1) % pattern == 0.
-    std::optional<std::int64_t> pattern = reader.integer("sliding_window_pattern");
-    if (!pattern) pattern = reader.integer("_sliding_window_pattern");
-    const std::int64_t every = pattern.value_or(6);
-    if (every < 1) {
-      reader.reject("sliding_window_pattern", std::to_string(every), "must be >= 1", "sliding_window_pattern = 6");
-      return LayerKind::full;
+  switch (family) {
+    case HfFamily::gemma3: {
+      // transformers: layer i is sliding unless (i + 1) % pattern == 0.
+      std::optional<std::int64_t> pattern = reader.integer("_sliding_window_pattern");
+      if (!pattern) pattern = reader.integer("sliding_window_pattern");
+      if (pattern.value_or(6) < 1) {
+        reader.reject("sliding_window_pattern", std::to_string(*pattern), "must be >= 1", "sliding_window_pattern = 6");
+        return LayerKind::full;
+      }
+      return (layer + 1) % pattern.value_or(6) == 0 ? LayerKind::full : LayerKind::sliding;
     }
-    return (layer + 1) % every == 0 ? LayerKind::full : LayerKind::sliding;
+    case HfFamily::qwen2:
+    case HfFamily::qwen3:
+      // transformers: a window only with use_sliding_window, and only from max_window_layers on.
+      if (!reader.boolean("use_sliding_window").value_or(false) || reader.find("sliding_window") == nullptr) {
+        return LayerKind::full;
+      }
+      return layer >= reader.integer("max_window_layers").value_or(0) ? LayerKind::sliding : LayerKind::full;
+    case HfFamily::mistral:
+      return reader.find("sliding_window") != nullptr ? LayerKind::sliding : LayerKind::full;
+    case HfFamily::llama:
+    case HfFamily::gemma:
+    case HfFamily::gpt_neox:
+      return LayerKind::full;  // these architectures ignore a sliding_window key
   }
-  if (auto use_sliding = reader.boolean("use_sliding_window")) {
-    if (!*use_sliding) return LayerKind::full;
-    return layer >= reader.integer("max_window_layers").value_or(0) ? LayerKind::sliding : LayerKind::full;
-  }
-  return reader.find("sliding_window") != nullptr ? LayerKind::sliding : LayerKind::full;
+  return LayerKind::full;
 }
 
-// Reads rope_theta for this layer and rejects RoPE scaling attncheck does not model.
-double rope_theta_for(ConfigReader& reader, Family family, LayerKind kind, ImportedConfig& imported) {
-  const bool gemma_local = family == Family::gemma3 && kind == LayerKind::sliding;
+struct RopeSettings {
+  double theta = 10000.0;
+  std::optional<double> partial_rotary_factor;  // stated inside rope_parameters (transformers v5)
+};
+
+// RoPE base (and v5's partial_rotary_factor) for this layer; rejects RoPE scaling, which attncheck
+// does not model.
+RopeSettings rope_for(ConfigReader& reader, HfFamily family, LayerKind kind, ImportedConfig& imported) {
+  const bool gemma_local = family == HfFamily::gemma3 && kind == LayerKind::sliding;
+  RopeSettings rope;
   std::optional<double> theta;
   std::string scaling_key = "rope_scaling";
   const nlohmann::json* scaling = nullptr;
   if (const nlohmann::json* parameters = reader.find("rope_parameters")) {
-    // transformers v5: {"rope_type", "rope_theta"} or one such object per layer kind.
+    // transformers v5: {"rope_type", "rope_theta", ...}, or one such object per layer kind.
     const nlohmann::json* chosen = parameters;
+    scaling_key = "rope_parameters";
     if (parameters->is_object() && parameters->contains(to_string(kind))) {
       chosen = &(*parameters)[std::string(to_string(kind))];
       scaling_key = fmt::format("rope_parameters.{}", to_string(kind));
-    } else {
-      scaling_key = "rope_parameters";
     }
     ConfigReader nested = reader.child(*chosen, scaling_key);
     theta = nested.number("rope_theta");
+    rope.partial_rotary_factor = nested.number("partial_rotary_factor");
     if (nested.text("rope_type").value_or("default") != "default") scaling = chosen;
   } else if (gemma_local) {
     theta = reader.number("rope_local_base_freq");
     imported.notes.push_back("RoPE base from rope_local_base_freq (Gemma 3 sliding layers)");
   } else {
-    theta = reader.number("rope_theta");
-    if (!theta && family == Family::gpt_neox) theta = reader.number("rotary_emb_base");
+    theta = reader.number(family == HfFamily::gpt_neox && reader.find("rope_theta") == nullptr ? "rotary_emb_base"
+                                                                                               : "rope_theta");
     scaling = reader.find("rope_scaling");
   }
   // Gemma 3's sliding layers use plain RoPE; rope_scaling applies to its full layers only.
   if (scaling != nullptr && !gemma_local) {
-    const nlohmann::json* type = scaling->is_object() ? (scaling->contains("rope_type") ? &(*scaling)["rope_type"]
-                                                         : scaling->contains("type")    ? &(*scaling)["type"]
-                                                                                        : nullptr)
-                                                      : nullptr;
+    const nlohmann::json* type = nullptr;
+    if (scaling->is_object()) {
+      if (scaling->contains("rope_type"))
+        type = &(*scaling)["rope_type"];
+      else if (scaling->contains("type"))
+        type = &(*scaling)["type"];
+    }
     if (type == nullptr || *type != "default") {
       reader.reject(scaling_key, ConfigReader::describe(*scaling),
                     "RoPE scaling other than the default is not modelled by attncheck",
-                    "remove rope_scaling, or import a layer that does not use it (Gemma 3 sliding layers)");
+                    "remove the scaling, or import a layer that does not use it (Gemma 3 sliding layers)");
     }
   }
-  return theta.value_or(10000.0);
+  rope.theta = theta.value_or(10000.0);
+  return rope;
+}
+
+// Fills transformers' defaults for keys the file omits and notes which.
+void apply_defaults(nlohmann::json& config, const HfArchitecture& architecture, ImportedConfig& imported) {
+  std::vector<std::string> filled;
+  for (const auto& [key, value] : architecture.defaults().items()) {
+    if (config.contains(key)) continue;
+    config[key] = value;
+    filled.push_back(fmt::format("{} {}", key, value.dump()));
+  }
+  if (!filled.empty()) {
+    imported.notes.push_back(fmt::format("{} defaults for omitted keys (as transformers applies them): {}",
+                                         architecture.name, fmt::join(filled, ", ")));
+  }
 }
 
 }  // namespace
@@ -139,37 +153,31 @@ ImportedConfig import_hf_config_text(const std::string& text, const std::string&
   if (nested) imported.notes.push_back("read text_config (the language model of a multimodal config)");
 
   const std::string model_type = reader.text("model_type").value_or(root_reader.text("model_type").value_or(""));
-  imported.model_type = model_type.empty() ? "unknown" : model_type;
-  const Family family = family_of(model_type);
-
-  if (family == Family::gemma3) {
-    std::vector<std::string> filled;
-    for (const auto& [key, value] : gemma3_defaults().items()) {
-      if (config.contains(key)) continue;
-      config[key] = value;
-      if (key != "num_hidden_layers" && key != "sliding_window_pattern") filled.push_back(key);
-    }
-    if (!filled.empty()) {
-      imported.notes.push_back(
-          fmt::format("Gemma 3 defaults (as transformers applies them) for {}", fmt::join(filled, ", ")));
-    }
+  imported.model_type = model_type.empty() ? "absent" : model_type;
+  const std::optional<HfArchitecture> architecture = hf_architecture(model_type);
+  if (!architecture) {
+    reader.reject("model_type", model_type.empty() ? "absent" : "\"" + model_type + "\"",
+                  "must name an architecture attncheck models (its defaults, QK-norm and layer kinds differ): " +
+                      supported_model_types(),
+                  "describe other models with --hidden/--heads/--kv-heads/--head-dim flags");
+    reader.finish();
   }
+  const HfFamily family = architecture->family;
+  apply_defaults(config, *architecture, imported);
 
-  ViolationList& violations = reader.violations();
   GeometrySpec& spec = imported.spec;
-
-  const auto hidden_size = reader.required_integer("hidden_size", "add \"hidden_size\", the residual width, e.g. 1024");
-  const auto num_heads =
-      reader.required_integer("num_attention_heads", "add \"num_attention_heads\", the number of query heads, e.g. 16");
-  spec.hidden_size = hidden_size.value_or(0);
-  spec.num_heads = num_heads.value_or(0);
+  spec.hidden_size =
+      reader.required_integer("hidden_size", "add \"hidden_size\", the residual width, e.g. 1024").value_or(0);
+  spec.num_heads =
+      reader.required_integer("num_attention_heads", "add \"num_attention_heads\", the number of query heads, e.g. 16")
+          .value_or(0);
   spec.num_kv_heads = reader.integer("num_key_value_heads");
   spec.head_dim = reader.integer("head_dim");
 
   const std::int64_t layers = reader.integer("num_hidden_layers").value_or(INT64_MAX);
   if (options.layer < 0 || options.layer >= layers) {
-    violations.add("layer", std::to_string(options.layer), fmt::format("must be a layer index in [0, {})", layers),
-                   "nearby valid: layer = 0");
+    reader.violations().add("layer", std::to_string(options.layer),
+                            fmt::format("must be a layer index in [0, {})", layers), "nearby valid: layer = 0");
     reader.finish();
   }
   const LayerKind kind = layer_kind(reader, family, options.layer);
@@ -182,40 +190,37 @@ ImportedConfig import_hf_config_text(const std::string& text, const std::string&
     }
   }
 
-  spec.rope_theta = rope_theta_for(reader, family, kind, imported);
-  const auto partial = reader.number("partial_rotary_factor");
-  const auto rotary_pct = reader.number("rotary_pct");
-  if (partial && rotary_pct && *partial != *rotary_pct) {
-    reader.reject("rotary_pct", format_number(*rotary_pct),
-                  fmt::format("must agree with partial_rotary_factor ({})", format_number(*partial)),
-                  "keep one of them");
+  const RopeSettings rope = rope_for(reader, family, kind, imported);
+  spec.rope_theta = rope.theta;
+  std::optional<double> partial = rope.partial_rotary_factor;
+  for (const char* key : {"partial_rotary_factor", "rotary_pct"}) {
+    const std::optional<double> stated = reader.number(key);
+    if (stated && partial && *stated != *partial) {
+      reader.reject(key, format_number(*stated),
+                    fmt::format("must agree with the other rotary fraction given ({})", format_number(*partial)),
+                    "state the rotary fraction once");
+    }
+    if (!partial) partial = stated;
   }
-  spec.rotary_pct = partial ? partial : rotary_pct;
+  if (!partial && family == HfFamily::gpt_neox) {
+    partial = 0.25;  // GPTNeoXConfig's rotary_pct default
+    imported.notes.push_back("GPT-NeoX default rotary_pct 0.25 (the file states no rotary fraction)");
+  }
+  spec.rotary_pct = partial;
 
-  switch (family) {
-    case Family::qwen3:
-      spec.qk_norm = QkNorm::rms;
-      break;
-    case Family::gemma3:
-      spec.qk_norm = QkNorm::rms_one_plus;
-      break;
-    default:
-      spec.qk_norm = QkNorm::none;
-      break;
-  }
+  spec.qk_norm = architecture->qk_norm;
   if (spec.qk_norm != QkNorm::none) spec.qk_norm_eps = reader.number("rms_norm_eps").value_or(1e-6);
-
-  if (family == Family::qwen2) {
-    spec.qkv_bias = true;  // hard-coded in transformers' Qwen2Attention
+  if (family == HfFamily::qwen2) {
+    spec.qkv_bias = true;  // hard-coded in transformers' Qwen2Attention; o_proj has none
     spec.out_bias = false;
   } else {
-    const bool bias = reader.boolean("attention_bias").value_or(family == Family::gpt_neox);
+    const bool bias = reader.boolean("attention_bias").value_or(false);
     spec.qkv_bias = bias;
     spec.out_bias = bias;
   }
   spec.query_pre_attn_scalar = reader.number("query_pre_attn_scalar");
   spec.softcap = reader.number("attn_logit_softcapping");
-  spec.rope_style = RopeStyle::half_split;  // every HF decoder here uses rotate_half
+  spec.rope_style = RopeStyle::half_split;  // every architecture above uses rotate_half
   spec.causal = true;
   reader.finish();
   return imported;

@@ -8,17 +8,21 @@
 // text_config (multimodal wrappers such as Gemma 3 4B) is read instead of the top level when present.
 //
 // Decisions:
-// - QK-norm is not a config key; model_type fixes it: qwen3/qwen3_moe RMSNorm, gemma3/gemma3_text
-//   RMSNorm with (1 + w). Its epsilon is rms_norm_eps.
-// - Keys a model's transformers config class fills in when absent are filled the same way for
-//   gemma3_text (the Gemma 3 defaults); other model types must state hidden_size and
-//   num_attention_heads.
+// - Only architectures whose attention attncheck knows are imported (core/hf_architectures.hpp:
+//   llama, mistral, qwen2(_moe), qwen3(_moe), gemma, gemma3(_text), gpt_neox). Others differ in ways a
+//   generic reading would get silently wrong (Gemma 2 alternates layers, Phi has per-head LayerNorm),
+//   so they are refused; describe them with explicit flags instead.
+// - A key the file omits takes the default of that architecture's transformers config class (Qwen3:
+//   head_dim 128; GPT-NeoX: rotary_pct 0.25 and biases on; Mistral: sliding_window 4096; Qwen2/3:
+//   max_window_layers 28). An explicit null means what it means in transformers (head_dim null:
+//   derived). hidden_size is always required.
+// - QK-norm is fixed by the architecture: qwen3 RMSNorm, gemma3 RMSNorm with (1 + w); its epsilon is
+//   rms_norm_eps.
 // - Layers differ (Gemma 3 alternates sliding and full layers with different RoPE bases), so one
 //   layer is imported: HfImportOptions::layer, default 0.
-// - rope_scaling other than the default, and layer kinds other than full/sliding attention, are not
-//   modelled and are rejected rather than silently dropped.
-// - Biases: attention_bias (default false; GPT-NeoX default true) covers q, k, v and o; Qwen2
-//   hard-codes q/k/v bias on and o bias off.
+// - rope_scaling (or rope_parameters) other than the default, and layer kinds other than full/sliding
+//   attention, are not modelled and are rejected rather than silently dropped.
+// - Biases: attention_bias covers q, k, v and o; Qwen2 hard-codes q/k/v bias on and o bias off.
 #pragma once
 
 #include <cstdint>

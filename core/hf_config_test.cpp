@@ -124,9 +124,10 @@ TEST(HfConfig, Qwen2HardCodesQkvBias) {
 }
 
 TEST(HfConfig, MalformedJsonNamesThePosition) {
-  const InputError error = import_rejection(R"({"hidden_size": 1024,, })");
+  const std::string text = R"({"model_type": "llama", "hidden_size": 1024,, })";
+  const InputError error = import_rejection(text);
   ASSERT_TRUE(error.names_field("json"));
-  EXPECT_EQ(error.violations().front().value, "byte 22");
+  EXPECT_EQ(error.violations().front().value, "byte " + std::to_string(text.find(",,") + 2));  // 1-based
   EXPECT_TRUE(import_rejection("[1, 2]").names_field("config"));
   EXPECT_TRUE(import_rejection("").names_field("json"));
 }
@@ -136,13 +137,13 @@ TEST(HfConfig, MissingRequiredKeysAreNamed) {
   EXPECT_TRUE(error.names_field("hidden_size"));
   EXPECT_TRUE(error.names_field("num_attention_heads"));
   EXPECT_EQ(error.violations().front().rule, "is required");
-  EXPECT_TRUE(
-      import_rejection(R"({"hidden_size": 1024, "num_attention_heads": null})").names_field("num_attention_heads"));
+  EXPECT_TRUE(import_rejection(R"({"model_type": "llama", "hidden_size": 1024, "num_attention_heads": null})")
+                  .names_field("num_attention_heads"));
 }
 
 TEST(HfConfig, WrongTypesAreNamedWithTheirValue) {
   const InputError error = import_rejection(
-      R"({"hidden_size": "1024", "num_attention_heads": 16.5, "head_dim": true, "attention_bias": "no",
+      R"({"model_type": "llama", "hidden_size": "1024", "num_attention_heads": 16.5, "head_dim": true, "attention_bias": "no",
           "rope_theta": "big"})");
   ASSERT_EQ(error.violations().size(), 5u);
   EXPECT_EQ(error.violations()[0].field, "hidden_size");
@@ -153,43 +154,125 @@ TEST(HfConfig, WrongTypesAreNamedWithTheirValue) {
   EXPECT_TRUE(error.names_field("attention_bias"));
   EXPECT_TRUE(error.names_field("rope_theta"));
   // 1024.0 is an integer written as a float, which some exporters do.
-  EXPECT_EQ(import_hf_config_text(R"({"hidden_size": 1024.0, "num_attention_heads": 16})", "t").spec.hidden_size, 1024);
+  EXPECT_EQ(import_hf_config_text(R"({"model_type": "llama", "hidden_size": 1024.0, "num_attention_heads": 16})", "t")
+                .spec.hidden_size,
+            1024);
 }
 
 TEST(HfConfig, UnmodelledFeaturesAreRejectedNotDropped) {
-  EXPECT_TRUE(import_rejection(R"({"hidden_size": 4096, "num_attention_heads": 32,
+  EXPECT_TRUE(import_rejection(R"({"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
       "rope_scaling": {"rope_type": "llama3", "factor": 8.0}})")
                   .names_field("rope_scaling"));
-  EXPECT_TRUE(import_rejection(R"({"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+  EXPECT_TRUE(
+      import_rejection(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
       "layer_types": ["linear_attention", "full_attention"]})")
-                  .names_field("layer_types[0]"));
-  EXPECT_TRUE(import_rejection(R"({"hidden_size": 64, "num_attention_heads": 4, "text_config": "x"})")
-                  .names_field("text_config"));
+          .names_field("layer_types[0]"));
+  EXPECT_TRUE(
+      import_rejection(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "text_config": "x"})")
+          .names_field("text_config"));
 }
 
 TEST(HfConfig, RopeParametersOfTransformersV5AreRead) {
   const ImportedConfig imported = import_hf_config_text(
-      R"({"hidden_size": 64, "num_attention_heads": 4, "rope_parameters": {"rope_type": "default", "rope_theta": 5e5}})",
+      R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "rope_parameters": {"rope_type": "default", "rope_theta": 5e5}})",
       "v5");
   EXPECT_EQ(imported.spec.rope_theta, 500000.0);
-  EXPECT_TRUE(import_rejection(R"({"hidden_size": 64, "num_attention_heads": 4,
+  EXPECT_TRUE(import_rejection(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
       "rope_parameters": {"rope_type": "yarn", "rope_theta": 5e5}})")
                   .names_field("rope_parameters"));
 }
 
 TEST(HfConfig, LayerOutOfRangeAndSlidingLayerWithoutWindow) {
-  EXPECT_TRUE(import_rejection(R"({"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2})", {.layer = 2})
+  EXPECT_TRUE(import_rejection(
+                  R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2})",
+                  {.layer = 2})
                   .names_field("layer"));
-  EXPECT_TRUE(import_rejection(R"({"hidden_size": 64, "num_attention_heads": 4})", {.layer = -1}).names_field("layer"));
-  EXPECT_TRUE(import_rejection(R"({"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 1,
+  EXPECT_TRUE(import_rejection(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4})", {.layer = -1})
+                  .names_field("layer"));
+  EXPECT_TRUE(
+      import_rejection(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 1,
       "layer_types": ["sliding_attention"]})")
-                  .names_field("sliding_window"));
+          .names_field("sliding_window"));
 }
 
 TEST(HfConfig, ConflictingRotaryKeysAreRejected) {
-  EXPECT_TRUE(import_rejection(R"({"hidden_size": 64, "num_attention_heads": 4, "partial_rotary_factor": 0.5,
+  EXPECT_TRUE(import_rejection(
+                  R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "partial_rotary_factor": 0.5,
       "rotary_pct": 0.25})")
                   .names_field("rotary_pct"));
+}
+
+TEST(HfConfig, OmittedKeysTakeTransformersDefaults) {
+  // Qwen3Config: head_dim 128 (not hidden / heads = 64), num_key_value_heads 32.
+  const GeometrySpec qwen3 =
+      import_hf_config_text(R"({"model_type": "qwen3", "hidden_size": 1024, "num_attention_heads": 16})", "t").spec;
+  EXPECT_EQ(qwen3.head_dim, 128);
+  EXPECT_EQ(qwen3.num_kv_heads, 32);
+  EXPECT_EQ(qwen3.qk_norm, QkNorm::rms);
+  // An explicit null means "derive", as transformers' getattr(..., None) or hidden // heads.
+  EXPECT_EQ(import_hf_config_text(
+                R"({"model_type": "qwen3", "hidden_size": 1024, "num_attention_heads": 16, "head_dim": null})", "t")
+                .spec.head_dim,
+            std::nullopt);
+
+  // GPTNeoXConfig: rotary_pct 0.25, biases on; either rotary spelling overrides it.
+  const GeometrySpec neox =
+      import_hf_config_text(R"({"model_type": "gpt_neox", "hidden_size": 1024, "num_attention_heads": 16})", "t").spec;
+  EXPECT_EQ(neox.rotary_pct, 0.25);
+  EXPECT_TRUE(neox.qkv_bias);
+  EXPECT_EQ(import_hf_config_text(R"({"model_type": "gpt_neox", "hidden_size": 1024, "num_attention_heads": 16,
+                                      "partial_rotary_factor": 0.5})",
+                                  "t")
+                .spec.rotary_pct,
+            0.5);
+  EXPECT_EQ(import_hf_config_text(R"({"model_type": "gpt_neox", "hidden_size": 1024, "num_attention_heads": 16,
+                                      "rope_parameters": {"rope_type": "default", "rope_theta": 10000,
+                                                          "partial_rotary_factor": 0.5}})",
+                                  "t")
+                .spec.rotary_pct,
+            0.5);
+
+  // MistralConfig: sliding_window 4096 when omitted, none when null.
+  EXPECT_EQ(import_hf_config_text(R"({"model_type": "mistral", "hidden_size": 4096, "num_attention_heads": 32})", "t")
+                .spec.sliding_window,
+            4096);
+  EXPECT_EQ(
+      import_hf_config_text(
+          R"({"model_type": "mistral", "hidden_size": 4096, "num_attention_heads": 32, "sliding_window": null})", "t")
+          .spec.sliding_window,
+      std::nullopt);
+}
+
+TEST(HfConfig, Qwen2SlidesOnlyFromMaxWindowLayers) {
+  const std::string config = R"({"model_type": "qwen2", "hidden_size": 896, "num_attention_heads": 14,
+      "num_key_value_heads": 2, "num_hidden_layers": 32, "use_sliding_window": true, "sliding_window": 1024})";
+  EXPECT_EQ(import_hf_config_text(config, "t", {.layer = 0}).spec.sliding_window, std::nullopt);  // default 28
+  EXPECT_EQ(import_hf_config_text(config, "t", {.layer = 27}).spec.sliding_window, std::nullopt);
+  EXPECT_EQ(import_hf_config_text(config, "t", {.layer = 28}).spec.sliding_window, 1024);
+  // Llama ignores a sliding_window key.
+  EXPECT_EQ(import_hf_config_text(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+                                      "sliding_window": 16})",
+                                  "t")
+                .spec.sliding_window,
+            std::nullopt);
+}
+
+TEST(HfConfig, UnknownArchitecturesAreRefused) {
+  for (const char* config : {R"({"model_type": "gemma2", "hidden_size": 2304, "num_attention_heads": 8})",
+                             R"({"model_type": "phi", "hidden_size": 2560, "num_attention_heads": 32})",
+                             R"({"hidden_size": 1024, "num_attention_heads": 16})"}) {
+    const InputError error = import_rejection(config);
+    ASSERT_TRUE(error.names_field("model_type")) << config;
+    EXPECT_NE(error.violations().front().rule.find("qwen3, qwen3_moe"), std::string::npos);
+  }
+}
+
+TEST(HfConfig, HostileJsonIsAnInputError) {
+  std::string deep = R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "junk": )";
+  deep += std::string(100000, '[') + std::string(100000, ']') + "}";
+  EXPECT_TRUE(import_rejection(deep).names_field("config"));
+  EXPECT_TRUE(import_rejection(R"({"model_type": "llama", "hidden_size": 1e400, "num_attention_heads": 4})")
+                  .names_field("json"));
 }
 
 TEST(HfConfig, UnreadableFilesAreInputErrors) {
@@ -210,7 +293,8 @@ TEST(HfConfig, UnreadableFilesAreInputErrors) {
 
 TEST(HfConfig, ImportKeepsAnInvalidGeometryForValidationToReject) {
   // The importer reports file problems; geometry rules are resolve_geometry's, with nearby values.
-  const ImportedConfig imported = import_hf_config_text(R"({"hidden_size": 1000, "num_attention_heads": 16})", "t");
+  const ImportedConfig imported =
+      import_hf_config_text(R"({"model_type": "llama", "hidden_size": 1000, "num_attention_heads": 16})", "t");
   EXPECT_THROW(resolve_geometry(imported.spec), InputError);
 }
 

@@ -10,25 +10,32 @@ namespace attncheck {
 
 namespace {
 
-// attention_config is [[[types...], repeat], ...]; only dense global attention is modelled.
-void check_attention_config(ConfigReader& reader) {
+// attention_config is [[[types...], repeat], ...], expanded in order over the layers; only dense
+// attention ("global", "flash") is modelled. Returns layer 0's type ("global" when absent, as NeoX).
+std::string layer0_attention_type(ConfigReader& reader) {
   const nlohmann::json* config = reader.find("attention_config");
-  if (config == nullptr) return;
+  if (config == nullptr) return "global";
   const auto reject = [&](const std::string& value, const std::string& rule) {
     reader.reject("attention_config", value, rule, "use [[[\"global\"], num_layers]] or [[[\"flash\"], num_layers]]");
+    return std::string("global");
   };
-  if (!config->is_array()) return reject(ConfigReader::describe(*config), "must be a list of [[types], repeat]");
+  if (!config->is_array() || config->empty())
+    return reject(ConfigReader::describe(*config), "must be a list of [[types], repeat]");
+  std::string first;
   for (const nlohmann::json& entry : *config) {
-    if (!entry.is_array() || entry.size() != 2 || !entry[0].is_array()) {
-      return reject(ConfigReader::describe(entry), "each entry must be [[types], repeat]");
+    if (!entry.is_array() || entry.size() != 2 || !entry[0].is_array() || entry[0].empty() ||
+        !entry[1].is_number_integer() || entry[1].get<std::int64_t>() < 1) {
+      return reject(ConfigReader::describe(entry), "each entry must be [[types], repeat] with repeat >= 1");
     }
     for (const nlohmann::json& type : entry[0]) {
       if (type != "global" && type != "flash") {
         return reject(ConfigReader::describe(type),
                       "attention types other than \"global\" and \"flash\" (dense causal attention) are not modelled");
       }
+      if (first.empty()) first = type.get<std::string>();
     }
   }
+  return first;
 }
 
 }  // namespace
@@ -71,14 +78,32 @@ ImportedConfig import_neox_config_text(const std::string& text, const std::strin
   const bool bias = reader.boolean("use_bias_in_attn_linear").value_or(true);
   spec.qkv_bias = bias;
   spec.out_bias = bias;
-  spec.sliding_window = reader.integer("sliding_window_width");
+  // NeoX passes window_size=(width, -1) to flash-attn: keys i - width ... i, that is width + 1 keys, and
+  // only on "flash" layers; its other attention paths ignore the width.
+  const std::string attention_type = layer0_attention_type(reader);
+  if (const auto width = reader.integer("sliding_window_width")) {
+    if (attention_type == "flash") {
+      spec.sliding_window = *width + 1;
+      imported.notes.push_back(
+          fmt::format("sliding_window_width {} on a flash layer: each query sees {} keys", *width, *width + 1));
+    } else {
+      imported.notes.push_back(
+          fmt::format("sliding_window_width {} ignored: GPT-NeoX applies it on \"flash\" layers only, and layer 0 "
+                      "is \"{}\"",
+                      *width, attention_type));
+    }
+  }
+  if (reader.boolean("use_mup").value_or(false)) {
+    reader.reject("use_mup", "true",
+                  "is not modelled: with muP GPT-NeoX divides scores by head_dim instead of sqrt(head_dim)",
+                  "set use_mup to false");
+  }
   if (reader.boolean("use_qk_layernorm").value_or(false)) {
     reader.reject("use_qk_layernorm", "true",
                   "is not modelled: GPT-NeoX normalises q and k over [local heads, head_dim] jointly, which "
                   "depends on the TP size",
                   "set use_qk_layernorm to false");
   }
-  check_attention_config(reader);
   spec.qk_norm = QkNorm::none;
   spec.causal = true;
   reader.finish();

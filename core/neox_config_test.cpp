@@ -71,6 +71,7 @@ pos_emb: rotary
 rotary_emb_base: 1000000
 use_bias_in_attn_linear: false
 sliding_window_width: 4096
+attention_config: [[["flash"], 28]]
 )",
                                                           "qwen3.yml");
   const Geometry geometry = resolve_geometry(imported.spec);
@@ -78,7 +79,7 @@ sliding_window_width: 4096
   EXPECT_EQ(geometry.qkv_width(), 4096);
   EXPECT_EQ(geometry.rope_theta(), 1000000.0);
   EXPECT_FALSE(geometry.qkv_bias());
-  EXPECT_EQ(geometry.sliding_window(), 4096);
+  EXPECT_EQ(geometry.sliding_window(), 4097);  // flash-attn window_size=(4096, -1): 4096 keys back plus itself
   EXPECT_EQ(imported.tp_size, std::nullopt);
 }
 
@@ -102,6 +103,36 @@ TEST(NeoxConfig, ScoreBiasesAndJointQkLayerNormAreRefused) {
                   .names_field("attention_config"));
   EXPECT_NO_THROW(
       import_neox_config_text("hidden-size: 512\nnum-attention-heads: 8\nattention_config: [[[\"flash\"], 4]]", "t"));
+}
+
+TEST(NeoxConfig, SlidingWindowWidthActsOnlyOnFlashLayers) {
+  const ImportedConfig global = import_neox_config_text(
+      "hidden-size: 512\nnum-attention-heads: 8\nsliding_window_width: 64\n", "t");  // default: global
+  EXPECT_EQ(global.spec.sliding_window, std::nullopt);
+  const ImportedConfig flash = import_neox_config_text(
+      "hidden-size: 512\nnum-attention-heads: 8\nsliding_window_width: 64\n"
+      "attention_config: [[[\"flash\", \"global\"], 2]]\n",
+      "t");
+  EXPECT_EQ(flash.spec.sliding_window, 65);
+}
+
+TEST(NeoxConfig, MupScalingIsRefused) {
+  EXPECT_TRUE(neox_rejection("hidden-size: 512\nnum-attention-heads: 8\nuse_mup: true").names_field("use_mup"));
+}
+
+TEST(NeoxConfig, HostileYamlIsAnInputError) {
+  // A self-referencing alias, and ten levels of ten-fold aliases ("billion laughs").
+  EXPECT_TRUE(neox_rejection("&a [*a]").names_field("config"));
+  std::string laughs = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int level = 1; level <= 9; ++level) {
+    const std::string previous = "*a" + std::to_string(level - 1);
+    laughs += "a" + std::to_string(level) + ": &a" + std::to_string(level) + " [" + previous;
+    for (int i = 1; i < 10; ++i) laughs += ", " + previous;
+    laughs += "]\n";
+  }
+  EXPECT_TRUE(neox_rejection(laughs + "hidden-size: 512\nnum-attention-heads: 8\n").names_field("config"));
+  // Deep nesting: refused by yaml-cpp's own depth limit or by ours, as an InputError either way.
+  EXPECT_FALSE(neox_rejection(std::string(100000, '[') + std::string(100000, ']')).violations().empty());
 }
 
 TEST(NeoxConfig, BothSpellingsMustAgree) {
