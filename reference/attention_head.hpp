@@ -1,0 +1,60 @@
+// One query head attending over one KV head: masks, scaled scores, optional tanh softcap, a stable
+// softmax, and the context; and the backward pass of the same.
+//
+// Every mask attncheck knows is an interval of keys per query (core/case.hpp):
+//   query i (aligned bottom-right: key index i' = i + key_offset) sees keys j in [begin, end) with
+//   begin = max(0, i' - window + 1) if windowed, else 0
+//   end   = min(key_length, i' + 1)  if causal,   else key_length
+// so the softmax runs over [begin, end) only; an empty interval gives probabilities 0, context 0
+// and log-sum-exp -inf.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "core/geometry.hpp"
+#include "reference/eigen_types.hpp"
+
+namespace attncheck::reference {
+
+struct KeyInterval {
+  std::int64_t begin = 0;
+  std::int64_t end = 0;  // empty when end <= begin
+};
+
+struct MaskSpec {
+  std::int64_t key_offset = 0;  // seq_k - seq_q: bottom-right alignment
+  std::int64_t key_length = 0;  // keys >= key_length are padding
+  bool causal = true;
+  std::optional<std::int64_t> window;
+
+  static MaskSpec for_geometry(const Geometry& geometry, std::int64_t seq_q, std::int64_t seq_k,
+                               std::int64_t key_length);
+  KeyInterval visible_keys(std::int64_t query) const;
+};
+
+struct ScoreSpec {
+  double scale = 1.0;             // scores = scale * q . k
+  std::optional<double> softcap;  // scores -> softcap * tanh(scores / softcap)
+  static ScoreSpec for_geometry(const Geometry& geometry);
+};
+
+// What the backward pass needs from the forward pass of one head.
+struct HeadSaved {
+  RowMatrix probabilities;  // [seq_q, seq_k], 0 outside each query's interval
+  RowMatrix capped;         // [seq_q, seq_k] tanh(scores / softcap), only with a softcap
+};
+
+// q [seq_q, head_dim], k and v [seq_k, head_dim] -> context [seq_q, head_dim], log_sum_exp [seq_q]
+// (optional). saved (optional) receives what attention_head_backward needs.
+void attention_head_forward(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
+                            const MaskSpec& mask, const ScoreSpec& score, MatrixRef context, double* log_sum_exp,
+                            HeadSaved* saved);
+
+// d_context [seq_q, head_dim] -> d_q [seq_q, head_dim] (overwritten), d_k and d_v [seq_k, head_dim]
+// (overwritten with this query head's contribution; the caller sums a group's query heads).
+void attention_head_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
+                             const MaskSpec& mask, const ScoreSpec& score, const HeadSaved& saved,
+                             const ConstMatrixRef& d_context, MatrixRef d_q, MatrixRef d_k, MatrixRef d_v);
+
+}  // namespace attncheck::reference

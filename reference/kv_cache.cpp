@@ -1,0 +1,69 @@
+#include "reference/kv_cache.hpp"
+
+#include <stdexcept>
+
+#include "reference/parallel.hpp"
+
+namespace attncheck::reference {
+
+KvCache::KvCache(std::int64_t batch, std::int64_t num_kv_heads, std::int64_t max_seq, std::int64_t head_dim)
+    : batch_(batch),
+      num_kv_heads_(num_kv_heads),
+      max_seq_(max_seq),
+      head_dim_(head_dim),
+      keys_(static_cast<std::size_t>(batch * num_kv_heads * max_seq * head_dim), 0.0),
+      values_(keys_.size(), 0.0) {}
+
+std::int64_t KvCache::offset(std::int64_t b, std::int64_t kv_head) const {
+  return (b * num_kv_heads_ + kv_head) * max_seq_ * head_dim_;
+}
+
+void KvCache::append(const RowMatrix& k, const RowMatrix& v, std::int64_t count) {
+  if (length_ + count > max_seq_) throw std::logic_error("KvCache: append past max_seq");
+  for (std::int64_t b = 0; b < batch_; ++b) {
+    for (std::int64_t g = 0; g < num_kv_heads_; ++g) {
+      MatrixMap key_rows(keys_.data() + offset(b, g) + length_ * head_dim_, count, head_dim_);
+      MatrixMap value_rows(values_.data() + offset(b, g) + length_ * head_dim_, count, head_dim_);
+      key_rows = k.block(b * count, g * head_dim_, count, head_dim_);
+      value_rows = v.block(b * count, g * head_dim_, count, head_dim_);
+    }
+  }
+  length_ += count;
+}
+
+ConstMatrixMap KvCache::keys(std::int64_t b, std::int64_t kv_head) const {
+  return ConstMatrixMap(keys_.data() + offset(b, kv_head), length_, head_dim_);
+}
+
+ConstMatrixMap KvCache::values(std::int64_t b, std::int64_t kv_head) const {
+  return ConstMatrixMap(values_.data() + offset(b, kv_head), length_, head_dim_);
+}
+
+RowMatrix decode_call(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
+                      const TokenBlock& tokens, std::span<const std::int64_t> key_lengths, KvCache& cache) {
+  const std::int64_t head_dim = geometry.head_dim();
+  const std::int64_t count = tokens.seq;
+  const ProjectedTokens projected = project_tokens(geometry, heads, shard, tokens);
+  cache.append(projected.k, projected.v, count);
+
+  RowMatrix context(projected.q.rows(), projected.q.cols());
+  const ScoreSpec score = ScoreSpec::for_geometry(geometry);
+  const std::int64_t tasks = tokens.batch * heads.num_heads;
+  const bool parallel = worth_parallel(tasks, 2 * count * cache.length() * head_dim);
+#pragma omp parallel for schedule(dynamic) if (parallel)
+  for (std::int64_t task = 0; task < tasks; ++task) {
+    const std::int64_t b = task / heads.num_heads;
+    const std::int64_t h = task % heads.num_heads;
+    const std::int64_t g = h / heads.group_size();
+    const MaskSpec mask = MaskSpec::for_geometry(geometry, count, cache.length(), key_lengths[b]);
+    attention_head_forward(projected.q.block(b * count, h * head_dim, count, head_dim), cache.keys(b, g),
+                           cache.values(b, g), mask, score, context.block(b * count, h * head_dim, count, head_dim),
+                           nullptr, nullptr);
+  }
+  const ConstMatrixMap o_proj = as_matrix(shard.o_proj, shard.o_proj.shape[0]);
+  RowMatrix partial_out(context.rows(), o_proj.rows());
+  partial_out.noalias() = context * o_proj.transpose();
+  return partial_out;
+}
+
+}  // namespace attncheck::reference

@@ -1,0 +1,157 @@
+#include "reference/rank_layer.hpp"
+
+#include "reference/parallel.hpp"
+#include "reference/qk_norm.hpp"
+#include "reference/rope.hpp"
+
+namespace attncheck::reference {
+
+namespace {
+
+RowVector as_row_vector(const Tensor& tensor) {
+  return Eigen::Map<const RowVector>(tensor.data(), tensor.numel());
+}
+
+// x @ weight^T (+ bias): weight is [out, in] as nn.Linear stores it.
+RowMatrix linear(const ConstMatrixMap& x, const Tensor& weight, const std::optional<Tensor>& bias) {
+  const ConstMatrixMap w = as_matrix(weight, weight.shape[0]);
+  RowMatrix out(x.rows(), w.rows());
+  out.noalias() = x * w.transpose();
+  if (bias) out.rowwise() += as_row_vector(*bias);
+  return out;
+}
+
+// Column sums of a [tokens, width] matrix as a Tensor [width]: the gradient of a bias.
+Tensor column_sums(const RowMatrix& matrix) {
+  const RowVector sums = matrix.colwise().sum();
+  return Tensor({sums.size()}, std::vector<double>(sums.data(), sums.data() + sums.size()));
+}
+
+}  // namespace
+
+ProjectedTokens project_tokens(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
+                               const TokenBlock& tokens) {
+  ProjectedTokens projected;
+  projected.q = linear(tokens.x, shard.q_proj, shard.q_bias);
+  projected.k = linear(tokens.x, shard.k_proj, shard.k_bias);
+  projected.v = linear(tokens.x, shard.v_proj, shard.v_bias);
+  if (geometry.qk_norm() != QkNorm::none) {
+    projected.q_input = projected.q;
+    projected.k_input = projected.k;
+    qk_norm_forward(projected.q, as_row_vector(*shard.q_norm), heads.num_heads, geometry, projected.q_inverse_rms);
+    qk_norm_forward(projected.k, as_row_vector(*shard.k_norm), heads.num_kv_heads, geometry, projected.k_inverse_rms);
+  }
+  apply_rope(projected.q, tokens.positions, heads.num_heads, geometry, RopeDirection::forward);
+  apply_rope(projected.k, tokens.positions, heads.num_kv_heads, geometry, RopeDirection::forward);
+  return projected;
+}
+
+RankForward rank_forward(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
+                         const TokenBlock& tokens, std::span<const std::int64_t> key_lengths, bool keep_for_backward) {
+  const std::int64_t head_dim = geometry.head_dim();
+  const std::int64_t seq = tokens.seq;
+  RankForward forward;
+  forward.projected = project_tokens(geometry, heads, shard, tokens);
+  const ProjectedTokens& p = forward.projected;
+  forward.context.resize(p.q.rows(), p.q.cols());
+  forward.log_sum_exp.resize(tokens.batch * heads.num_heads, seq);
+  if (keep_for_backward) forward.saved.resize(tokens.batch * heads.num_heads);
+  const ScoreSpec score = ScoreSpec::for_geometry(geometry);
+
+  // One task per (batch row, query head); each writes only its own blocks, so tasks never race and
+  // the result does not depend on the thread count. Eigen runs single-threaded inside the region.
+  const std::int64_t tasks = tokens.batch * heads.num_heads;
+  const bool parallel = worth_parallel(tasks, 2 * seq * seq * head_dim);
+#pragma omp parallel for schedule(dynamic) if (parallel)
+  for (std::int64_t task = 0; task < tasks; ++task) {
+    const std::int64_t b = task / heads.num_heads;
+    const std::int64_t h = task % heads.num_heads;
+    const std::int64_t g = h / heads.group_size();
+    const MaskSpec mask = MaskSpec::for_geometry(geometry, seq, seq, key_lengths[b]);
+    attention_head_forward(p.q.block(b * seq, h * head_dim, seq, head_dim),
+                           p.k.block(b * seq, g * head_dim, seq, head_dim),
+                           p.v.block(b * seq, g * head_dim, seq, head_dim), mask, score,
+                           forward.context.block(b * seq, h * head_dim, seq, head_dim),
+                           forward.log_sum_exp.row(task).data(), keep_for_backward ? &forward.saved[task] : nullptr);
+  }
+  const ConstMatrixMap o_proj = as_matrix(shard.o_proj, shard.o_proj.shape[0]);
+  forward.partial_out.resize(forward.context.rows(), o_proj.rows());
+  forward.partial_out.noalias() = forward.context * o_proj.transpose();
+  return forward;
+}
+
+RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
+                           const TokenBlock& tokens, std::span<const std::int64_t> key_lengths,
+                           const RankForward& forward, const ConstMatrixMap& d_out) {
+  const std::int64_t head_dim = geometry.head_dim();
+  const std::int64_t seq = tokens.seq;
+  const ProjectedTokens& p = forward.projected;
+  RankBackward backward;
+  Parameters& grads = backward.gradients;
+
+  // out = context @ o_proj^T: d(o_proj) = d_out^T @ context, d(context) = d_out @ o_proj.
+  const ConstMatrixMap o_proj = as_matrix(shard.o_proj, shard.o_proj.shape[0]);
+  grads.o_proj = Tensor(shard.o_proj.shape);
+  as_matrix(grads.o_proj, grads.o_proj.shape[0]).noalias() = d_out.transpose() * forward.context;
+  if (shard.o_bias) grads.o_bias = column_sums(d_out);
+  RowMatrix d_context = d_out * o_proj;
+
+  // Per (batch row, query head); d_k and d_v per query head first (query-head columns), then summed
+  // over each KV head's group in a fixed order.
+  RowMatrix d_q(p.q.rows(), p.q.cols());
+  RowMatrix d_k_by_query(p.q.rows(), p.q.cols());
+  RowMatrix d_v_by_query(p.q.rows(), p.q.cols());
+  const ScoreSpec score = ScoreSpec::for_geometry(geometry);
+  const std::int64_t tasks = tokens.batch * heads.num_heads;
+  const bool parallel = worth_parallel(tasks, 4 * seq * seq * head_dim);
+#pragma omp parallel for schedule(dynamic) if (parallel)
+  for (std::int64_t task = 0; task < tasks; ++task) {
+    const std::int64_t b = task / heads.num_heads;
+    const std::int64_t h = task % heads.num_heads;
+    const std::int64_t g = h / heads.group_size();
+    const MaskSpec mask = MaskSpec::for_geometry(geometry, seq, seq, key_lengths[b]);
+    attention_head_backward(
+        p.q.block(b * seq, h * head_dim, seq, head_dim), p.k.block(b * seq, g * head_dim, seq, head_dim),
+        p.v.block(b * seq, g * head_dim, seq, head_dim), mask, score, forward.saved[task],
+        d_context.block(b * seq, h * head_dim, seq, head_dim), d_q.block(b * seq, h * head_dim, seq, head_dim),
+        d_k_by_query.block(b * seq, h * head_dim, seq, head_dim),
+        d_v_by_query.block(b * seq, h * head_dim, seq, head_dim));
+  }
+  RowMatrix d_k = RowMatrix::Zero(p.k.rows(), p.k.cols());
+  RowMatrix d_v = RowMatrix::Zero(p.v.rows(), p.v.cols());
+  for (std::int64_t h = 0; h < heads.num_heads; ++h) {
+    const std::int64_t g = h / heads.group_size();
+    d_k.middleCols(g * head_dim, head_dim) += d_k_by_query.middleCols(h * head_dim, head_dim);
+    d_v.middleCols(g * head_dim, head_dim) += d_v_by_query.middleCols(h * head_dim, head_dim);
+  }
+
+  // Undo RoPE (rotate back), then QK-norm, in reverse order of the forward pass.
+  apply_rope(d_q, tokens.positions, heads.num_heads, geometry, RopeDirection::backward);
+  apply_rope(d_k, tokens.positions, heads.num_kv_heads, geometry, RopeDirection::backward);
+  if (geometry.qk_norm() != QkNorm::none) {
+    RowVector d_q_norm = RowVector::Zero(head_dim);
+    RowVector d_k_norm = RowVector::Zero(head_dim);
+    qk_norm_backward(d_q, p.q_input, p.q_inverse_rms, as_row_vector(*shard.q_norm), heads.num_heads, geometry,
+                     d_q_norm);
+    qk_norm_backward(d_k, p.k_input, p.k_inverse_rms, as_row_vector(*shard.k_norm), heads.num_kv_heads, geometry,
+                     d_k_norm);
+    grads.q_norm = to_tensor(d_q_norm, {head_dim});
+    grads.k_norm = to_tensor(d_k_norm, {head_dim});
+  }
+
+  // q = x @ q_proj^T + q_bias (k, v alike): d(q_proj) = d_q^T @ x, d(q_bias) = column sums, dx = d_q @ q_proj.
+  auto projection_gradients = [&](const RowMatrix& d_projected, const Tensor& weight, Tensor& d_weight,
+                                  const std::optional<Tensor>& bias, std::optional<Tensor>& d_bias) {
+    d_weight = Tensor(weight.shape);
+    as_matrix(d_weight, d_weight.shape[0]).noalias() = d_projected.transpose() * tokens.x;
+    if (bias) d_bias = column_sums(d_projected);
+    backward.dx.noalias() += d_projected * as_matrix(weight, weight.shape[0]);
+  };
+  backward.dx = RowMatrix::Zero(tokens.x.rows(), tokens.x.cols());
+  projection_gradients(d_q, shard.q_proj, grads.q_proj, shard.q_bias, grads.q_bias);
+  projection_gradients(d_k, shard.k_proj, grads.k_proj, shard.k_bias, grads.k_bias);
+  projection_gradients(d_v, shard.v_proj, grads.v_proj, shard.v_bias, grads.v_bias);
+  return backward;
+}
+
+}  // namespace attncheck::reference

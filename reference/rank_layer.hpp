@@ -1,0 +1,75 @@
+// One TP rank's share of the attention layer, forward and backward, on its shard of the weights
+// (core/tp_shard.hpp). The unsharded reference is the one-rank case: a rank holding every head.
+//
+// Buffers are row-major over tokens, batch-major: token t = b * seq + s. Per rank:
+//   q, q_input, d_q        [tokens, local_heads.num_heads * head_dim]     query head h in columns h*head_dim..
+//   k, v, k_input          [tokens, local_heads.num_kv_heads * head_dim]
+//   context                [tokens, local query width]
+//   log_sum_exp            [batch * num_heads, seq]                        i.e. [batch, heads, seq]
+//   partial_out, d_out, dx [tokens, hidden_size]
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/geometry.hpp"
+#include "core/parameters.hpp"
+#include "core/tp_plan.hpp"
+#include "reference/attention_head.hpp"
+#include "reference/eigen_types.hpp"
+
+namespace attncheck::reference {
+
+// The heads a rank computes; local query head h reads local KV head h / group_size().
+struct LocalHeads {
+  std::int64_t num_heads = 0;
+  std::int64_t num_kv_heads = 0;
+  std::int64_t group_size() const { return num_heads / num_kv_heads; }
+  static LocalHeads of(const RankPlan& rank) { return {rank.q_heads.size(), rank.kv_heads.size()}; }
+};
+
+// The tokens a call runs: `batch` rows of `seq` tokens each.
+struct TokenBlock {
+  std::int64_t batch = 0;
+  std::int64_t seq = 0;
+  ConstMatrixMap x;                         // [batch * seq, hidden_size]
+  std::span<const std::int64_t> positions;  // [batch * seq]
+};
+
+// q, k, v of a block of tokens: projections (+bias), QK-norm, RoPE.
+struct ProjectedTokens {
+  RowMatrix q;  // after QK-norm and RoPE
+  RowMatrix k;  // after QK-norm and RoPE
+  RowMatrix v;
+  RowMatrix q_input;  // before QK-norm (kept only when the geometry normalises)
+  RowMatrix k_input;
+  RowMatrix q_inverse_rms;  // [tokens, heads]
+  RowMatrix k_inverse_rms;
+};
+ProjectedTokens project_tokens(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
+                               const TokenBlock& tokens);
+
+struct RankForward {
+  ProjectedTokens projected;
+  RowMatrix context;
+  RowMatrix log_sum_exp;
+  std::vector<HeadSaved> saved;  // [batch * heads], empty unless kept for the backward pass
+  RowMatrix partial_out;         // context @ o_proj_shard^T, without o_bias
+};
+
+// Full self-attention over the block (seq_q = seq_k = tokens.seq). keep_for_backward keeps the
+// per-head probabilities (batch * heads * seq^2 values).
+RankForward rank_forward(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
+                         const TokenBlock& tokens, std::span<const std::int64_t> key_lengths, bool keep_for_backward);
+
+struct RankBackward {
+  Parameters gradients;  // this rank's partial gradients, shard layout; o_bias = column sums of d_out
+  RowMatrix dx;          // this rank's contribution to d(x)
+};
+
+RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
+                           const TokenBlock& tokens, std::span<const std::int64_t> key_lengths,
+                           const RankForward& forward, const ConstMatrixMap& d_out);
+
+}  // namespace attncheck::reference

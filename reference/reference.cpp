@@ -1,0 +1,172 @@
+#include "reference/reference.hpp"
+
+#include <algorithm>
+
+#include "core/tp_shard.hpp"
+#include "reference/kv_cache.hpp"
+#include "reference/rank_layer.hpp"
+
+namespace attncheck::reference {
+
+namespace {
+
+// Copies a rank's token-major [batch * seq, local_heads * head_dim] block into the global
+// [batch, heads, seq, head_dim] tensor, local head h landing at global head first_head + h.
+void scatter_heads(const RowMatrix& local, std::int64_t first_head, std::int64_t local_heads, std::int64_t batch,
+                   std::int64_t seq, std::int64_t head_dim, Tensor& global) {
+  const std::int64_t heads = global.shape[1];
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t h = 0; h < local_heads; ++h) {
+      MatrixMap target(global.data() + ((b * heads + first_head + h) * seq) * head_dim, seq, head_dim);
+      target = local.block(b * seq, h * head_dim, seq, head_dim);
+    }
+  }
+}
+
+// Writes rank-local intermediates into the global ones. A replicated KV head is computed identically by
+// every rank of its group; the first rank of the group writes it.
+void scatter_intermediates(const RankForward& forward, const RankPlan& rank, const TpPlan& plan, std::int64_t batch,
+                           std::int64_t seq, Intermediates& global) {
+  const std::int64_t head_dim = plan.geometry.head_dim();
+  const LocalHeads heads = LocalHeads::of(rank);
+  scatter_heads(forward.projected.q, rank.q_heads.begin, heads.num_heads, batch, seq, head_dim, global.q);
+  const bool first_of_group = rank.rank == plan.replica_groups[rank.replica_group].ranks.begin;
+  if (first_of_group) {
+    scatter_heads(forward.projected.k, rank.kv_heads.begin, heads.num_kv_heads, batch, seq, head_dim, global.k);
+    scatter_heads(forward.projected.v, rank.kv_heads.begin, heads.num_kv_heads, batch, seq, head_dim, global.v);
+  }
+  MatrixMap context = as_matrix(global.context, batch * seq);
+  context.middleCols(rank.q_proj_rows.begin, rank.query_width) = forward.context;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t h = 0; h < heads.num_heads; ++h) {
+      const std::int64_t global_row = b * plan.geometry.num_heads() + rank.q_heads.begin + h;
+      std::copy_n(forward.log_sum_exp.row(b * heads.num_heads + h).data(), seq, global.lse.data() + global_row * seq);
+    }
+  }
+}
+
+Intermediates empty_intermediates(const Geometry& geometry, std::int64_t batch, std::int64_t seq) {
+  const std::int64_t head_dim = geometry.head_dim();
+  return {.q = Tensor({batch, geometry.num_heads(), seq, head_dim}),
+          .k = Tensor({batch, geometry.num_kv_heads(), seq, head_dim}),
+          .v = Tensor({batch, geometry.num_kv_heads(), seq, head_dim}),
+          .context = Tensor({batch, seq, geometry.query_width()}),
+          .lse = Tensor({batch, geometry.num_heads(), seq})};
+}
+
+// A rank's shard of the weights; with one rank, the weights themselves (no copy).
+class RankShard {
+ public:
+  RankShard(const Parameters& weights, const TpPlan& plan, int rank)
+      : shard_(plan.tp_size == 1 ? std::nullopt : std::optional(shard_parameters(weights, plan, rank))),
+        parameters_(shard_ ? *shard_ : weights) {}
+  const Parameters& get() const { return parameters_; }
+
+ private:
+  std::optional<Parameters> shard_;
+  const Parameters& parameters_;
+};
+
+// KV-cache decoding of inputs.decode on every rank of the plan: [batch, decode.total(), hidden].
+// Ranks run one after another (each with its own cache), adding their partials into the output, so
+// every element is summed in rank order; o_bias is added once at the end.
+Tensor run_decode(const Case& test_case, const TpPlan& plan) {
+  const Geometry& geometry = plan.geometry;
+  const Inputs& inputs = test_case.inputs;
+  const std::int64_t hidden = geometry.hidden_size();
+  const std::int64_t total = inputs.decode.total();
+  std::vector<std::int64_t> calls;
+  if (inputs.decode.prefill > 0) calls.push_back(inputs.decode.prefill);
+  calls.insert(calls.end(), inputs.decode.steps.begin(), inputs.decode.steps.end());
+
+  Tensor decode_out({inputs.batch, total, hidden});
+  MatrixMap out = as_matrix(decode_out, inputs.batch * total);
+  const ConstMatrixMap x = as_matrix(inputs.x, inputs.batch * inputs.seq);
+  for (int r = 0; r < plan.tp_size; ++r) {
+    const RankShard shard(test_case.weights, plan, r);
+    const LocalHeads heads = LocalHeads::of(plan.ranks[r]);
+    KvCache cache(inputs.batch, heads.num_kv_heads, total, geometry.head_dim());
+    std::int64_t start = 0;
+    for (std::int64_t count : calls) {
+      // Gather tokens [start, start + count) of every batch row into a contiguous block.
+      RowMatrix x_new(inputs.batch * count, hidden);
+      std::vector<std::int64_t> positions(inputs.batch * count);
+      for (std::int64_t b = 0; b < inputs.batch; ++b) {
+        x_new.middleRows(b * count, count) = x.middleRows(b * inputs.seq + start, count);
+        std::copy_n(inputs.positions.begin() + b * inputs.seq + start, count, positions.begin() + b * count);
+      }
+      const TokenBlock tokens{.batch = inputs.batch,
+                              .seq = count,
+                              .x = ConstMatrixMap(x_new.data(), x_new.rows(), x_new.cols()),
+                              .positions = positions};
+      const RowMatrix partial = decode_call(geometry, heads, shard.get(), tokens, inputs.key_lengths, cache);
+      for (std::int64_t b = 0; b < inputs.batch; ++b) {
+        out.middleRows(b * total + start, count) += partial.middleRows(b * count, count);
+      }
+      start += count;
+    }
+  }
+  if (test_case.weights.o_bias) out.rowwise() += as_matrix(*test_case.weights.o_bias, 1).row(0);
+  return decode_out;
+}
+
+Result run_sharded(const Case& test_case, const TpPlan& plan, const RunOptions& options, const char* name,
+                   bool report_rank_gradients) {
+  validate_case(test_case);
+  const Geometry& geometry = plan.geometry;
+  const Inputs& inputs = test_case.inputs;
+  const std::int64_t tokens_count = inputs.batch * inputs.seq;
+  const std::int64_t hidden = geometry.hidden_size();
+  const TokenBlock tokens{
+      .batch = inputs.batch, .seq = inputs.seq, .x = as_matrix(inputs.x, tokens_count), .positions = inputs.positions};
+  const ConstMatrixMap d_out = as_matrix(inputs.dout, tokens_count);
+
+  Result result;
+  result.implementation = name;
+  if (options.intermediates) result.intermediates = empty_intermediates(geometry, inputs.batch, inputs.seq);
+
+  // Each rank runs forward and backward on its own shard; the backward needs only dout, not the summed
+  // out, so a rank's shard and saved state are dropped before the next rank runs. Sums go in rank order.
+  RowMatrix out = RowMatrix::Zero(tokens_count, hidden);
+  RowMatrix dx = RowMatrix::Zero(tokens_count, hidden);
+  std::optional<GradientAssembler> assembler;
+  if (options.gradients) assembler.emplace(plan);
+  for (int r = 0; r < plan.tp_size; ++r) {
+    const RankShard shard(test_case.weights, plan, r);
+    const LocalHeads heads = LocalHeads::of(plan.ranks[r]);
+    const RankForward forward =
+        rank_forward(geometry, heads, shard.get(), tokens, inputs.key_lengths, options.gradients);
+    out += forward.partial_out;
+    if (options.intermediates) {
+      scatter_intermediates(forward, plan.ranks[r], plan, inputs.batch, inputs.seq, *result.intermediates);
+    }
+    if (options.gradients) {
+      const RankBackward backward =
+          rank_backward(geometry, heads, shard.get(), tokens, inputs.key_lengths, forward, d_out);
+      dx += backward.dx;
+      assembler->add_rank(backward.gradients);
+    }
+  }
+  if (test_case.weights.o_bias) out.rowwise() += as_matrix(*test_case.weights.o_bias, 1).row(0);
+  result.out = to_tensor(out, {inputs.batch, inputs.seq, hidden});
+
+  if (options.gradients) {
+    result.gradients =
+        Gradients{.x = to_tensor(dx, {inputs.batch, inputs.seq, hidden}), .params = std::move(*assembler).finish()};
+    if (report_rank_gradients) result.rank_gradients = rank_slices(result.gradients->params, plan);
+  }
+  if (options.decode && !inputs.decode.empty()) result.decode_out = run_decode(test_case, plan);
+  return result;
+}
+
+}  // namespace
+
+Result run_reference(const Case& test_case, const RunOptions& options) {
+  return run_sharded(test_case, make_tp_plan(test_case.geometry(), 1), options, "reference", false);
+}
+
+Result run_reference_tp(const Case& test_case, const RunOptions& options) {
+  return run_sharded(test_case, test_case.plan, options, "reference-tp", true);
+}
+
+}  // namespace attncheck::reference

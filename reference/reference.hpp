@@ -1,0 +1,23 @@
+// The fp64 reference implementations (DESIGN §2):
+//   "reference"     the whole layer on one rank, unsharded
+//   "reference-tp"  the layer cut by case.plan: every rank runs on its shard only (all key positions,
+//                   its own heads), the o_proj partials are summed in rank order and o_bias added once,
+//                   dx is summed over ranks, gradients reduced as core/tp_shard.hpp describes
+// Both validate the case first (InputError on bad input) and run the decode schedule when present.
+#pragma once
+
+#include "core/case.hpp"
+#include "core/result.hpp"
+
+namespace attncheck::reference {
+
+struct RunOptions {
+  bool gradients = true;       // run the backward pass with inputs.dout
+  bool intermediates = false;  // fill Result::intermediates
+  bool decode = true;          // run inputs.decode (if any) and fill Result::decode_out
+};
+
+Result run_reference(const Case& test_case, const RunOptions& options = {});
+Result run_reference_tp(const Case& test_case, const RunOptions& options = {});
+
+}  // namespace attncheck::reference

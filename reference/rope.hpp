@@ -1,0 +1,27 @@
+// Rotary position embedding on the first rotary_dim channels of every head (DESIGN §1).
+//
+// Frequency of pair i (0 <= i < rotary_dim/2): inv_freq_i = rope_theta^(-2i / rotary_dim), angle =
+// position * inv_freq_i, all in fp64. Pairing by style:
+//   half-split:  (i, i + rotary_dim/2)    GPT-NeoX, Llama, Qwen, Gemma ("rotate_half")
+//   interleaved: (2i, 2i + 1)             GPT-J, Meta's original Llama
+// A pair (a, b) becomes (a cos - b sin, b cos + a sin). Channels >= rotary_dim pass through.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/geometry.hpp"
+#include "reference/eigen_types.hpp"
+
+namespace attncheck::reference {
+
+enum class RopeDirection {
+  forward,   // rotate by +angle
+  backward,  // rotate by -angle: the transpose, which maps d(rotated) to d(unrotated)
+};
+
+// rows: [tokens, heads * head_dim], token t at positions[t]; rotated in place.
+void apply_rope(MatrixRef rows, std::span<const std::int64_t> positions, std::int64_t heads, const Geometry& geometry,
+                RopeDirection direction);
+
+}  // namespace attncheck::reference

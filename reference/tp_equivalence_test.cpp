@@ -1,0 +1,105 @@
+// reference-tp against the unsharded reference: every valid TP size of every preset geometry (real
+// widths, short sequences), forward and every gradient within 1e-12 relative; each rank's reduced shard
+// gradients equal the matching slice of the unsharded gradients; invalid sizes are errors.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "core/input_error.hpp"
+#include "core/input_generation.hpp"
+#include "core/presets.hpp"
+#include "core/tp_shard.hpp"
+#include "reference/reference.hpp"
+#include "reference/test_support.hpp"
+
+namespace attncheck {
+namespace {
+
+constexpr double kTolerance = 1e-12;
+
+void expect_tp_matches_unsharded(const Geometry& geometry, const InputOptions& base_options) {
+  // One case for every size: run_reference ignores the plan, run_reference_tp follows it. (Copies of
+  // a 20B-parameter layer's weights cost seconds and gigabytes, so the plan is swapped in place.)
+  Case test_case = generate_case(geometry, base_options);
+  const reference::RunOptions run{.intermediates = true};
+  const Result unsharded = reference::run_reference(test_case, run);
+  const std::vector<std::int64_t> sizes = valid_tp_sizes(geometry);
+  ASSERT_FALSE(sizes.empty());
+  for (std::int64_t tp_size : sizes) {
+    SCOPED_TRACE(fmt::format("tp_size {} of {}", tp_size, testing::describe(geometry)));
+    test_case.plan = make_tp_plan(geometry, tp_size);
+    const Result sharded = reference::run_reference_tp(test_case, run);
+    EXPECT_EQ(sharded.implementation, "reference-tp");
+    EXPECT_LE(testing::relative_error(sharded.out, unsharded.out), kTolerance) << "out";
+    testing::for_each_gradient_pair(*sharded.gradients, *unsharded.gradients,
+                                    [&](const std::string& name, const Tensor& actual, const Tensor& expected) {
+                                      EXPECT_LE(testing::relative_error(actual, expected), kTolerance) << name;
+                                    });
+    // Intermediates are computed per head, and a head's arithmetic does not depend on the rank.
+    EXPECT_EQ(sharded.intermediates, unsharded.intermediates);
+    ASSERT_EQ(static_cast<std::int64_t>(sharded.rank_gradients.size()), tp_size);
+    for (int r = 0; r < tp_size; ++r) {
+      const Parameters expected = shard_parameters(unsharded.gradients->params, test_case.plan, r);
+      std::vector<const Tensor*> expected_tensors;
+      for_each_parameter(expected, [&](std::string_view, const Tensor& t) { expected_tensors.push_back(&t); });
+      std::size_t index = 0;
+      for_each_parameter(sharded.rank_gradients[r], [&](std::string_view name, const Tensor& actual) {
+        ASSERT_LT(index, expected_tensors.size());
+        EXPECT_LE(testing::relative_error(actual, *expected_tensors[index++]), kTolerance)
+            << "rank " << r << " " << name;
+      });
+      EXPECT_EQ(index, expected_tensors.size());
+    }
+    if (!base_options.decode.empty()) {
+      EXPECT_LE(testing::relative_error(*sharded.decode_out, *unsharded.decode_out), kTolerance) << "decode";
+    }
+  }
+}
+
+class PresetTpTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PresetTpTest, EveryValidTpSizeMatchesUnsharded) {
+  const Preset* preset = find_preset(GetParam());
+  ASSERT_NE(preset, nullptr);
+  expect_tp_matches_unsharded(
+      resolve_geometry(preset->spec),
+      {.seed = 31, .batch = 2, .seq = 3, .pad_keys = true, .decode = {.prefill = 2, .steps = {1}}});
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, PresetTpTest, ::testing::ValuesIn(preset_names()),
+                         [](const ::testing::TestParamInfo<std::string>& param_info) {
+                           std::string name = param_info.param;
+                           for (char& c : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return name;
+                         });
+
+TEST(TpEquivalence, ReplicationCasesNamedInTheIssue) {
+  // Qwen3-32B at TP 16 replicates each KV head twice; Gemma 3 270M at TP 4 four times.
+  EXPECT_EQ(make_tp_plan(resolve_geometry(find_preset("qwen3-32b")->spec), 16).kv_replicas, 2);
+  EXPECT_EQ(make_tp_plan(resolve_geometry(find_preset("gemma-3-270m")->spec), 4).kv_replicas, 4);
+}
+
+TEST(TpEquivalence, SmallGeometriesWithLongerSequences) {
+  for (std::uint64_t seed = 300; seed < 308; ++seed) {
+    const Geometry geometry = resolve_geometry(testing::random_small_geometry(seed));
+    InputOptions options{.seed = seed, .batch = 2, .seq = 9, .pad_keys = true};
+    if (geometry.causal()) options.decode = {.prefill = 4, .steps = {2, 1}};
+    expect_tp_matches_unsharded(geometry, options);
+  }
+}
+
+TEST(TpEquivalence, InvalidTpSizeIsAnErrorNotAResult) {
+  const Geometry geometry = resolve_geometry(find_preset("qwen3-4b")->spec);  // 32 query heads, 8 KV heads
+  for (std::int64_t tp_size : {3, 5, 64, 0, -2}) {
+    try {
+      generate_case(geometry, {.seq = 2, .tp_size = tp_size});
+      ADD_FAILURE() << "tp_size " << tp_size << " was accepted";
+    } catch (const InputError& error) {
+      EXPECT_TRUE(error.names_field("tp_size")) << error.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace attncheck
