@@ -4,7 +4,7 @@
 // Every mask attncheck knows is an interval of keys per query (core/case.hpp):
 //   query i (aligned bottom-right: key index i' = i + key_offset) sees keys j in [begin, end) with
 //   begin = max(0, i' - window + 1) if windowed, else 0
-//   end   = min(key_length, i' + 1)  if causal,   else key_length
+//   end   = min(key_length, i' + 1)  if causal,   else key_length       (and never past seq_k)
 // so the softmax runs over [begin, end) only; an empty interval gives probabilities 0, context 0
 // and log-sum-exp -inf.
 #pragma once
@@ -25,6 +25,7 @@ struct KeyInterval {
 struct MaskSpec {
   std::int64_t key_offset = 0;  // seq_k - seq_q: bottom-right alignment
   std::int64_t key_length = 0;  // keys >= key_length are padding
+  std::int64_t key_count = 0;   // seq_k: keys that exist (a cache holds fewer than the padded length)
   bool causal = true;
   std::optional<std::int64_t> window;
 

@@ -9,7 +9,7 @@ namespace attncheck::reference {
 namespace {
 
 TEST(MaskSpec, CausalSquareSeesKeysUpToItself) {
-  const MaskSpec mask{.key_offset = 0, .key_length = 5, .causal = true};
+  const MaskSpec mask{.key_offset = 0, .key_length = 5, .key_count = 5, .causal = true};
   EXPECT_EQ(mask.visible_keys(0).begin, 0);
   EXPECT_EQ(mask.visible_keys(0).end, 1);
   EXPECT_EQ(mask.visible_keys(4).end, 5);
@@ -17,20 +17,23 @@ TEST(MaskSpec, CausalSquareSeesKeysUpToItself) {
 
 TEST(MaskSpec, BottomRightAlignmentWhenFewerQueriesThanKeys) {
   // 2 queries over 6 keys: query 0 is key index 4, query 1 key index 5.
-  const MaskSpec mask{.key_offset = 4, .key_length = 6, .causal = true};
+  const MaskSpec mask{.key_offset = 4, .key_length = 6, .key_count = 6, .causal = true};
   EXPECT_EQ(mask.visible_keys(0).end, 5);
   EXPECT_EQ(mask.visible_keys(1).end, 6);
 }
 
 TEST(MaskSpec, WindowPaddingAndBidirectional) {
-  const MaskSpec window{.key_offset = 0, .key_length = 8, .causal = true, .window = 3};
+  const MaskSpec window{.key_offset = 0, .key_length = 8, .key_count = 8, .causal = true, .window = 3};
   EXPECT_EQ(window.visible_keys(5).begin, 3);  // keys 3, 4, 5
   EXPECT_EQ(window.visible_keys(5).end, 6);
-  const MaskSpec padded{.key_offset = 0, .key_length = 2, .causal = true};
+  const MaskSpec padded{.key_offset = 0, .key_length = 2, .key_count = 5, .causal = true};
   EXPECT_EQ(padded.visible_keys(4).end, 2);
-  const MaskSpec bidirectional{.key_offset = 0, .key_length = 6, .causal = false};
+  const MaskSpec bidirectional{.key_offset = 0, .key_length = 6, .key_count = 6, .causal = false};
   EXPECT_EQ(bidirectional.visible_keys(0).end, 6);
-  const MaskSpec nothing{.key_offset = 0, .key_length = 0, .causal = true};
+  // A cache holding 4 keys of a row padded to 6: keys past the cache do not exist.
+  const MaskSpec short_cache{.key_offset = 0, .key_length = 6, .key_count = 4, .causal = false};
+  EXPECT_EQ(short_cache.visible_keys(0).end, 4);
+  const MaskSpec nothing{.key_offset = 0, .key_length = 0, .key_count = 0, .causal = true};
   EXPECT_LE(nothing.visible_keys(3).end, nothing.visible_keys(3).begin);
 }
 
@@ -39,7 +42,7 @@ TEST(AttentionHead, ProbabilitiesSumToOneInsideTheIntervalAndZeroOutside) {
   q << 1, 2, -1, 0.5, 3, -2, 0.25, 4;
   k << 0.5, -1, 2, 1, -3, 0.5, 1, 1;
   v << 1, 0, 0, 1, 2, 2, -1, 3;
-  const MaskSpec mask{.key_offset = 0, .key_length = 3, .causal = true, .window = 2};
+  const MaskSpec mask{.key_offset = 0, .key_length = 3, .key_count = 4, .causal = true, .window = 2};
   RowMatrix context(4, 2);
   double lse[4];
   HeadSaved saved;
@@ -62,7 +65,7 @@ TEST(AttentionHead, ProbabilitiesSumToOneInsideTheIntervalAndZeroOutside) {
 
 TEST(AttentionHead, RowThatSeesNoKeyGivesZeroContextAndZeroGradients) {
   RowMatrix q = RowMatrix::Constant(2, 2, 1.0), k = RowMatrix::Constant(2, 2, 2.0), v = RowMatrix::Constant(2, 2, 3.0);
-  const MaskSpec mask{.key_offset = 0, .key_length = 0, .causal = true};
+  const MaskSpec mask{.key_offset = 0, .key_length = 0, .key_count = 2, .causal = true};
   RowMatrix context(2, 2);
   double lse[2];
   HeadSaved saved;
@@ -81,7 +84,7 @@ TEST(AttentionHead, SoftcapBoundsScores) {
   q << 100;
   k << 100, -100;
   v << 1, 0;
-  const MaskSpec mask{.key_offset = 1, .key_length = 2, .causal = true};
+  const MaskSpec mask{.key_offset = 1, .key_length = 2, .key_count = 2, .causal = true};
   RowMatrix context(1, 1);
   double lse[1];
   attention_head_forward(q, k, v, mask, {.scale = 1.0, .softcap = 2.0}, context, lse, nullptr);

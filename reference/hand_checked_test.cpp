@@ -2,6 +2,7 @@
 // a small dyadic number, so the sums below are exact in fp64 whatever their order.
 #include <gtest/gtest.h>
 
+#include "core/input_error.hpp"
 #include "core/input_generation.hpp"
 #include "reference/reference.hpp"
 
@@ -112,6 +113,20 @@ TEST(HandChecked, GradientOfOBiasIsTheSumOfDout) {
     double sum = 0.0;
     for (int t = 0; t < 6; ++t) sum += test_case.inputs.dout.values[t * 4 + c];
     EXPECT_EQ(result.gradients->params.o_bias->values[c], sum);
+  }
+}
+
+TEST(ReferenceErrors, NonFiniteResultIsAnErrorNotAResult) {
+  // qk_norm_eps 0 and an all-zero token: the norm divides 0 by 0.
+  const Geometry geometry = resolve_geometry({.hidden_size = 4, .num_heads = 2, .head_dim = 2,
+                                              .qk_norm = QkNorm::rms, .qk_norm_eps = 0.0});
+  Case test_case = generate_case(geometry, {.seed = 8, .batch = 1, .seq = 2});
+  std::fill(test_case.inputs.x.values.begin(), test_case.inputs.x.values.begin() + 4, 0.0);
+  try {
+    reference::run_reference(test_case);
+    FAIL() << "expected InputError";
+  } catch (const InputError& error) {
+    EXPECT_TRUE(error.names_field("out[flat 0]")) << error.what();
   }
 }
 

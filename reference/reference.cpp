@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/input_error.hpp"
 #include "core/tp_shard.hpp"
 #include "reference/kv_cache.hpp"
 #include "reference/rank_layer.hpp"
@@ -110,6 +111,23 @@ Tensor run_decode(const Case& test_case, const TpPlan& plan) {
   return decode_out;
 }
 
+// A finite case can still give NaN or Inf in fp64 (values near 1e154 overflow a dot product; a zero
+// q or k vector with qk_norm_eps 0 divides by zero). The oracle never returns such a result silently.
+void check_result_finite(const Result& result) {
+  ViolationList violations;
+  check_finite(result.out, "out", violations);
+  if (result.gradients) {
+    check_finite(result.gradients->x, "gradients.x", violations);
+    for_each_parameter(result.gradients->params, [&](std::string_view name, const Tensor& tensor) {
+      check_finite(tensor, "gradients." + std::string(name), violations);
+    });
+  }
+  if (result.decode_out) check_finite(*result.decode_out, "decode_out", violations);
+  violations.throw_if_any(
+      "the fp64 reference produced a non-finite value (inputs too large, or qk_norm_eps 0 on a zero vector); "
+      "no valid reference result exists for this case");
+}
+
 Result run_sharded(const Case& test_case, const TpPlan& plan, const RunOptions& options, const char* name,
                    bool report_rank_gradients) {
   validate_case(test_case);
@@ -156,6 +174,7 @@ Result run_sharded(const Case& test_case, const TpPlan& plan, const RunOptions& 
     if (report_rank_gradients) result.rank_gradients = rank_slices(result.gradients->params, plan);
   }
   if (options.decode && !inputs.decode.empty()) result.decode_out = run_decode(test_case, plan);
+  check_result_finite(result);
   return result;
 }
 
