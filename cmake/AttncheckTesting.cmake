@@ -1,5 +1,5 @@
-# attncheck_add_gtest(<name> SOURCES <files...> LIBRARIES <targets...> [LABELS <labels...>]
-#                     [ENVIRONMENT <VAR=value...>])
+# attncheck_add_gtest(<name> SOURCES <files...> LIBRARIES <targets...> [LABELS <label>]
+#                     [ENVIRONMENT <VAR=value>])
 # One GoogleTest executable; each TEST becomes its own ctest entry (discovered when ctest runs, so the
 # build does not execute test binaries), labelled for `ctest -L`.
 function(attncheck_add_gtest name)
@@ -13,6 +13,14 @@ function(attncheck_add_gtest name)
     set(ARG_LABELS unit)
   endif()
   include(GoogleTest)
+  # gtest_discover_tests flattens PROPERTIES into one list, so each property takes exactly one value:
+  # "unit;slow" would become LABELS unit plus a stray property named slow (seen with CMake 3.25).
+  foreach(property_value IN ITEMS "${ARG_LABELS}" "${ARG_ENVIRONMENT}")
+    list(LENGTH property_value count)
+    if(count GREATER 1)
+      message(FATAL_ERROR "attncheck_add_gtest(${name}): LABELS and ENVIRONMENT take one value each")
+    endif()
+  endforeach()
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES LABELS "${ARG_LABELS}"
                        ENVIRONMENT "${ARG_ENVIRONMENT}")
 endfunction()

@@ -38,7 +38,7 @@ std::int64_t query_block_rows(std::int64_t seq_k) {
 }
 
 // Turns one row of raw dot products into probabilities over [keys.begin, keys.end) (0 elsewhere) and
-// returns the log-sum-exp. capped (optional) points at the row's first element in a matrix receiving
+// returns the log-sum-exp. capped (optional) points at the row's first element in a buffer receiving
 // tanh(score / softcap) for the backward pass. The interval must not be empty.
 double softmax_row(Eigen::Ref<RowVector> row, const KeyInterval& keys, const ScoreSpec& score, double* capped) {
   const std::int64_t count = keys.end - keys.begin;
@@ -58,55 +58,58 @@ double softmax_row(Eigen::Ref<RowVector> row, const KeyInterval& keys, const Sco
   return maximum + std::log(sum);
 }
 
+// Probabilities of query rows [first, first + block.rows()) into block ([rows, seq_k]); capped
+// receives tanh(score / softcap) of the same rows when there is a softcap; log_sum_exp (optional) is
+// indexed by query. Dense scores by one GEMM, then each row's interval: simple to trust, and the FLOPs
+// bench/ counts are the ones performed.
+void probability_block(const ConstMatrixRef& q, const ConstMatrixRef& k, const MaskSpec& mask, const ScoreSpec& score,
+                       std::int64_t first, MatrixRef block, RowMatrix& capped, double* log_sum_exp) {
+  const std::int64_t rows = block.rows();
+  block.noalias() = q.middleRows(first, rows) * k.transpose();
+  if (score.softcap) capped.resize(rows, k.rows());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const KeyInterval keys = mask.visible_keys(first + r);
+    double lse = -std::numeric_limits<double>::infinity();
+    if (keys.end <= keys.begin) {
+      block.row(r).setZero();
+    } else {
+      lse = softmax_row(block.row(r), keys, score, score.softcap ? capped.row(r).data() : nullptr);
+    }
+    if (log_sum_exp != nullptr) log_sum_exp[first + r] = lse;
+  }
+}
+
 }  // namespace
 
 void attention_head_forward(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
-                            const MaskSpec& mask, const ScoreSpec& score, MatrixRef context, double* log_sum_exp,
-                            HeadSaved* saved) {
+                            const MaskSpec& mask, const ScoreSpec& score, MatrixRef context, double* log_sum_exp) {
   const std::int64_t seq_q = q.rows();
-  const std::int64_t seq_k = k.rows();
-  const std::int64_t block_rows = query_block_rows(seq_k);
-  // Dense scores per block, then each row's interval: the dense GEMM keeps the code obviously right,
-  // and the FLOP counts in bench/ are those of the dense products.
-  RowMatrix block_buffer;
-  if (saved != nullptr) {
-    saved->probabilities.resize(seq_q, seq_k);
-    if (score.softcap) saved->capped.setZero(seq_q, seq_k);
-  } else {
-    block_buffer.resize(std::min(block_rows, seq_q), seq_k);
-  }
+  const std::int64_t block_rows = query_block_rows(k.rows());
+  RowMatrix block(std::min(block_rows, seq_q), k.rows());
+  RowMatrix capped;
   for (std::int64_t first = 0; first < seq_q; first += block_rows) {
     const std::int64_t rows = std::min(block_rows, seq_q - first);
-    auto block = saved != nullptr ? saved->probabilities.middleRows(first, rows) : block_buffer.topRows(rows);
-    block.noalias() = q.middleRows(first, rows) * k.transpose();
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int64_t i = first + r;
-      const KeyInterval keys = mask.visible_keys(i);
-      if (keys.end <= keys.begin) {
-        block.row(r).setZero();
-        if (log_sum_exp != nullptr) log_sum_exp[i] = -std::numeric_limits<double>::infinity();
-        continue;
-      }
-      double* capped = saved != nullptr && score.softcap ? saved->capped.row(i).data() : nullptr;
-      const double lse = softmax_row(block.row(r), keys, score, capped);
-      if (log_sum_exp != nullptr) log_sum_exp[i] = lse;
-    }
-    context.middleRows(first, rows).noalias() = block * v;
+    auto probabilities = block.topRows(rows);
+    probability_block(q, k, mask, score, first, probabilities, capped, log_sum_exp);
+    context.middleRows(first, rows).noalias() = probabilities * v;
   }
 }
 
 void attention_head_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
-                             const MaskSpec& mask, const ScoreSpec& score, const HeadSaved& saved,
-                             const ConstMatrixRef& d_context, MatrixRef d_q, MatrixRef d_k, MatrixRef d_v) {
+                             const MaskSpec& mask, const ScoreSpec& score, const ConstMatrixRef& d_context,
+                             MatrixRef d_q, MatrixRef d_k, MatrixRef d_v) {
   const std::int64_t seq_q = q.rows();
   const std::int64_t seq_k = k.rows();
   const std::int64_t block_rows = query_block_rows(seq_k);
   d_k.setZero();
   d_v.setZero();
+  RowMatrix probability_buffer(std::min(block_rows, seq_q), seq_k);
   RowMatrix d_scores(std::min(block_rows, seq_q), seq_k);
+  RowMatrix capped;
   for (std::int64_t first = 0; first < seq_q; first += block_rows) {
     const std::int64_t rows = std::min(block_rows, seq_q - first);
-    const auto probabilities = saved.probabilities.middleRows(first, rows);
+    auto probabilities = probability_buffer.topRows(rows);
+    probability_block(q, k, mask, score, first, probabilities, capped, nullptr);
     const auto d_context_block = d_context.middleRows(first, rows);
     d_v.noalias() += probabilities.transpose() * d_context_block;
     // d_scores starts as d_probabilities = d_context v^T and is turned, row by row, into the gradient
@@ -115,8 +118,7 @@ void attention_head_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, c
     auto block = d_scores.topRows(rows);
     block.noalias() = d_context_block * v.transpose();
     for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int64_t i = first + r;
-      const KeyInterval keys = mask.visible_keys(i);
+      const KeyInterval keys = mask.visible_keys(first + r);
       auto row = block.row(r);
       if (keys.end <= keys.begin) {
         row.setZero();
@@ -128,8 +130,8 @@ void attention_head_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, c
       const double weighted = p.dot(dp);
       dp = (p.array() * (dp.array() - weighted)).matrix();
       if (score.softcap) {
-        const auto capped = saved.capped.row(i).segment(keys.begin, count);
-        dp = (dp.array() * (1.0 - capped.array().square())).matrix();
+        const auto tanh_values = capped.row(r).segment(keys.begin, count);
+        dp = (dp.array() * (1.0 - tanh_values.array().square())).matrix();
       }
       dp *= score.scale;
       row.head(keys.begin).setZero();
@@ -138,6 +140,18 @@ void attention_head_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, c
     d_q.middleRows(first, rows).noalias() = block * k;
     d_k.noalias() += block.transpose() * q.middleRows(first, rows);
   }
+}
+
+RowMatrix attention_probabilities(const ConstMatrixRef& q, const ConstMatrixRef& k, const MaskSpec& mask,
+                                  const ScoreSpec& score) {
+  RowMatrix probabilities(q.rows(), k.rows());
+  RowMatrix capped;
+  const std::int64_t block_rows = query_block_rows(k.rows());
+  for (std::int64_t first = 0; first < q.rows(); first += block_rows) {
+    const std::int64_t rows = std::min(block_rows, q.rows() - first);
+    probability_block(q, k, mask, score, first, probabilities.middleRows(first, rows), capped, nullptr);
+  }
+  return probabilities;
 }
 
 }  // namespace attncheck::reference

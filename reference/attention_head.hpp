@@ -40,22 +40,21 @@ struct ScoreSpec {
   static ScoreSpec for_geometry(const Geometry& geometry);
 };
 
-// What the backward pass needs from the forward pass of one head.
-struct HeadSaved {
-  RowMatrix probabilities;  // [seq_q, seq_k], 0 outside each query's interval
-  RowMatrix capped;         // [seq_q, seq_k] tanh(scores / softcap), only with a softcap
-};
-
-// q [seq_q, head_dim], k and v [seq_k, head_dim] -> context [seq_q, head_dim], log_sum_exp [seq_q]
-// (optional). saved (optional) receives what attention_head_backward needs.
+// q [seq_q, head_dim], k and v [seq_k, head_dim] -> context [seq_q, head_dim]; log_sum_exp [seq_q]
+// (optional) receives each query's log-sum-exp of its capped scores.
 void attention_head_forward(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
-                            const MaskSpec& mask, const ScoreSpec& score, MatrixRef context, double* log_sum_exp,
-                            HeadSaved* saved);
+                            const MaskSpec& mask, const ScoreSpec& score, MatrixRef context, double* log_sum_exp);
 
 // d_context [seq_q, head_dim] -> d_q [seq_q, head_dim] (overwritten), d_k and d_v [seq_k, head_dim]
 // (overwritten with this query head's contribution; the caller sums a group's query heads).
+// The probabilities are recomputed block by block, by the same code and in the same blocks as the
+// forward pass, so they are bit-identical to the forward's, and no seq_q x seq_k matrix is stored.
 void attention_head_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
-                             const MaskSpec& mask, const ScoreSpec& score, const HeadSaved& saved,
-                             const ConstMatrixRef& d_context, MatrixRef d_q, MatrixRef d_k, MatrixRef d_v);
+                             const MaskSpec& mask, const ScoreSpec& score, const ConstMatrixRef& d_context,
+                             MatrixRef d_q, MatrixRef d_k, MatrixRef d_v);
+
+// The whole [seq_q, seq_k] probability matrix (0 outside each query's interval), for tests.
+RowMatrix attention_probabilities(const ConstMatrixRef& q, const ConstMatrixRef& k, const MaskSpec& mask,
+                                  const ScoreSpec& score);
 
 }  // namespace attncheck::reference

@@ -118,8 +118,8 @@ TEST(HandChecked, GradientOfOBiasIsTheSumOfDout) {
 
 TEST(ReferenceErrors, NonFiniteResultIsAnErrorNotAResult) {
   // qk_norm_eps 0 and an all-zero token: the norm divides 0 by 0.
-  const Geometry geometry = resolve_geometry({.hidden_size = 4, .num_heads = 2, .head_dim = 2,
-                                              .qk_norm = QkNorm::rms, .qk_norm_eps = 0.0});
+  const Geometry geometry =
+      resolve_geometry({.hidden_size = 4, .num_heads = 2, .head_dim = 2, .qk_norm = QkNorm::rms, .qk_norm_eps = 0.0});
   Case test_case = generate_case(geometry, {.seed = 8, .batch = 1, .seq = 2});
   std::fill(test_case.inputs.x.values.begin(), test_case.inputs.x.values.begin() + 4, 0.0);
   try {

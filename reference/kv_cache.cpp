@@ -58,7 +58,7 @@ RowMatrix decode_call(const Geometry& geometry, const LocalHeads& heads, const P
     const MaskSpec mask = MaskSpec::for_geometry(geometry, count, cache.length(), key_lengths[b]);
     attention_head_forward(projected.q.block(b * count, h * head_dim, count, head_dim), cache.keys(b, g),
                            cache.values(b, g), mask, score, context.block(b * count, h * head_dim, count, head_dim),
-                           nullptr, nullptr);
+                           nullptr);
   }
   const ConstMatrixMap o_proj = as_matrix(shard.o_proj, shard.o_proj.shape[0]);
   RowMatrix partial_out(context.rows(), o_proj.rows());

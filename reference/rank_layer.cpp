@@ -47,7 +47,7 @@ ProjectedTokens project_tokens(const Geometry& geometry, const LocalHeads& heads
 }
 
 RankForward rank_forward(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
-                         const TokenBlock& tokens, std::span<const std::int64_t> key_lengths, bool keep_for_backward) {
+                         const TokenBlock& tokens, std::span<const std::int64_t> key_lengths) {
   const std::int64_t head_dim = geometry.head_dim();
   const std::int64_t seq = tokens.seq;
   RankForward forward;
@@ -55,7 +55,6 @@ RankForward rank_forward(const Geometry& geometry, const LocalHeads& heads, cons
   const ProjectedTokens& p = forward.projected;
   forward.context.resize(p.q.rows(), p.q.cols());
   forward.log_sum_exp.resize(tokens.batch * heads.num_heads, seq);
-  if (keep_for_backward) forward.saved.resize(tokens.batch * heads.num_heads);
   const ScoreSpec score = ScoreSpec::for_geometry(geometry);
 
   // One task per (batch row, query head); each writes only its own blocks, so tasks never race and
@@ -68,11 +67,10 @@ RankForward rank_forward(const Geometry& geometry, const LocalHeads& heads, cons
     const std::int64_t h = task % heads.num_heads;
     const std::int64_t g = h / heads.group_size();
     const MaskSpec mask = MaskSpec::for_geometry(geometry, seq, seq, key_lengths[b]);
-    attention_head_forward(p.q.block(b * seq, h * head_dim, seq, head_dim),
-                           p.k.block(b * seq, g * head_dim, seq, head_dim),
-                           p.v.block(b * seq, g * head_dim, seq, head_dim), mask, score,
-                           forward.context.block(b * seq, h * head_dim, seq, head_dim),
-                           forward.log_sum_exp.row(task).data(), keep_for_backward ? &forward.saved[task] : nullptr);
+    attention_head_forward(
+        p.q.block(b * seq, h * head_dim, seq, head_dim), p.k.block(b * seq, g * head_dim, seq, head_dim),
+        p.v.block(b * seq, g * head_dim, seq, head_dim), mask, score,
+        forward.context.block(b * seq, h * head_dim, seq, head_dim), forward.log_sum_exp.row(task).data());
   }
   const ConstMatrixMap o_proj = as_matrix(shard.o_proj, shard.o_proj.shape[0]);
   forward.partial_out.resize(forward.context.rows(), o_proj.rows());
@@ -112,7 +110,7 @@ RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, co
     const MaskSpec mask = MaskSpec::for_geometry(geometry, seq, seq, key_lengths[b]);
     attention_head_backward(
         p.q.block(b * seq, h * head_dim, seq, head_dim), p.k.block(b * seq, g * head_dim, seq, head_dim),
-        p.v.block(b * seq, g * head_dim, seq, head_dim), mask, score, forward.saved[task],
+        p.v.block(b * seq, g * head_dim, seq, head_dim), mask, score,
         d_context.block(b * seq, h * head_dim, seq, head_dim), d_q.block(b * seq, h * head_dim, seq, head_dim),
         d_k_by_query.block(b * seq, h * head_dim, seq, head_dim),
         d_v_by_query.block(b * seq, h * head_dim, seq, head_dim));

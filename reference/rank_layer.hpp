@@ -54,14 +54,13 @@ struct RankForward {
   ProjectedTokens projected;
   RowMatrix context;
   RowMatrix log_sum_exp;
-  std::vector<HeadSaved> saved;  // [batch * heads], empty unless kept for the backward pass
-  RowMatrix partial_out;         // context @ o_proj_shard^T, without o_bias
+  RowMatrix partial_out;  // context @ o_proj_shard^T, without o_bias
 };
 
-// Full self-attention over the block (seq_q = seq_k = tokens.seq). keep_for_backward keeps the
-// per-head probabilities (batch * heads * seq^2 values).
+// Full self-attention over the block (seq_q = seq_k = tokens.seq). The backward pass needs only the
+// projected q, k, v kept here: it recomputes the probabilities (attention_head_backward).
 RankForward rank_forward(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
-                         const TokenBlock& tokens, std::span<const std::int64_t> key_lengths, bool keep_for_backward);
+                         const TokenBlock& tokens, std::span<const std::int64_t> key_lengths);
 
 struct RankBackward {
   Parameters gradients;  // this rank's partial gradients, shard layout; o_bias = column sums of d_out

@@ -152,8 +152,7 @@ Result run_sharded(const Case& test_case, const TpPlan& plan, const RunOptions& 
   for (int r = 0; r < plan.tp_size; ++r) {
     const RankShard shard(test_case.weights, plan, r);
     const LocalHeads heads = LocalHeads::of(plan.ranks[r]);
-    const RankForward forward =
-        rank_forward(geometry, heads, shard.get(), tokens, inputs.key_lengths, options.gradients);
+    const RankForward forward = rank_forward(geometry, heads, shard.get(), tokens, inputs.key_lengths);
     out += forward.partial_out;
     if (options.intermediates) {
       scatter_intermediates(forward, plan.ranks[r], plan, inputs.batch, inputs.seq, *result.intermediates);
