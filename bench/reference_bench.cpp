@@ -3,7 +3,9 @@
 // GFLOP/s counts 2 FLOPs per multiply-add of the projections (q, k, v, o) and of attention (q k^T and
 // p v over the full seq x seq score matrix, which the reference computes densely before masking).
 // The backward pass is counted as twice the forward (d_input and d_weight for every product), so
-// forward + backward = 3 x forward. Softmax, RoPE and norms are not counted. Inputs are generated once,
+// forward + backward = 3 x forward: model FLOPs. The backward's recomputation of q k^T (it does not
+// store the probabilities, reference/attention_head.hpp) is work done but not counted, so forward +
+// backward figures understate the arithmetic rate. Softmax, RoPE and norms are not counted. Inputs are generated once,
 // outside the timed loop. Real time is reported (the reference uses every core through OpenMP).
 #include <benchmark/benchmark.h>
 

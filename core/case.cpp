@@ -63,13 +63,22 @@ void check_inputs(const Inputs& inputs, const Geometry& geometry, ViolationList&
   if (decode.prefill < 0) {
     violations.add("inputs.decode.prefill", std::to_string(decode.prefill), "must be >= 0", "0");
   }
+  // Bounds before the sum, so total() cannot overflow: at most seq steps, each of at most seq tokens.
+  if (static_cast<std::int64_t>(decode.steps.size()) > inputs.seq || decode.prefill > inputs.seq) {
+    violations.add("inputs.decode", fmt::format("prefill {}, {} steps", decode.prefill, decode.steps.size()),
+                   fmt::format("prefill + steps must not exceed seq = {} tokens", inputs.seq),
+                   "drop steps or lengthen the sequence");
+    return;
+  }
+  bool steps_valid = true;
   for (std::size_t i = 0; i < decode.steps.size(); ++i) {
-    if (decode.steps[i] < 1) {
+    if (decode.steps[i] < 1 || decode.steps[i] > inputs.seq) {
       violations.add(fmt::format("inputs.decode.steps[{}]", i), std::to_string(decode.steps[i]),
-                     "every step decodes at least one token", "1");
+                     fmt::format("every step decodes between 1 and seq = {} tokens", inputs.seq), "1");
+      steps_valid = false;
     }
   }
-  if (decode.total() > inputs.seq) {
+  if (steps_valid && decode.prefill >= 0 && decode.total() > inputs.seq) {
     violations.add("inputs.decode", fmt::format("prefill + steps = {}", decode.total()),
                    fmt::format("must not exceed seq = {}", inputs.seq), "drop steps or lengthen the sequence");
   }

@@ -69,6 +69,12 @@ TEST(ValidateCase, PositionsKeyLengthsAndSchedules) {
   expect_rejected(test_case, "inputs.decode.steps[0]");
   test_case.inputs.decode = {.prefill = 2, .steps = {2}};
   expect_rejected(test_case, "inputs.decode");
+  // Steps that would overflow int64 when summed are rejected one by one, not wrapped around.
+  constexpr std::int64_t kHuge = std::numeric_limits<std::int64_t>::max();
+  test_case.inputs.decode = {.prefill = 1, .steps = {kHuge, kHuge, 3}};
+  expect_rejected(test_case, "inputs.decode.steps[0]");
+  test_case.inputs.decode = {.prefill = kHuge, .steps = {1}};
+  expect_rejected(test_case, "inputs.decode");
 }
 
 }  // namespace

@@ -186,6 +186,16 @@ std::optional<ActivationDistribution> parse_activation_distribution(std::string_
 }
 
 Parameters generate_weights(const Geometry& geometry, std::uint64_t seed) {
+  // Parameter counts are exact in int64 (core/geometry.hpp bounds the dimensions); the bound keeps a
+  // typo like --heads 4096 --head-dim 1048576 an InputError instead of an allocation failure.
+  const std::int64_t parameters = make_tp_plan(geometry, 1).unsharded_params.total();
+  if (parameters > kMaxParameterElements) {
+    ViolationList violations;
+    violations.add("parameters", std::to_string(parameters),
+                   "a generated layer holds at most 2^31 parameters (16 GiB in fp64)",
+                   "smaller hidden_size, head counts or head_dim");
+    violations.throw_if_any("invalid geometry for input generation");
+  }
   const std::int64_t hidden = geometry.hidden_size();
   const std::int64_t head_dim = geometry.head_dim();
   Parameters weights;
@@ -217,8 +227,14 @@ Inputs generate_inputs(const Geometry& geometry, const InputOptions& options) {
   if (options.seq < 1 || options.seq > (1 << 20)) {
     violations.add("seq", std::to_string(options.seq), "must lie in [1, 2^20]", "8");
   }
+  // Activations x and dout hold batch * seq * hidden values each: at most 2^28 (2 GiB each in fp64).
+  if (violations.empty() && options.batch * options.seq * geometry.hidden_size() > kMaxActivationElements) {
+    violations.add("batch * seq * hidden_size",
+                   fmt::format("{} * {} * {}", options.batch, options.seq, geometry.hidden_size()),
+                   "must be at most 2^28 values per activation tensor", "a shorter sequence or a smaller batch");
+  }
   if (options.position_offset &&
-      (*options.position_offset < 0 || *options.position_offset + options.seq - 1 > kMaxPosition)) {
+      (*options.position_offset < 0 || *options.position_offset > kMaxPosition - (options.seq - 1))) {
     violations.add("position_offset", std::to_string(*options.position_offset),
                    "offset + seq - 1 must lie in [0, 2^31)", "0");
   }

@@ -9,7 +9,7 @@
 // case on every platform.
 //
 // Weights: projection entries have a standard deviation near 1/sqrt(fan_in); each head's block uses its
-// own integer amplitude, so per-head scales differ (up to ~2.3x), and a block that happens to equal
+// own integer amplitude, so per-head scales differ (up to ~2.6x), and a block that happens to equal
 // another head's block is redrawn, so no two heads share weights. q_norm/k_norm are 1 + small values
 // (rms) or small values around 0 (rms-one-plus, which adds the 1 itself).
 #pragma once
@@ -43,7 +43,14 @@ struct InputOptions {
   std::int64_t tp_size = 1;  // the plan stored in the case (reference-tp runs it)
 };
 
+// Limits that keep impossible sizes InputErrors rather than allocation failures.
+inline constexpr std::int64_t kMaxActivationElements = std::int64_t{1} << 28;  // per x / dout tensor
+inline constexpr std::int64_t kMaxParameterElements = std::int64_t{1} << 31;   // per layer
+
+// Throws InputError when the layer has more than kMaxParameterElements parameters.
 Parameters generate_weights(const Geometry& geometry, std::uint64_t seed);
+// Throws InputError for batch or seq outside [1, 2^20], more than kMaxActivationElements values in x,
+// or positions that would leave [0, 2^31).
 Inputs generate_inputs(const Geometry& geometry, const InputOptions& options);
 
 // A complete, validated case. Throws InputError for an invalid tp_size, batch, seq or schedule.

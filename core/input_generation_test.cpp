@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "core/input_error.hpp"
 #include "core/presets.hpp"
@@ -136,6 +137,11 @@ TEST(InputGeneration, BadOptionsAreInputErrors) {
   EXPECT_THROW(generate_inputs(geometry, {.batch = 0}), InputError);
   EXPECT_THROW(generate_inputs(geometry, {.seq = -1}), InputError);
   EXPECT_THROW(generate_inputs(geometry, {.seq = 4, .position_offset = kMaxPosition}), InputError);
+  EXPECT_THROW(generate_inputs(geometry, {.seq = 4, .position_offset = std::numeric_limits<std::int64_t>::max()}),
+               InputError);  // offset + seq would overflow
+  EXPECT_THROW(generate_inputs(geometry, {.batch = 1 << 20, .seq = 1 << 20}), InputError);  // 2^44 values
+  EXPECT_THROW(generate_weights(resolve_geometry({.hidden_size = 1 << 20, .num_heads = 4096, .head_dim = 1 << 10}), 1),
+               InputError);                                           // 2^42 parameters
   EXPECT_THROW(generate_case(geometry, {.tp_size = 4}), InputError);  // 2 KV heads, 6 query heads
   EXPECT_EQ(parse_activation_distribution("heavy-tailed"), ActivationDistribution::heavy_tailed);
   EXPECT_FALSE(parse_activation_distribution("gaussian").has_value());

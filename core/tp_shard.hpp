@@ -36,7 +36,8 @@ Parameters assemble_gradients(const std::vector<Parameters>& rank_partials, cons
 // added in order 0, 1, ..., tp_size - 1 (sums then run in rank order, independent of scheduling).
 class GradientAssembler {
  public:
-  explicit GradientAssembler(const TpPlan& plan);
+  explicit GradientAssembler(const TpPlan& plan);  // keeps a reference: the plan must outlive it
+  explicit GradientAssembler(TpPlan&&) = delete;
   void add_rank(const Parameters& partial);
   Parameters finish() &&;  // throws std::logic_error unless every rank was added
 

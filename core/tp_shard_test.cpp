@@ -7,7 +7,7 @@
 namespace attncheck {
 namespace {
 
-// 8 query heads, 2 KV heads, head_dim 3, hidden 5: TP 4 replicates each KV head on 2 ranks.
+// 8 query heads, 2 KV heads, head_dim 4, hidden 5: TP 4 replicates each KV head on 2 ranks.
 const GeometrySpec kSpec = {.hidden_size = 5,
                             .num_heads = 8,
                             .num_kv_heads = 2,

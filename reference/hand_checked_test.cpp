@@ -5,6 +5,7 @@
 #include "core/input_error.hpp"
 #include "core/input_generation.hpp"
 #include "reference/reference.hpp"
+#include "reference/test_support.hpp"
 
 namespace attncheck {
 namespace {
@@ -55,15 +56,21 @@ TEST(HandChecked, SingleTokenOutputIsOProjOfVProjPerHead) {
   EXPECT_EQ(result.out, out_when_each_query_reads_its_own_value(test_case));
 }
 
-TEST(HandChecked, WithoutRotaryPositionsChangeNothing) {
+TEST(HandChecked, RopeSeesOnlyRelativePositions) {
+  // RoPE makes q_m . k_n depend on m - n only: shifting every position of a row by the same offset
+  // leaves the output unchanged up to rounding (the angles grow, so a few ulp of them), while a
+  // different relative layout (positions reversed) changes it. Masks follow sequence indices, so
+  // both runs mask identically.
   const Geometry geometry =
-      resolve_geometry({.hidden_size = 8, .num_heads = 2, .head_dim = 4, .rotary_dim = 0, .qk_norm = QkNorm::rms});
+      resolve_geometry({.hidden_size = 8, .num_heads = 4, .num_kv_heads = 2, .head_dim = 6, .qk_norm = QkNorm::rms});
   Case test_case = generate_case(geometry, {.seed = 4, .batch = 2, .seq = 6, .position_offset = 0});
-  const Result at_zero = reference::run_reference(test_case);
-  for (std::size_t i = 0; i < test_case.inputs.positions.size(); ++i) test_case.inputs.positions[i] = 7919 * i + 1;
-  const Result shuffled = reference::run_reference(test_case);
-  EXPECT_EQ(at_zero.out, shuffled.out);
-  EXPECT_EQ(at_zero.gradients, shuffled.gradients);
+  const Result base = reference::run_reference(test_case, {.gradients = false});
+  Case shifted = test_case;
+  for (std::int64_t& position : shifted.inputs.positions) position += 4099;
+  EXPECT_LE(testing::relative_error(reference::run_reference(shifted, {.gradients = false}).out, base.out), 1e-12);
+  Case reversed = test_case;
+  for (std::size_t i = 0; i < reversed.inputs.positions.size(); ++i) reversed.inputs.positions[i] = 100 - i % 6;
+  EXPECT_GT(testing::relative_error(reference::run_reference(reversed, {.gradients = false}).out, base.out), 1e-3);
 }
 
 TEST(HandChecked, RotaryAtPositionZeroIsTheIdentity) {

@@ -42,6 +42,58 @@ TEST(Intermediates, QkvAreProjectionsWhenNoNormAndNoRotary) {
   }
 }
 
+TEST(Intermediates, QAndKFollowHfConventionsWithNormAndPartialRotary) {
+  // Recomputed here as transformers does it: projection, RMS norm over head_dim, then
+  // q * cos + rotate_half(q) * sin on the first rotary_dim channels with inv_freq = 1 / theta^(2i/r).
+  const Geometry geometry = resolve_geometry({.hidden_size = 6,
+                                              .num_heads = 2,
+                                              .num_kv_heads = 1,
+                                              .head_dim = 8,
+                                              .rotary_pct = 0.5,
+                                              .rope_theta = 10000.0,
+                                              .qk_norm = QkNorm::rms});
+  const Case test_case = generate_case(geometry, {.seed = 5, .batch = 2, .seq = 3});  // row 1 at offset >= 2^16
+  const Result result = reference::run_reference(test_case, {.gradients = false, .intermediates = true});
+  const Parameters& w = test_case.weights;
+  const int hidden = 6, head_dim = 8, rotary = 4, seq = 3;
+  auto expected_head = [&](const Tensor& weight, const Tensor& norm, int head, int b, int s) {
+    std::vector<double> x(head_dim);
+    for (int d = 0; d < head_dim; ++d) {
+      for (int c = 0; c < hidden; ++c) {
+        x[d] +=
+            weight.values[(head * head_dim + d) * hidden + c] * test_case.inputs.x.values[(b * seq + s) * hidden + c];
+      }
+    }
+    double mean_square = 0.0;
+    for (double v : x) mean_square += v * v / head_dim;
+    for (int d = 0; d < head_dim; ++d) x[d] = x[d] / std::sqrt(mean_square + 1e-6) * norm.values[d];
+    const double position = static_cast<double>(test_case.inputs.positions[b * seq + s]);
+    std::vector<double> out = x;
+    for (int d = 0; d < rotary; ++d) {
+      const double angle = position / std::pow(10000.0, 2.0 * (d % (rotary / 2)) / rotary);
+      const double rotated_half = d < rotary / 2 ? -x[d + rotary / 2] : x[d - rotary / 2];
+      out[d] = x[d] * std::cos(angle) + rotated_half * std::sin(angle);
+    }
+    return out;
+  };
+  for (int b = 0; b < 2; ++b) {
+    for (int s = 0; s < seq; ++s) {
+      for (int h = 0; h < 2; ++h) {
+        const std::vector<double> q = expected_head(w.q_proj, *w.q_norm, h, b, s);
+        for (int d = 0; d < head_dim; ++d) {
+          // Angles reach 2^20 rad at row 1, where an ulp of the angle is 2e-10: tolerance 1e-9.
+          EXPECT_NEAR(result.intermediates->q.values[((b * 2 + h) * seq + s) * head_dim + d], q[d], 1e-9)
+              << "b " << b << " s " << s << " h " << h << " d " << d;
+        }
+      }
+      const std::vector<double> k = expected_head(w.k_proj, *w.k_norm, 0, b, s);
+      for (int d = 0; d < head_dim; ++d) {
+        EXPECT_NEAR(result.intermediates->k.values[(b * seq + s) * head_dim + d], k[d], 1e-9);
+      }
+    }
+  }
+}
+
 TEST(Intermediates, ContextAndLogSumExpReproduceTheOutput) {
   const Geometry geometry = resolve_geometry({.hidden_size = 8,
                                               .num_heads = 4,

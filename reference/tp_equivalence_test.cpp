@@ -1,6 +1,8 @@
 // reference-tp against the unsharded reference: every valid TP size of every preset geometry (real
-// widths, short sequences), forward and every gradient within 1e-12 relative; each rank's reduced shard
-// gradients equal the matching slice of the unsharded gradients; invalid sizes are errors.
+// widths, short sequences), forward, every gradient, the intermediates and decoding within 1e-12
+// relative; invalid sizes are errors. rank_gradients are slices of the assembled gradients by
+// construction (core/tp_shard.hpp); the check on them pins their count, order and shard layout, the
+// reductions themselves being checked through the assembled gradients and in tp_shard_test.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
