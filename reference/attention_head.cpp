@@ -29,12 +29,21 @@ ScoreSpec ScoreSpec::for_geometry(const Geometry& geometry) {
 
 namespace {
 
-// Queries are processed in blocks of rows so that a block's scores stay in the 2 MiB L2 cache between
-// the score GEMM, the softmax and the value GEMM (1 MiB of scores per block). Measured on the 2-core
-// EPYC machine, small_gqa at seq 2048: whole-matrix passes ran at 36 (forward) and 46 (forward +
-// backward) GFLOP/s, blocks at 77 and 56-58. Blocks of 1/2 or 2-8 MiB measured the same within noise.
-std::int64_t query_block_rows(std::int64_t seq_k) {
-  return std::clamp<std::int64_t>((std::int64_t{1} << 17) / std::max<std::int64_t>(seq_k, 1), 16, 512);
+// Queries are processed in blocks of rows so that a block's scores stay in cache between the GEMMs
+// and the row passes: 1 MiB of scores per block in the forward pass (the L2 is 1-2 MiB per core),
+// 4 MiB per buffer in the backward pass, whose accumulating GEMMs (d_k, d_v += [seq_k, rows] products)
+// gain more from fewer, larger blocks. Measured on the 2-core EPYC machine, GFLOP/s forward +
+// backward (model FLOPs; run-to-run noise on this VM is about 10%), seq 512 / 2048:
+//   stored probabilities, whole-matrix passes:   small_gqa - / 46
+//   stored probabilities, 1 MiB blocks:          qwen3-0.6b 64 / 66-69, small_gqa 74 / 44-58
+//   recomputed, 1 MiB backward blocks:           qwen3-0.6b 57 / 57-64, small_gqa 69 / 51-54
+//   recomputed, 4 MiB backward blocks (chosen):  qwen3-0.6b 63 / 65,    small_gqa 66 / 58-62
+// Recomputing costs qwen3 a little and saves batch * heads * seq^2 stored values (512 MB at seq 2048).
+constexpr std::int64_t kForwardBlockElements = std::int64_t{1} << 17;
+constexpr std::int64_t kBackwardBlockElements = std::int64_t{1} << 19;
+
+std::int64_t query_block_rows(std::int64_t seq_k, std::int64_t block_elements) {
+  return std::clamp<std::int64_t>(block_elements / std::max<std::int64_t>(seq_k, 1), 16, 4096);
 }
 
 // Turns one row of raw dot products into probabilities over [keys.begin, keys.end) (0 elsewhere) and
@@ -84,7 +93,7 @@ void probability_block(const ConstMatrixRef& q, const ConstMatrixRef& k, const M
 void attention_head_forward(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
                             const MaskSpec& mask, const ScoreSpec& score, MatrixRef context, double* log_sum_exp) {
   const std::int64_t seq_q = q.rows();
-  const std::int64_t block_rows = query_block_rows(k.rows());
+  const std::int64_t block_rows = query_block_rows(k.rows(), kForwardBlockElements);
   RowMatrix block(std::min(block_rows, seq_q), k.rows());
   RowMatrix capped;
   for (std::int64_t first = 0; first < seq_q; first += block_rows) {
@@ -100,7 +109,7 @@ void attention_head_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, c
                              MatrixRef d_q, MatrixRef d_k, MatrixRef d_v) {
   const std::int64_t seq_q = q.rows();
   const std::int64_t seq_k = k.rows();
-  const std::int64_t block_rows = query_block_rows(seq_k);
+  const std::int64_t block_rows = query_block_rows(seq_k, kBackwardBlockElements);
   d_k.setZero();
   d_v.setZero();
   RowMatrix probability_buffer(std::min(block_rows, seq_q), seq_k);
@@ -146,7 +155,7 @@ RowMatrix attention_probabilities(const ConstMatrixRef& q, const ConstMatrixRef&
                                   const ScoreSpec& score) {
   RowMatrix probabilities(q.rows(), k.rows());
   RowMatrix capped;
-  const std::int64_t block_rows = query_block_rows(k.rows());
+  const std::int64_t block_rows = query_block_rows(k.rows(), kForwardBlockElements);
   for (std::int64_t first = 0; first < q.rows(); first += block_rows) {
     const std::int64_t rows = std::min(block_rows, q.rows() - first);
     probability_block(q, k, mask, score, first, probabilities.middleRows(first, rows), capped, nullptr);

@@ -47,8 +47,8 @@ void attention_head_forward(const ConstMatrixRef& q, const ConstMatrixRef& k, co
 
 // d_context [seq_q, head_dim] -> d_q [seq_q, head_dim] (overwritten), d_k and d_v [seq_k, head_dim]
 // (overwritten with this query head's contribution; the caller sums a group's query heads).
-// The probabilities are recomputed block by block, by the same code and in the same blocks as the
-// forward pass, so they are bit-identical to the forward's, and no seq_q x seq_k matrix is stored.
+// The probabilities are recomputed block by block by the same code as the forward pass (in larger
+// blocks, so equal to the forward's up to rounding), and no seq_q x seq_k matrix is ever stored.
 void attention_head_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
                              const MaskSpec& mask, const ScoreSpec& score, const ConstMatrixRef& d_context,
                              MatrixRef d_q, MatrixRef d_k, MatrixRef d_v);
