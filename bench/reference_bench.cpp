@@ -9,6 +9,7 @@
 // outside the timed loop. Real time is reported (the reference uses every core through OpenMP).
 #include <benchmark/benchmark.h>
 
+#include <Eigen/Core>
 #include <string>
 
 #include "core/input_generation.hpp"
@@ -45,6 +46,20 @@ void run_layer(benchmark::State& state, const GeometrySpec& spec, bool with_back
 const GeometrySpec kSmallGqa = {
     .hidden_size = 256, .num_heads = 8, .num_kv_heads = 2, .head_dim = 64, .rotary_pct = 0.5};
 
+// The yardstick in the same run: a plain square Eigen dgemm (what the reference's GEMMs can reach).
+void eigen_dgemm(benchmark::State& state) {
+  const Eigen::Index n = state.range(0);
+  const Eigen::MatrixXd a = Eigen::MatrixXd::Random(n, n);
+  const Eigen::MatrixXd b = Eigen::MatrixXd::Random(n, n);
+  Eigen::MatrixXd c(n, n);
+  for (auto _ : state) {
+    c.noalias() = a * b;
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["FLOPS"] = benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate,
+                                               benchmark::Counter::kIs1000);
+}
+
 void register_suite(const std::string& name, const GeometrySpec& spec) {
   for (bool with_backward : {false, true}) {
     benchmark::RegisterBenchmark(
@@ -65,6 +80,10 @@ void register_suite(const std::string& name, const GeometrySpec& spec) {
 int main(int argc, char** argv) {
   attncheck::register_suite("qwen3_0.6b", attncheck::find_preset("qwen3-0.6b")->spec);
   attncheck::register_suite("small_gqa", attncheck::kSmallGqa);
+  benchmark::RegisterBenchmark("eigen_dgemm", attncheck::eigen_dgemm)
+      ->Arg(2048)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -67,68 +67,121 @@ double softmax_row(Eigen::Ref<RowVector> row, const KeyInterval& keys, const Sco
   return maximum + std::log(sum);
 }
 
-// Probabilities of query rows [first, first + block.rows()) into block ([rows, seq_k]); capped
-// receives tanh(score / softcap) of the same rows when there is a softcap; log_sum_exp (optional) is
-// indexed by query. Dense scores by one GEMM, then each row's interval: simple to trust, and the FLOPs
-// bench/ counts are the ones performed.
-void probability_block(const ConstMatrixRef& q, const ConstMatrixRef& k, const MaskSpec& mask, const ScoreSpec& score,
-                       std::int64_t first, MatrixRef block, RowMatrix& capped, double* log_sum_exp) {
-  const std::int64_t rows = block.rows();
-  block.noalias() = q.middleRows(first, rows) * k.transpose();
-  if (score.softcap) capped.resize(rows, k.rows());
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const KeyInterval keys = mask.visible_keys(first + r);
+// Query rows [first, first + rows) of every query head of one KV group, stacked head-major into one
+// matrix, so that each GEMM against the group's shared k and v covers all its heads at once (GQA's
+// group_size times fewer, larger GEMMs, and d_k, d_v accumulated once per block for the whole group).
+// Stacked row j * rows + r is query first + r of the group's head j.
+struct StackedRows {
+  std::int64_t first = 0;
+  std::int64_t rows = 0;
+  std::int64_t group = 1;
+  std::int64_t query(std::int64_t stacked_row) const { return first + stacked_row % rows; }
+  std::int64_t head(std::int64_t stacked_row) const { return stacked_row / rows; }
+};
+
+// heads: [seq, group * head_dim] (head j in columns j*head_dim..) -> stacked: [group * rows, head_dim].
+void stack_heads(const ConstMatrixRef& heads, const StackedRows& block, MatrixRef stacked) {
+  const std::int64_t head_dim = stacked.cols();
+  for (std::int64_t j = 0; j < block.group; ++j) {
+    stacked.middleRows(j * block.rows, block.rows) = heads.block(block.first, j * head_dim, block.rows, head_dim);
+  }
+}
+
+void unstack_heads(const ConstMatrixRef& stacked, const StackedRows& block, MatrixRef heads) {
+  const std::int64_t head_dim = stacked.cols();
+  for (std::int64_t j = 0; j < block.group; ++j) {
+    heads.block(block.first, j * head_dim, block.rows, head_dim) = stacked.middleRows(j * block.rows, block.rows);
+  }
+}
+
+// Probabilities of the stacked query rows into probabilities ([group * rows, seq_k]); capped receives
+// tanh(score / softcap) of the same rows when there is a softcap; log_sum_exp (optional) is
+// [group, seq_q]. Dense scores by one GEMM, then each row's interval: simple to trust, and in the
+// forward pass the FLOPs bench/ counts are the ones performed.
+void probability_block(const RowMatrix& q_stacked, const ConstMatrixRef& k, const MaskSpec& mask,
+                       const ScoreSpec& score, const StackedRows& block, std::int64_t seq_q, MatrixRef probabilities,
+                       RowMatrix& capped, double* log_sum_exp) {
+  probabilities.noalias() = q_stacked * k.transpose();
+  if (score.softcap) capped.resize(probabilities.rows(), k.rows());
+  for (std::int64_t r = 0; r < probabilities.rows(); ++r) {
+    const KeyInterval keys = mask.visible_keys(block.query(r));
     double lse = -std::numeric_limits<double>::infinity();
     if (keys.end <= keys.begin) {
-      block.row(r).setZero();
+      probabilities.row(r).setZero();
     } else {
-      lse = softmax_row(block.row(r), keys, score, score.softcap ? capped.row(r).data() : nullptr);
+      lse = softmax_row(probabilities.row(r), keys, score, score.softcap ? capped.row(r).data() : nullptr);
     }
-    if (log_sum_exp != nullptr) log_sum_exp[first + r] = lse;
+    if (log_sum_exp != nullptr) log_sum_exp[block.head(r) * seq_q + block.query(r)] = lse;
   }
+}
+
+// Rows per block so that group * rows * seq_k is about block_elements.
+std::int64_t block_rows_for(std::int64_t group, std::int64_t seq_k, std::int64_t block_elements) {
+  return query_block_rows(group * seq_k, block_elements);
+}
+
+std::int64_t group_of(const ConstMatrixRef& q, const ConstMatrixRef& k) {
+  return q.cols() / k.cols();
 }
 
 }  // namespace
 
-void attention_head_forward(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
-                            const MaskSpec& mask, const ScoreSpec& score, MatrixRef context, double* log_sum_exp) {
+void attention_group_forward(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
+                             const MaskSpec& mask, const ScoreSpec& score, MatrixRef context, double* log_sum_exp) {
   const std::int64_t seq_q = q.rows();
-  const std::int64_t block_rows = query_block_rows(k.rows(), kForwardBlockElements);
-  RowMatrix block(std::min(block_rows, seq_q), k.rows());
+  const std::int64_t head_dim = k.cols();
+  const std::int64_t group = group_of(q, k);
+  const std::int64_t block_rows = std::min(block_rows_for(group, k.rows(), kForwardBlockElements), seq_q);
+  RowMatrix q_stacked(group * block_rows, head_dim);
+  RowMatrix probabilities(group * block_rows, k.rows());
+  RowMatrix context_stacked(group * block_rows, head_dim);
   RowMatrix capped;
   for (std::int64_t first = 0; first < seq_q; first += block_rows) {
-    const std::int64_t rows = std::min(block_rows, seq_q - first);
-    auto probabilities = block.topRows(rows);
-    probability_block(q, k, mask, score, first, probabilities, capped, log_sum_exp);
-    context.middleRows(first, rows).noalias() = probabilities * v;
+    const StackedRows block{.first = first, .rows = std::min(block_rows, seq_q - first), .group = group};
+    const std::int64_t stacked_rows = group * block.rows;
+    q_stacked.conservativeResize(stacked_rows, head_dim);  // shrinks only for the last block
+    stack_heads(q, block, q_stacked);
+    auto block_probabilities = probabilities.topRows(stacked_rows);
+    probability_block(q_stacked, k, mask, score, block, seq_q, block_probabilities, capped, log_sum_exp);
+    context_stacked.topRows(stacked_rows).noalias() = block_probabilities * v;
+    unstack_heads(context_stacked.topRows(stacked_rows), block, context);
   }
 }
 
-void attention_head_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
-                             const MaskSpec& mask, const ScoreSpec& score, const ConstMatrixRef& d_context,
-                             MatrixRef d_q, MatrixRef d_k, MatrixRef d_v) {
+void attention_group_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
+                              const MaskSpec& mask, const ScoreSpec& score, const ConstMatrixRef& d_context,
+                              MatrixRef d_q, MatrixRef d_k, MatrixRef d_v) {
   const std::int64_t seq_q = q.rows();
   const std::int64_t seq_k = k.rows();
-  const std::int64_t block_rows = query_block_rows(seq_k, kBackwardBlockElements);
+  const std::int64_t head_dim = k.cols();
+  const std::int64_t group = group_of(q, k);
+  const std::int64_t block_rows = std::min(block_rows_for(group, seq_k, kBackwardBlockElements), seq_q);
   d_k.setZero();
   d_v.setZero();
-  RowMatrix probability_buffer(std::min(block_rows, seq_q), seq_k);
-  RowMatrix d_scores(std::min(block_rows, seq_q), seq_k);
+  RowMatrix q_stacked(group * block_rows, head_dim);
+  RowMatrix d_context_stacked(group * block_rows, head_dim);
+  RowMatrix d_q_stacked(group * block_rows, head_dim);
+  RowMatrix probability_buffer(group * block_rows, seq_k);
+  RowMatrix d_scores(group * block_rows, seq_k);
   RowMatrix capped;
   for (std::int64_t first = 0; first < seq_q; first += block_rows) {
-    const std::int64_t rows = std::min(block_rows, seq_q - first);
-    auto probabilities = probability_buffer.topRows(rows);
-    probability_block(q, k, mask, score, first, probabilities, capped, nullptr);
-    const auto d_context_block = d_context.middleRows(first, rows);
-    d_v.noalias() += probabilities.transpose() * d_context_block;
+    const StackedRows block{.first = first, .rows = std::min(block_rows, seq_q - first), .group = group};
+    const std::int64_t stacked_rows = group * block.rows;
+    q_stacked.conservativeResize(stacked_rows, head_dim);
+    d_context_stacked.conservativeResize(stacked_rows, head_dim);
+    stack_heads(q, block, q_stacked);
+    stack_heads(d_context, block, d_context_stacked);
+    auto probabilities = probability_buffer.topRows(stacked_rows);
+    probability_block(q_stacked, k, mask, score, block, seq_q, probabilities, capped, nullptr);
+    d_v.noalias() += probabilities.transpose() * d_context_stacked;
     // d_scores starts as d_probabilities = d_context v^T and is turned, row by row, into the gradient
     // of the raw dot products: softmax backward p * (dp - sum(p * dp)), the softcap's 1 - tanh^2, the
     // scale.
-    auto block = d_scores.topRows(rows);
-    block.noalias() = d_context_block * v.transpose();
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const KeyInterval keys = mask.visible_keys(first + r);
-      auto row = block.row(r);
+    auto scores = d_scores.topRows(stacked_rows);
+    scores.noalias() = d_context_stacked * v.transpose();
+    for (std::int64_t r = 0; r < stacked_rows; ++r) {
+      const KeyInterval keys = mask.visible_keys(block.query(r));
+      auto row = scores.row(r);
       if (keys.end <= keys.begin) {
         row.setZero();
         continue;
@@ -146,20 +199,20 @@ void attention_head_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, c
       row.head(keys.begin).setZero();
       row.tail(seq_k - keys.end).setZero();
     }
-    d_q.middleRows(first, rows).noalias() = block * k;
-    d_k.noalias() += block.transpose() * q.middleRows(first, rows);
+    d_q_stacked.topRows(stacked_rows).noalias() = scores * k;
+    unstack_heads(d_q_stacked.topRows(stacked_rows), block, d_q);
+    d_k.noalias() += scores.transpose() * q_stacked;
   }
 }
 
 RowMatrix attention_probabilities(const ConstMatrixRef& q, const ConstMatrixRef& k, const MaskSpec& mask,
                                   const ScoreSpec& score) {
+  // One head (q [seq_q, head_dim]), the whole matrix as one block.
+  const StackedRows block{.first = 0, .rows = q.rows(), .group = 1};
+  RowMatrix q_copy = q;
   RowMatrix probabilities(q.rows(), k.rows());
   RowMatrix capped;
-  const std::int64_t block_rows = query_block_rows(k.rows(), kForwardBlockElements);
-  for (std::int64_t first = 0; first < q.rows(); first += block_rows) {
-    const std::int64_t rows = std::min(block_rows, q.rows() - first);
-    probability_block(q, k, mask, score, first, probabilities.middleRows(first, rows), capped, nullptr);
-  }
+  probability_block(q_copy, k, mask, score, block, q.rows(), probabilities, capped, nullptr);
   return probabilities;
 }
 

@@ -1,4 +1,4 @@
-// One query head attending over one KV head: masks, scaled scores, optional tanh softcap, a stable
+// Query heads attending over their KV head: masks, scaled scores, optional tanh softcap, a stable
 // softmax, and the context; and the backward pass of the same.
 //
 // Every mask attncheck knows is an interval of keys per query (core/case.hpp):
@@ -40,18 +40,23 @@ struct ScoreSpec {
   static ScoreSpec for_geometry(const Geometry& geometry);
 };
 
-// q [seq_q, head_dim], k and v [seq_k, head_dim] -> context [seq_q, head_dim]; log_sum_exp [seq_q]
-// (optional) receives each query's log-sum-exp of its capped scores.
-void attention_head_forward(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
-                            const MaskSpec& mask, const ScoreSpec& score, MatrixRef context, double* log_sum_exp);
+// One KV head and the query heads that read it (its GQA group; one head for MHA):
+//   q, context, d_context, d_q   [seq_q, group * head_dim]   query head j of the group in columns
+//                                                           j*head_dim .. (j+1)*head_dim - 1
+//   k, v, d_k, d_v               [seq_k, head_dim]
+//   log_sum_exp                  [group, seq_q]              optional
+// group = q.cols() / k.cols(). The group's heads are stacked into one matrix per block of query rows,
+// so every GEMM against the shared k and v covers the whole group.
+void attention_group_forward(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
+                             const MaskSpec& mask, const ScoreSpec& score, MatrixRef context, double* log_sum_exp);
 
-// d_context [seq_q, head_dim] -> d_q [seq_q, head_dim] (overwritten), d_k and d_v [seq_k, head_dim]
-// (overwritten with this query head's contribution; the caller sums a group's query heads).
-// The probabilities are recomputed block by block by the same code as the forward pass (in larger
-// blocks, so equal to the forward's up to rounding), and no seq_q x seq_k matrix is ever stored.
-void attention_head_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
-                             const MaskSpec& mask, const ScoreSpec& score, const ConstMatrixRef& d_context,
-                             MatrixRef d_q, MatrixRef d_k, MatrixRef d_v);
+// d_q is overwritten; d_k and d_v are overwritten with the gradient of the KV head, summed over the
+// group's query heads. The probabilities are recomputed block by block by the same code as the forward
+// pass (in larger blocks, so equal to the forward's up to rounding), and no seq_q x seq_k matrix is
+// ever stored.
+void attention_group_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
+                              const MaskSpec& mask, const ScoreSpec& score, const ConstMatrixRef& d_context,
+                              MatrixRef d_q, MatrixRef d_k, MatrixRef d_v);
 
 // The whole [seq_q, seq_k] probability matrix (0 outside each query's interval), for tests.
 RowMatrix attention_probabilities(const ConstMatrixRef& q, const ConstMatrixRef& k, const MaskSpec& mask,

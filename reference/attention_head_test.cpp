@@ -45,7 +45,7 @@ TEST(AttentionHead, ProbabilitiesSumToOneInsideTheIntervalAndZeroOutside) {
   const MaskSpec mask{.key_offset = 0, .key_length = 3, .key_count = 4, .causal = true, .window = 2};
   RowMatrix context(4, 2);
   double lse[4];
-  attention_head_forward(q, k, v, mask, {.scale = 0.5}, context, lse);
+  attention_group_forward(q, k, v, mask, {.scale = 0.5}, context, lse);
   const RowMatrix probabilities = attention_probabilities(q, k, mask, {.scale = 0.5});
   EXPECT_TRUE(context.isApprox(probabilities * v, 1e-15));
   for (int i = 0; i < 4; ++i) {
@@ -69,11 +69,11 @@ TEST(AttentionHead, RowThatSeesNoKeyGivesZeroContextAndZeroGradients) {
   const MaskSpec mask{.key_offset = 0, .key_length = 0, .key_count = 2, .causal = true};
   RowMatrix context(2, 2);
   double lse[2];
-  attention_head_forward(q, k, v, mask, {.scale = 1.0, .softcap = 5.0}, context, lse);
+  attention_group_forward(q, k, v, mask, {.scale = 1.0, .softcap = 5.0}, context, lse);
   EXPECT_TRUE(context.isZero(0.0));
   EXPECT_TRUE(std::isinf(lse[0]) && lse[0] < 0);
   RowMatrix d_q(2, 2), d_k(2, 2), d_v(2, 2);
-  attention_head_backward(q, k, v, mask, {.scale = 1.0, .softcap = 5.0}, RowMatrix::Ones(2, 2), d_q, d_k, d_v);
+  attention_group_backward(q, k, v, mask, {.scale = 1.0, .softcap = 5.0}, RowMatrix::Ones(2, 2), d_q, d_k, d_v);
   EXPECT_TRUE(d_q.isZero(0.0));
   EXPECT_TRUE(d_k.isZero(0.0));
   EXPECT_TRUE(d_v.isZero(0.0));
@@ -87,7 +87,7 @@ TEST(AttentionHead, SoftcapBoundsScores) {
   const MaskSpec mask{.key_offset = 1, .key_length = 2, .key_count = 2, .causal = true};
   RowMatrix context(1, 1);
   double lse[1];
-  attention_head_forward(q, k, v, mask, {.scale = 1.0, .softcap = 2.0}, context, lse);
+  attention_group_forward(q, k, v, mask, {.scale = 1.0, .softcap = 2.0}, context, lse);
   // capped scores 2 tanh(5000) = 2 and 2 tanh(-5000) = -2: p = e^2 / (e^2 + e^-2)
   EXPECT_NEAR(context(0, 0), std::exp(2.0) / (std::exp(2.0) + std::exp(-2.0)), 1e-15);
   EXPECT_NEAR(lse[0], std::log(std::exp(2.0) + std::exp(-2.0)), 1e-15);

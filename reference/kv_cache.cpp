@@ -48,17 +48,18 @@ RowMatrix decode_call(const Geometry& geometry, const LocalHeads& heads, const P
 
   RowMatrix context(projected.q.rows(), projected.q.cols());
   const ScoreSpec score = ScoreSpec::for_geometry(geometry);
-  const std::int64_t tasks = tokens.batch * heads.num_heads;
-  const bool parallel = worth_parallel(tasks, 2 * count * cache.length() * head_dim);
+  const std::int64_t group = heads.group_size();
+  const std::int64_t group_width = group * head_dim;
+  const std::int64_t tasks = tokens.batch * heads.num_kv_heads;
+  const bool parallel = worth_parallel(tasks, 2 * group * count * cache.length() * head_dim);
 #pragma omp parallel for schedule(dynamic) if (parallel)
   for (std::int64_t task = 0; task < tasks; ++task) {
-    const std::int64_t b = task / heads.num_heads;
-    const std::int64_t h = task % heads.num_heads;
-    const std::int64_t g = h / heads.group_size();
+    const std::int64_t b = task / heads.num_kv_heads;
+    const std::int64_t g = task % heads.num_kv_heads;
     const MaskSpec mask = MaskSpec::for_geometry(geometry, count, cache.length(), key_lengths[b]);
-    attention_head_forward(projected.q.block(b * count, h * head_dim, count, head_dim), cache.keys(b, g),
-                           cache.values(b, g), mask, score, context.block(b * count, h * head_dim, count, head_dim),
-                           nullptr);
+    attention_group_forward(projected.q.block(b * count, g * group_width, count, group_width), cache.keys(b, g),
+                            cache.values(b, g), mask, score,
+                            context.block(b * count, g * group_width, count, group_width), nullptr);
   }
   const ConstMatrixMap o_proj = as_matrix(shard.o_proj, shard.o_proj.shape[0]);
   RowMatrix partial_out(context.rows(), o_proj.rows());

@@ -57,20 +57,24 @@ RankForward rank_forward(const Geometry& geometry, const LocalHeads& heads, cons
   forward.log_sum_exp.resize(tokens.batch * heads.num_heads, seq);
   const ScoreSpec score = ScoreSpec::for_geometry(geometry);
 
-  // One task per (batch row, query head); each writes only its own blocks, so tasks never race and
-  // the result does not depend on the thread count. Eigen runs single-threaded inside the region.
-  const std::int64_t tasks = tokens.batch * heads.num_heads;
-  const bool parallel = worth_parallel(tasks, 2 * seq * seq * head_dim);
+  // One task per (batch row, KV head) with its group of query heads; each writes only its own blocks,
+  // so tasks never race and the result does not depend on the thread count. Eigen runs single-threaded
+  // inside the region (and uses every core itself when the loop runs serially).
+  const std::int64_t group = heads.group_size();
+  const std::int64_t group_width = group * head_dim;
+  const std::int64_t tasks = tokens.batch * heads.num_kv_heads;
+  const bool parallel = worth_parallel(tasks, 2 * group * seq * seq * head_dim);
 #pragma omp parallel for schedule(dynamic) if (parallel)
   for (std::int64_t task = 0; task < tasks; ++task) {
-    const std::int64_t b = task / heads.num_heads;
-    const std::int64_t h = task % heads.num_heads;
-    const std::int64_t g = h / heads.group_size();
+    const std::int64_t b = task / heads.num_kv_heads;
+    const std::int64_t g = task % heads.num_kv_heads;
     const MaskSpec mask = MaskSpec::for_geometry(geometry, seq, seq, key_lengths[b]);
-    attention_head_forward(
-        p.q.block(b * seq, h * head_dim, seq, head_dim), p.k.block(b * seq, g * head_dim, seq, head_dim),
-        p.v.block(b * seq, g * head_dim, seq, head_dim), mask, score,
-        forward.context.block(b * seq, h * head_dim, seq, head_dim), forward.log_sum_exp.row(task).data());
+    // log_sum_exp rows b * num_heads + g * group .. are the group's heads: [group, seq] as the call wants.
+    attention_group_forward(p.q.block(b * seq, g * group_width, seq, group_width),
+                            p.k.block(b * seq, g * head_dim, seq, head_dim),
+                            p.v.block(b * seq, g * head_dim, seq, head_dim), mask, score,
+                            forward.context.block(b * seq, g * group_width, seq, group_width),
+                            forward.log_sum_exp.row(b * heads.num_heads + g * group).data());
   }
   const ConstMatrixMap o_proj = as_matrix(shard.o_proj, shard.o_proj.shape[0]);
   forward.partial_out.resize(forward.context.rows(), o_proj.rows());
@@ -94,33 +98,26 @@ RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, co
   if (shard.o_bias) grads.o_bias = column_sums(d_out);
   RowMatrix d_context = d_out * o_proj;
 
-  // Per (batch row, query head); d_k and d_v per query head first (query-head columns), then summed
-  // over each KV head's group in a fixed order.
+  // Per (batch row, KV head): d_k and d_v come back summed over the group's query heads.
   RowMatrix d_q(p.q.rows(), p.q.cols());
-  RowMatrix d_k_by_query(p.q.rows(), p.q.cols());
-  RowMatrix d_v_by_query(p.q.rows(), p.q.cols());
+  RowMatrix d_k(p.k.rows(), p.k.cols());
+  RowMatrix d_v(p.v.rows(), p.v.cols());
   const ScoreSpec score = ScoreSpec::for_geometry(geometry);
-  const std::int64_t tasks = tokens.batch * heads.num_heads;
-  const bool parallel = worth_parallel(tasks, 4 * seq * seq * head_dim);
+  const std::int64_t group = heads.group_size();
+  const std::int64_t group_width = group * head_dim;
+  const std::int64_t tasks = tokens.batch * heads.num_kv_heads;
+  const bool parallel = worth_parallel(tasks, 5 * group * seq * seq * head_dim);
 #pragma omp parallel for schedule(dynamic) if (parallel)
   for (std::int64_t task = 0; task < tasks; ++task) {
-    const std::int64_t b = task / heads.num_heads;
-    const std::int64_t h = task % heads.num_heads;
-    const std::int64_t g = h / heads.group_size();
+    const std::int64_t b = task / heads.num_kv_heads;
+    const std::int64_t g = task % heads.num_kv_heads;
     const MaskSpec mask = MaskSpec::for_geometry(geometry, seq, seq, key_lengths[b]);
-    attention_head_backward(
-        p.q.block(b * seq, h * head_dim, seq, head_dim), p.k.block(b * seq, g * head_dim, seq, head_dim),
+    attention_group_backward(
+        p.q.block(b * seq, g * group_width, seq, group_width), p.k.block(b * seq, g * head_dim, seq, head_dim),
         p.v.block(b * seq, g * head_dim, seq, head_dim), mask, score,
-        d_context.block(b * seq, h * head_dim, seq, head_dim), d_q.block(b * seq, h * head_dim, seq, head_dim),
-        d_k_by_query.block(b * seq, h * head_dim, seq, head_dim),
-        d_v_by_query.block(b * seq, h * head_dim, seq, head_dim));
-  }
-  RowMatrix d_k = RowMatrix::Zero(p.k.rows(), p.k.cols());
-  RowMatrix d_v = RowMatrix::Zero(p.v.rows(), p.v.cols());
-  for (std::int64_t h = 0; h < heads.num_heads; ++h) {
-    const std::int64_t g = h / heads.group_size();
-    d_k.middleCols(g * head_dim, head_dim) += d_k_by_query.middleCols(h * head_dim, head_dim);
-    d_v.middleCols(g * head_dim, head_dim) += d_v_by_query.middleCols(h * head_dim, head_dim);
+        d_context.block(b * seq, g * group_width, seq, group_width),
+        d_q.block(b * seq, g * group_width, seq, group_width), d_k.block(b * seq, g * head_dim, seq, head_dim),
+        d_v.block(b * seq, g * head_dim, seq, head_dim));
   }
 
   // Undo RoPE (rotate back), then QK-norm, in reverse order of the forward pass.

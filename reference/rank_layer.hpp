@@ -58,7 +58,7 @@ struct RankForward {
 };
 
 // Full self-attention over the block (seq_q = seq_k = tokens.seq). The backward pass needs only the
-// projected q, k, v kept here: it recomputes the probabilities (attention_head_backward).
+// projected q, k, v kept here: it recomputes the probabilities (attention_group_backward).
 RankForward rank_forward(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
                          const TokenBlock& tokens, std::span<const std::int64_t> key_lengths);
 

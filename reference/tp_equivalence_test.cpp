@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/input_error.hpp"
 #include "core/input_generation.hpp"
 #include "core/presets.hpp"
@@ -36,8 +38,22 @@ void expect_tp_matches_unsharded(const Geometry& geometry, const InputOptions& b
                                     [&](const std::string& name, const Tensor& actual, const Tensor& expected) {
                                       EXPECT_LE(testing::relative_error(actual, expected), kTolerance) << name;
                                     });
-    // Intermediates are computed per head, and a head's arithmetic does not depend on the rank.
-    EXPECT_EQ(sharded.intermediates, unsharded.intermediates);
+    // A rank stacks its own query heads of a KV group into each GEMM, so with KV replication the GEMM
+    // shapes (and roundings) differ from the unsharded run's: equal within the same bound, not bitwise.
+    const Intermediates& a = *sharded.intermediates;
+    const Intermediates& b = *unsharded.intermediates;
+    EXPECT_LE(testing::relative_error(a.q, b.q), kTolerance) << "q";
+    EXPECT_LE(testing::relative_error(a.k, b.k), kTolerance) << "k";
+    EXPECT_LE(testing::relative_error(a.v, b.v), kTolerance) << "v";
+    EXPECT_LE(testing::relative_error(a.context, b.context), kTolerance) << "context";
+    EXPECT_EQ(a.lse.shape, b.lse.shape);
+    for (std::size_t i = 0; i < a.lse.values.size(); ++i) {  // -inf where a query sees no key
+      if (std::isinf(b.lse.values[i])) {
+        EXPECT_EQ(a.lse.values[i], b.lse.values[i]) << "lse " << i;
+      } else {
+        EXPECT_NEAR(a.lse.values[i], b.lse.values[i], kTolerance * (1 + std::fabs(b.lse.values[i]))) << "lse " << i;
+      }
+    }
     ASSERT_EQ(static_cast<std::int64_t>(sharded.rank_gradients.size()), tp_size);
     for (int r = 0; r < tp_size; ++r) {
       const Parameters expected = shard_parameters(unsharded.gradients->params, test_case.plan, r);
