@@ -37,8 +37,10 @@ namespace {
 //   stored probabilities, whole-matrix passes:   small_gqa - / 46
 //   stored probabilities, 1 MiB blocks:          qwen3-0.6b 64 / 66-69, small_gqa 74 / 44-58
 //   recomputed, 1 MiB backward blocks:           qwen3-0.6b 57 / 57-64, small_gqa 69 / 51-54
-//   recomputed, 4 MiB backward blocks (chosen):  qwen3-0.6b 63 / 65,    small_gqa 66 / 58-62
+//   recomputed, 4 MiB backward blocks:           qwen3-0.6b 63 / 65,    small_gqa 66 / 58-62
+//   and a KV group's query heads stacked (now):   qwen3-0.6b 58-63 / 69,  small_gqa 67-68 / 60-62
 // Recomputing costs qwen3 a little and saves batch * heads * seq^2 stored values (512 MB at seq 2048).
+// With stacking, the block holds group_size times as many rows (rows per head shrink to match).
 constexpr std::int64_t kForwardBlockElements = std::int64_t{1} << 17;
 constexpr std::int64_t kBackwardBlockElements = std::int64_t{1} << 19;
 

@@ -1,4 +1,4 @@
-// When a loop over (batch row, head) tasks is worth an OpenMP team.
+// When a loop over (batch row, KV head) tasks is worth an OpenMP team.
 //
 // Tiny cases (the property and gradient tests run thousands) lose badly to a team: measured on this
 // project's 2-core machine, gradient tests that take 10-60 ms alone took 7-30 s each under `ctest -j2`,
