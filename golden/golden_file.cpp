@@ -1,0 +1,235 @@
+#include "golden/golden_file.hpp"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "core/input_error.hpp"
+#include "core/tp_shard.hpp"
+#include "golden/hdf5_io.hpp"
+
+namespace attncheck::golden {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& file_name, const std::string& field, const std::string& value,
+                       const std::string& rule, const std::string& suggestion) {
+  throw InputError(fmt::format("golden file '{}'", file_name), {{field, value, rule, suggestion}});
+}
+
+// ---- geometry ----
+
+void write_geometry(H5::H5File& file, const Geometry& geometry, std::int64_t tp_size) {
+  H5::Group group = file.createGroup("/geometry");
+  write_attribute(group, "hidden_size", geometry.hidden_size());
+  write_attribute(group, "num_attention_heads", geometry.num_heads());
+  write_attribute(group, "num_key_value_heads", geometry.num_kv_heads());
+  // Absent when the geometry omits head_dim: that absence is the regression case readers must keep.
+  if (geometry.head_dim_source() == HeadDimSource::explicit_value)
+    write_attribute(group, "head_dim", geometry.head_dim());
+  write_attribute(group, "rotary_dim", geometry.rotary_dim());
+  write_attribute(group, "rope_theta", geometry.rope_theta());
+  write_attribute(group, "rope_style", std::string(to_string(geometry.rope_style())));
+  write_attribute(group, "qk_norm", std::string(to_string(geometry.qk_norm())));
+  write_attribute(group, "qk_norm_eps", geometry.qk_norm_eps());
+  write_attribute(group, "qkv_bias", std::int64_t{geometry.qkv_bias()});
+  write_attribute(group, "out_bias", std::int64_t{geometry.out_bias()});
+  write_attribute(group, "scale", geometry.scale());
+  if (geometry.spec().query_pre_attn_scalar) {
+    write_attribute(group, "query_pre_attn_scalar", *geometry.spec().query_pre_attn_scalar);
+  }
+  if (geometry.softcap()) write_attribute(group, "softcap", *geometry.softcap());
+  if (geometry.sliding_window()) write_attribute(group, "sliding_window", *geometry.sliding_window());
+  write_attribute(group, "causal", std::int64_t{geometry.causal()});
+  write_attribute(group, "tp_size", tp_size);
+}
+
+std::int64_t required_integer(const H5::Group& group, const std::string& name, const std::string& file_name) {
+  auto value = read_integer_attribute(group, name, file_name);
+  if (!value)
+    fail(file_name, "/geometry@" + name, "absent", "the schema requires this attribute", "see golden/SCHEMA.md");
+  return *value;
+}
+
+bool required_flag(const H5::Group& group, const std::string& name, const std::string& file_name) {
+  const std::int64_t value = required_integer(group, name, file_name);
+  if (value != 0 && value != 1) fail(file_name, "/geometry@" + name, std::to_string(value), "must be 0 or 1", "");
+  return value == 1;
+}
+
+TpPlan read_plan(const H5::H5File& file, const std::string& file_name) {
+  if (!exists(file, "/geometry")) fail(file_name, "/geometry", "missing", "the schema requires this group", "");
+  const H5::Group group = file.openGroup("/geometry");
+  GeometrySpec spec;
+  spec.hidden_size = required_integer(group, "hidden_size", file_name);
+  spec.num_heads = required_integer(group, "num_attention_heads", file_name);
+  spec.num_kv_heads = required_integer(group, "num_key_value_heads", file_name);
+  spec.head_dim = read_integer_attribute(group, "head_dim", file_name);
+  spec.rotary_dim = required_integer(group, "rotary_dim", file_name);
+  if (auto theta = read_double_attribute(group, "rope_theta", file_name)) spec.rope_theta = *theta;
+  const std::string style = read_string_attribute(group, "rope_style", file_name).value_or("half-split");
+  const auto rope_style = parse_rope_style(style);
+  if (!rope_style) fail(file_name, "/geometry@rope_style", style, "must be half-split or interleaved", "half-split");
+  spec.rope_style = *rope_style;
+  const std::string norm = read_string_attribute(group, "qk_norm", file_name).value_or("none");
+  const auto qk_norm = parse_qk_norm(norm);
+  if (!qk_norm) fail(file_name, "/geometry@qk_norm", norm, "must be none, rms or rms-one-plus", "none");
+  spec.qk_norm = *qk_norm;
+  if (auto eps = read_double_attribute(group, "qk_norm_eps", file_name)) spec.qk_norm_eps = *eps;
+  spec.qkv_bias = required_flag(group, "qkv_bias", file_name);
+  spec.out_bias = required_flag(group, "out_bias", file_name);
+  spec.query_pre_attn_scalar = read_double_attribute(group, "query_pre_attn_scalar", file_name);
+  spec.softcap = read_double_attribute(group, "softcap", file_name);
+  spec.sliding_window = read_integer_attribute(group, "sliding_window", file_name);
+  spec.causal = required_flag(group, "causal", file_name);
+  const std::int64_t tp_size = required_integer(group, "tp_size", file_name);
+
+  try {
+    const Geometry geometry = resolve_geometry(spec);
+    const auto scale = read_double_attribute(group, "scale", file_name);
+    if (!scale || *scale != geometry.scale()) {
+      fail(file_name, "/geometry@scale", scale ? fmt::format("{}", *scale) : "absent",
+           fmt::format("must equal the geometry's scale {} (head_dim^-0.5 or query_pre_attn_scalar^-0.5)",
+                       geometry.scale()),
+           "store the scale the layer uses");
+    }
+    return make_tp_plan(geometry, tp_size);
+  } catch (const InputError& error) {
+    if (error.context().starts_with("golden file")) throw;
+    throw InputError(fmt::format("golden file '{}': {}", file_name, error.context()), error.violations());
+  }
+}
+
+// ---- parameters ----
+
+void write_parameters(H5::Group& group, const Parameters& parameters) {
+  for_each_parameter(
+      parameters, [&](std::string_view name, const Tensor& tensor) { write_tensor(group, std::string(name), tensor); });
+}
+
+// Reads every parameter the geometry calls for, with the shapes of `widths`, from group_path.
+Parameters read_parameters(const H5::H5File& file, const std::string& group_path, const Geometry& geometry,
+                           ParameterWidths widths, const std::string& file_name, bool allow_non_finite) {
+  Parameters parameters = zero_parameters(geometry, widths);
+  for_each_parameter(parameters, [&](std::string_view name, Tensor& tensor) {
+    tensor = read_tensor(file, group_path + "/" + std::string(name), file_name, tensor.shape, allow_non_finite);
+  });
+  // A stored tensor the geometry has no use for means the file and its geometry disagree.
+  for (const char* optional_name : {"q_bias", "k_bias", "v_bias", "o_bias", "q_norm", "k_norm"}) {
+    const std::string path = group_path + "/" + optional_name;
+    bool wanted = false;
+    for_each_parameter(parameters, [&](std::string_view name, const Tensor&) { wanted |= name == optional_name; });
+    if (!wanted && exists(file, path)) {
+      fail(file_name, path, "present", "the geometry has no such parameter (qkv_bias/out_bias/qk_norm)",
+           "drop the dataset or fix the geometry attributes");
+    }
+  }
+  return parameters;
+}
+
+}  // namespace
+
+void write_golden(const std::string& path, const Golden& golden) {
+  const Case& test_case = golden.test_case;
+  const Result& expected = golden.expected;
+  if (!expected.gradients) throw std::logic_error("write_golden: the expected result needs gradients");
+  H5::H5File file = create_for_writing(path);
+  write_attribute(file, "schema_version", kSchemaVersion);
+  write_attribute(file, "generator", golden.generator);
+  write_attribute(file, "seed", static_cast<std::int64_t>(golden.seed));
+  write_geometry(file, test_case.geometry(), test_case.plan.tp_size);
+
+  const Inputs& inputs = test_case.inputs;
+  H5::Group input_group = file.createGroup("/inputs");
+  write_tensor(input_group, "x", inputs.x);
+  write_integers(input_group, "position_ids", inputs.positions, {inputs.batch, inputs.seq});
+  write_integers(input_group, "key_lengths", inputs.key_lengths, {inputs.batch});
+  write_tensor(input_group, "dout", inputs.dout);
+  if (!inputs.decode.empty()) {
+    std::vector<std::int64_t> schedule = {inputs.decode.prefill};
+    schedule.insert(schedule.end(), inputs.decode.steps.begin(), inputs.decode.steps.end());
+    write_integers(input_group, "decode_schedule", schedule, {static_cast<std::int64_t>(schedule.size())});
+  }
+  H5::Group weight_group = file.createGroup("/weights");
+  write_parameters(weight_group, test_case.weights);
+
+  H5::Group expected_group = file.createGroup("/expected");
+  write_tensor(expected_group, "out", expected.out);
+  H5::Group grads = file.createGroup("/expected/grads");
+  write_tensor(grads, "x", expected.gradients->x);
+  write_parameters(grads, expected.gradients->params);
+  if (expected.decode_out) {
+    H5::Group decode = file.createGroup("/expected/decode");
+    write_tensor(decode, "out", *expected.decode_out);
+  }
+  if (test_case.plan.tp_size > 1) {
+    file.createGroup("/expected/ranks");
+    for (std::size_t r = 0; r < expected.rank_gradients.size(); ++r) {
+      file.createGroup(fmt::format("/expected/ranks/{}", r));
+      H5::Group rank_grads = file.createGroup(fmt::format("/expected/ranks/{}/grads", r));
+      write_parameters(rank_grads, expected.rank_gradients[r]);
+    }
+  }
+}
+
+Golden read_golden(const std::string& path) {
+  const H5::H5File file = open_for_reading(path);
+  Golden golden{.test_case = Case{.plan = read_plan(file, path), .inputs = {}, .weights = {}}, .expected = {}};
+  const auto version = read_integer_attribute(file, "schema_version", path);
+  if (!version || *version != kSchemaVersion) {
+    fail(path, "schema_version", version ? std::to_string(*version) : "absent",
+         fmt::format("this attncheck reads schema version {}", kSchemaVersion), "regenerate the file");
+  }
+  golden.generator = read_string_attribute(file, "generator", path).value_or("");
+  golden.seed = static_cast<std::uint64_t>(read_integer_attribute(file, "seed", path).value_or(0));
+
+  Case& test_case = golden.test_case;
+  const Geometry& geometry = test_case.geometry();
+  Inputs& inputs = test_case.inputs;
+  inputs.x = read_tensor(file, "/inputs/x", path, std::nullopt);
+  if (inputs.x.shape.size() != 3 || inputs.x.shape[2] != geometry.hidden_size() || inputs.x.shape[0] < 1 ||
+      inputs.x.shape[1] < 1) {
+    fail(path, "/inputs/x", to_string(inputs.x.shape),
+         fmt::format("shape must be [batch, seq, hidden_size = {}] with batch, seq >= 1", geometry.hidden_size()), "");
+  }
+  inputs.batch = inputs.x.shape[0];
+  inputs.seq = inputs.x.shape[1];
+  inputs.positions = read_integers(file, "/inputs/position_ids", path, Shape{inputs.batch, inputs.seq});
+  inputs.key_lengths = exists(file, "/inputs/key_lengths")
+                           ? read_integers(file, "/inputs/key_lengths", path, Shape{inputs.batch})
+                           : std::vector<std::int64_t>(static_cast<std::size_t>(inputs.batch), inputs.seq);
+  inputs.dout = read_tensor(file, "/inputs/dout", path, inputs.x.shape);
+  if (exists(file, "/inputs/decode_schedule")) {
+    const std::vector<std::int64_t> schedule = read_integers(file, "/inputs/decode_schedule", path, std::nullopt);
+    if (schedule.empty()) fail(path, "/inputs/decode_schedule", "[]", "shape must be [1 + number of steps]", "");
+    inputs.decode.prefill = schedule.front();
+    inputs.decode.steps.assign(schedule.begin() + 1, schedule.end());
+  }
+  test_case.weights = read_parameters(file, "/weights", geometry, full_widths(geometry), path, false);
+  try {
+    validate_case(test_case);
+  } catch (const InputError& error) {
+    throw InputError(fmt::format("golden file '{}': {}", path, error.context()), error.violations());
+  }
+
+  Result& expected = golden.expected;
+  expected.implementation = "golden";
+  expected.out = read_tensor(file, "/expected/out", path, inputs.x.shape);
+  expected.gradients =
+      Gradients{.x = read_tensor(file, "/expected/grads/x", path, inputs.x.shape),
+                .params = read_parameters(file, "/expected/grads", geometry, full_widths(geometry), path, false)};
+  if (!inputs.decode.empty()) {
+    expected.decode_out = read_tensor(file, "/expected/decode/out", path,
+                                      Shape{inputs.batch, inputs.decode.total(), geometry.hidden_size()});
+  }
+  const TpPlan& plan = test_case.plan;
+  if (plan.tp_size > 1) {
+    for (int r = 0; r < plan.tp_size; ++r) {
+      expected.rank_gradients.push_back(read_parameters(file, fmt::format("/expected/ranks/{}/grads", r), geometry,
+                                                        rank_widths(plan.ranks[r]), path, false));
+    }
+  }
+  return golden;
+}
+
+}  // namespace attncheck::golden

@@ -1,0 +1,32 @@
+// Golden files, schema v1 (golden/SCHEMA.md): a Case and the reference's Result in HDF5, readable from
+// any language. This is the full-storage form; files whose weights are named by a generator instead
+// of stored are not written or read yet (see SCHEMA.md, "Not yet implemented").
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/case.hpp"
+#include "core/result.hpp"
+
+namespace attncheck::golden {
+
+inline constexpr std::int64_t kSchemaVersion = 1;
+
+struct Golden {
+  Case test_case;
+  Result expected;  // out, gradients (x and every weight), decode_out, rank_gradients when tp_size > 1
+  std::uint64_t seed = 0;
+  std::string generator;  // what wrote the file, e.g. "attncheck 0.1.0"
+};
+
+// Writes /geometry, /inputs, /weights and /expected. expected must hold gradients; decode_out when the
+// case has a schedule; rank_gradients (one per rank) when tp_size > 1.
+void write_golden(const std::string& path, const Golden& golden);
+
+// Reads and checks a golden file: every required object present with the schema's type and shape,
+// values finite, the geometry valid and its scale equal to the stored one, the TP size valid.
+// Throws InputError naming the file and the first problem of each kind.
+Golden read_golden(const std::string& path);
+
+}  // namespace attncheck::golden

@@ -1,0 +1,200 @@
+// Golden files: write/read round trip, the omitted-head_dim case, re-deriving from the reference, and
+// damaged files (each an InputError naming the object, never a crash).
+#include "golden/golden_file.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "core/input_error.hpp"
+#include "core/input_generation.hpp"
+#include "golden/hdf5_io.hpp"
+#include "reference/reference.hpp"
+
+namespace attncheck::golden {
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("attncheck_golden_test_" + name + ".h5")).string();
+}
+
+Golden make_golden(const GeometrySpec& spec, std::int64_t tp_size, std::uint64_t seed) {
+  const Geometry geometry = resolve_geometry(spec);
+  const Case test_case = generate_case(geometry, {.seed = seed,
+                                                  .batch = 2,
+                                                  .seq = 5,
+                                                  .pad_keys = true,
+                                                  .decode = {.prefill = 3, .steps = {1, 1}},
+                                                  .tp_size = tp_size});
+  Result expected = tp_size > 1 ? reference::run_reference_tp(test_case) : reference::run_reference(test_case);
+  return {.test_case = test_case, .expected = std::move(expected), .seed = seed, .generator = "attncheck test"};
+}
+
+// GQA with TP 4 over 2 KV heads... replicated twice, QK-norm, biases, window, padding and decoding.
+const GeometrySpec kSpec = {.hidden_size = 10,
+                            .num_heads = 4,
+                            .num_kv_heads = 2,
+                            .head_dim = 6,
+                            .qk_norm = QkNorm::rms,
+                            .qkv_bias = true,
+                            .out_bias = true,
+                            .sliding_window = 3};
+
+std::string written(const std::string& name, const Golden& golden) {
+  const std::string path = temp_path(name);
+  write_golden(path, golden);
+  return path;
+}
+
+// The layer a geometry describes: what the file must preserve. (GeometrySpec itself may differ: a
+// file stores the resolved rotary_dim, not the rotary_pct it came from.)
+void expect_same_layer(const Geometry& a, const Geometry& b) {
+  EXPECT_EQ(a.hidden_size(), b.hidden_size());
+  EXPECT_EQ(a.num_heads(), b.num_heads());
+  EXPECT_EQ(a.num_kv_heads(), b.num_kv_heads());
+  EXPECT_EQ(a.head_dim(), b.head_dim());
+  EXPECT_EQ(a.head_dim_source(), b.head_dim_source());
+  EXPECT_EQ(a.rotary_dim(), b.rotary_dim());
+  EXPECT_EQ(a.rope_theta(), b.rope_theta());
+  EXPECT_EQ(a.rope_style(), b.rope_style());
+  EXPECT_EQ(a.qk_norm(), b.qk_norm());
+  EXPECT_EQ(a.qk_norm_eps(), b.qk_norm_eps());
+  EXPECT_EQ(a.qkv_bias(), b.qkv_bias());
+  EXPECT_EQ(a.out_bias(), b.out_bias());
+  EXPECT_EQ(a.scale(), b.scale());
+  EXPECT_EQ(a.softcap(), b.softcap());
+  EXPECT_EQ(a.sliding_window(), b.sliding_window());
+  EXPECT_EQ(a.causal(), b.causal());
+}
+
+void expect_input_error_naming(const std::string& path, const std::string& field) {
+  try {
+    read_golden(path);
+    ADD_FAILURE() << "read_golden accepted " << path << "; expected an error naming " << field;
+  } catch (const InputError& error) {
+    EXPECT_TRUE(error.names_field(field)) << error.what();
+  }
+}
+
+TEST(GoldenFile, RoundTripKeepsEveryValue) {
+  const Golden golden = make_golden(kSpec, 4, 7);
+  const Golden read = read_golden(written("round_trip", golden));
+  expect_same_layer(read.test_case.geometry(), golden.test_case.geometry());
+  EXPECT_EQ(read.test_case.plan.tp_size, 4);
+  EXPECT_EQ(read.test_case.inputs, golden.test_case.inputs);
+  EXPECT_EQ(read.test_case.weights, golden.test_case.weights);
+  EXPECT_EQ(read.expected.out, golden.expected.out);
+  EXPECT_EQ(read.expected.gradients, golden.expected.gradients);
+  EXPECT_EQ(read.expected.decode_out, golden.expected.decode_out);
+  EXPECT_EQ(read.expected.rank_gradients, golden.expected.rank_gradients);
+  EXPECT_EQ(read.seed, 7u);
+  EXPECT_EQ(read.generator, "attncheck test");
+}
+
+TEST(GoldenFile, OmittedHeadDimStaysOmitted) {
+  GeometrySpec spec = {.hidden_size = 16, .num_heads = 4, .rotary_pct = 0.5};
+  const Golden golden = make_golden(spec, 1, 8);
+  const std::string path = written("omitted_head_dim", golden);
+  {
+    const H5::H5File file = open_for_reading(path);
+    EXPECT_FALSE(read_integer_attribute(file.openGroup("/geometry"), "head_dim", path).has_value());
+  }
+  const Golden read = read_golden(path);
+  EXPECT_EQ(read.test_case.geometry().head_dim_source(), HeadDimSource::derived);
+  EXPECT_EQ(read.test_case.geometry().head_dim(), 4);
+  EXPECT_EQ(read.test_case.geometry().rotary_dim(), 2);
+}
+
+TEST(GoldenFile, ReferenceRederivesTheExpectedValues) {
+  const Golden read = read_golden(written("rederive", make_golden(kSpec, 2, 9)));
+  const Result again = reference::run_reference_tp(read.test_case);
+  EXPECT_EQ(again.out, read.expected.out);
+  EXPECT_EQ(again.gradients, read.expected.gradients);
+  EXPECT_EQ(again.rank_gradients, read.expected.rank_gradients);
+}
+
+TEST(GoldenFile, NotAFileNotHdf5AndTruncated) {
+  expect_input_error_naming(temp_path("does_not_exist"), "file");
+  const std::string text = temp_path("text");
+  std::ofstream(text) << "not hdf5\n";
+  expect_input_error_naming(text, "file");
+  // The first half of a real golden: the signature survives, the data does not.
+  const std::string whole = written("whole", make_golden(kSpec, 1, 10));
+  const std::string truncated = temp_path("truncated");
+  std::filesystem::copy_file(whole, truncated, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::resize_file(truncated, std::filesystem::file_size(whole) / 2);
+  EXPECT_THROW(read_golden(truncated), InputError);
+}
+
+// Opens a written golden for editing, applies edit, closes it.
+template <class Edit>
+std::string edited(const std::string& name, Edit edit) {
+  const std::string path = written(name, make_golden(kSpec, 1, 11));
+  H5::H5File file(path, H5F_ACC_RDWR);
+  edit(file);
+  return path;
+}
+
+TEST(GoldenFile, MissingDatasetIsNamed) {
+  const std::string path = edited(
+      "missing", [](H5::H5File& file) { ASSERT_GE(H5Ldelete(file.getId(), "/weights/k_proj", H5P_DEFAULT), 0); });
+  expect_input_error_naming(path, "/weights/k_proj");
+}
+
+TEST(GoldenFile, WrongShapeIsNamed) {
+  const std::string path = edited("shape", [](H5::H5File& file) {
+    ASSERT_GE(H5Ldelete(file.getId(), "/expected/grads/v_proj", H5P_DEFAULT), 0);
+    H5::Group group = file.openGroup("/expected/grads");
+    write_tensor(group, "v_proj", Tensor({10, 12}));
+  });
+  expect_input_error_naming(path, "/expected/grads/v_proj");
+}
+
+TEST(GoldenFile, WrongDtypeIsNamed) {
+  const std::string path = edited("dtype", [](H5::H5File& file) {
+    ASSERT_GE(H5Ldelete(file.getId(), "/inputs/dout", H5P_DEFAULT), 0);
+    const hsize_t dims[3] = {2, 5, 10};
+    const std::vector<float> values(100, 0.5f);
+    H5::DataSet dataset = file.createDataSet("/inputs/dout", H5::PredType::IEEE_F32LE, H5::DataSpace(3, dims));
+    dataset.write(values.data(), H5::PredType::NATIVE_FLOAT);
+  });
+  expect_input_error_naming(path, "/inputs/dout");
+}
+
+TEST(GoldenFile, NanIsNamedWithItsIndex) {
+  const std::string path = edited("nan", [](H5::H5File& file) {
+    H5::DataSet dataset = file.openDataSet("/weights/q_proj");
+    std::vector<double> values(static_cast<std::size_t>(dataset.getSpace().getSimpleExtentNpoints()));
+    dataset.read(values.data(), H5::PredType::NATIVE_DOUBLE);
+    values[5] = std::numeric_limits<double>::quiet_NaN();
+    dataset.write(values.data(), H5::PredType::NATIVE_DOUBLE);
+  });
+  expect_input_error_naming(path, "/weights/q_proj[flat 5]");
+}
+
+TEST(GoldenFile, GeometryThatDisagreesWithItselfIsRefused) {
+  const std::string wrong_scale = edited("scale", [](H5::H5File& file) {
+    H5::Group group = file.openGroup("/geometry");
+    group.removeAttr("scale");
+    write_attribute(group, "scale", 0.5);
+  });
+  expect_input_error_naming(wrong_scale, "/geometry@scale");
+  const std::string bad_tp = edited("tp", [](H5::H5File& file) {
+    H5::Group group = file.openGroup("/geometry");
+    group.removeAttr("tp_size");
+    write_attribute(group, "tp_size", std::int64_t{3});
+  });
+  expect_input_error_naming(bad_tp, "tp_size");
+  const std::string stray_bias = edited("stray", [](H5::H5File& file) {
+    H5::Group group = file.openGroup("/geometry");
+    group.removeAttr("out_bias");
+    write_attribute(group, "out_bias", std::int64_t{0});
+  });
+  expect_input_error_naming(stray_bias, "/weights/o_bias");
+}
+
+}  // namespace
+}  // namespace attncheck::golden

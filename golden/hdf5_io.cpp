@@ -1,0 +1,230 @@
+#include "golden/hdf5_io.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/input_error.hpp"
+
+namespace attncheck::golden {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& file_name, const std::string& field, const std::string& value,
+                       const std::string& rule, const std::string& suggestion) {
+  throw InputError(fmt::format("golden file '{}'", file_name), {{field, value, rule, suggestion}});
+}
+
+void silence_hdf5_once() {
+  static const bool silenced = [] {
+    H5::Exception::dontPrint();  // errors come back as exceptions and are reported as InputErrors
+    return true;
+  }();
+  (void)silenced;
+}
+
+std::string type_name(const H5::DataType& type) {
+  switch (type.getClass()) {
+    case H5T_FLOAT:
+      return fmt::format("float{}", 8 * type.getSize());
+    case H5T_INTEGER:
+      return fmt::format("int{}", 8 * type.getSize());
+    case H5T_STRING:
+      return "string";
+    default:
+      return "a non-numeric type";
+  }
+}
+
+Shape extent(const H5::DataSpace& space) {
+  const int rank = space.getSimpleExtentNdims();
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  space.getSimpleExtentDims(dims.data());
+  return Shape(dims.begin(), dims.end());
+}
+
+// Opens a dataset and checks its type class, size and shape.
+H5::DataSet open_dataset(const H5::H5File& file, const std::string& path, const std::string& file_name,
+                         H5T_class_t type_class, const std::optional<Shape>& expected_shape, Shape& shape) {
+  if (!exists(file, path)) {
+    fail(file_name, path, "missing", "the schema requires this dataset", "see golden/SCHEMA.md");
+  }
+  try {
+    H5::DataSet dataset = file.openDataSet(path);
+    const H5::DataType type = dataset.getDataType();
+    if (type.getClass() != type_class || type.getSize() != 8) {
+      fail(file_name, path, type_name(type), fmt::format("must be {}", type_class == H5T_FLOAT ? "float64" : "int64"),
+           type_class == H5T_FLOAT ? "write it as float64 (numpy: astype('<f8'))" : "write it as int64");
+    }
+    shape = extent(dataset.getSpace());
+    if (expected_shape && shape != *expected_shape) {
+      fail(file_name, path, to_string(shape), fmt::format("shape must be {}", to_string(*expected_shape)),
+           "see golden/SCHEMA.md for the layout");
+    }
+    return dataset;
+  } catch (const H5::Exception& error) {
+    fail(file_name, path, "unreadable", "the dataset must be readable", error.getDetailMsg());
+  }
+}
+
+}  // namespace
+
+H5::H5File open_for_reading(const std::string& path) {
+  silence_hdf5_once();
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    fail(path, "file", path, "must be an existing regular file", "check the path");
+  }
+  if (H5::H5File::isHdf5(path) <= 0) {
+    fail(path, "file", "not HDF5", "must be an HDF5 file (signature missing: truncated or not HDF5)",
+         "regenerate it with `attncheck golden make`");
+  }
+  try {
+    return H5::H5File(path, H5F_ACC_RDONLY);
+  } catch (const H5::Exception& exception) {
+    fail(path, "file", "damaged", "the HDF5 file must open (truncated or corrupt?)", exception.getDetailMsg());
+  }
+}
+
+H5::H5File create_for_writing(const std::string& path) {
+  silence_hdf5_once();
+  try {
+    return H5::H5File(path, H5F_ACC_TRUNC);
+  } catch (const H5::Exception& exception) {
+    fail(path, "file", path, "must be writable", exception.getDetailMsg());
+  }
+}
+
+bool exists(const H5::H5Location& location, const std::string& name) {
+  // H5Lexists needs every intermediate group to exist, so walk the path one component at a time.
+  std::string prefix;
+  std::size_t start = name.front() == '/' ? 1 : 0;
+  if (start == 1) prefix = "/";
+  while (start <= name.size()) {
+    const std::size_t end = name.find('/', start);
+    prefix += name.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (H5Lexists(location.getId(), prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    if (end == std::string::npos) break;
+    prefix += '/';
+    start = end + 1;
+  }
+  return true;
+}
+
+void write_tensor(H5::Group& group, const std::string& name, const Tensor& tensor) {
+  const std::vector<hsize_t> dims(tensor.shape.begin(), tensor.shape.end());
+  const H5::DataSpace space(static_cast<int>(dims.size()), dims.data());
+  H5::DataSet dataset = group.createDataSet(name, H5::PredType::IEEE_F64LE, space);
+  dataset.write(tensor.data(), H5::PredType::NATIVE_DOUBLE);
+}
+
+void write_integers(H5::Group& group, const std::string& name, const std::vector<std::int64_t>& values,
+                    const Shape& shape) {
+  const std::vector<hsize_t> dims(shape.begin(), shape.end());
+  const H5::DataSpace space(static_cast<int>(dims.size()), dims.data());
+  H5::DataSet dataset = group.createDataSet(name, H5::PredType::STD_I64LE, space);
+  dataset.write(values.data(), H5::PredType::NATIVE_INT64);
+}
+
+Tensor read_tensor(const H5::H5File& file, const std::string& path, const std::string& file_name,
+                   const std::optional<Shape>& expected_shape, bool allow_non_finite) {
+  Shape shape;
+  H5::DataSet dataset = open_dataset(file, path, file_name, H5T_FLOAT, expected_shape, shape);
+  Tensor tensor(shape);
+  try {
+    dataset.read(tensor.data(), H5::PredType::NATIVE_DOUBLE);
+  } catch (const H5::Exception& exception) {
+    fail(file_name, path, "unreadable", "the data must be readable (truncated file?)", exception.getDetailMsg());
+  }
+  if (!allow_non_finite) {
+    for (std::size_t i = 0; i < tensor.values.size(); ++i) {
+      if (!std::isfinite(tensor.values[i])) {
+        fail(file_name, fmt::format("{}[flat {}]", path, i), fmt::format("{}", tensor.values[i]),
+             "every value must be finite", "regenerate the file");
+      }
+    }
+  }
+  return tensor;
+}
+
+std::vector<std::int64_t> read_integers(const H5::H5File& file, const std::string& path, const std::string& file_name,
+                                        const std::optional<Shape>& expected_shape) {
+  Shape shape;
+  H5::DataSet dataset = open_dataset(file, path, file_name, H5T_INTEGER, expected_shape, shape);
+  if (!expected_shape && shape.size() != 1) {
+    fail(file_name, path, to_string(shape), "must be a vector (rank 1)", "see golden/SCHEMA.md");
+  }
+  std::vector<std::int64_t> values(static_cast<std::size_t>(element_count(shape)));
+  try {
+    dataset.read(values.data(), H5::PredType::NATIVE_INT64);
+  } catch (const H5::Exception& exception) {
+    fail(file_name, path, "unreadable", "the data must be readable (truncated file?)", exception.getDetailMsg());
+  }
+  return values;
+}
+
+void write_attribute(H5::H5Object& object, const std::string& name, std::int64_t value) {
+  H5::Attribute attribute = object.createAttribute(name, H5::PredType::STD_I64LE, H5::DataSpace(H5S_SCALAR));
+  attribute.write(H5::PredType::NATIVE_INT64, &value);
+}
+
+void write_attribute(H5::H5Object& object, const std::string& name, double value) {
+  H5::Attribute attribute = object.createAttribute(name, H5::PredType::IEEE_F64LE, H5::DataSpace(H5S_SCALAR));
+  attribute.write(H5::PredType::NATIVE_DOUBLE, &value);
+}
+
+void write_attribute(H5::H5Object& object, const std::string& name, const std::string& value) {
+  const H5::StrType type(H5::PredType::C_S1, H5T_VARIABLE);
+  H5::Attribute attribute = object.createAttribute(name, type, H5::DataSpace(H5S_SCALAR));
+  attribute.write(type, value);
+}
+
+namespace {
+
+// Opens attribute `name` if present and checks its type class; nullopt when absent.
+std::optional<H5::Attribute> open_attribute(const H5::H5Object& object, const std::string& name,
+                                            const std::string& where, H5T_class_t type_class, const char* wanted) {
+  if (H5Aexists(object.getId(), name.c_str()) <= 0) return std::nullopt;
+  try {
+    H5::Attribute attribute = object.openAttribute(name);
+    const H5::DataType type = attribute.getDataType();
+    if (type.getClass() != type_class) {
+      fail(where, name, type_name(type), fmt::format("attribute must be {}", wanted), "see golden/SCHEMA.md");
+    }
+    return attribute;
+  } catch (const H5::Exception& exception) {
+    fail(where, name, "unreadable", "the attribute must be readable", exception.getDetailMsg());
+  }
+}
+
+}  // namespace
+
+std::optional<std::int64_t> read_integer_attribute(const H5::H5Object& object, const std::string& name,
+                                                   const std::string& where) {
+  auto attribute = open_attribute(object, name, where, H5T_INTEGER, "an integer");
+  if (!attribute) return std::nullopt;
+  std::int64_t value = 0;
+  attribute->read(H5::PredType::NATIVE_INT64, &value);
+  return value;
+}
+
+std::optional<double> read_double_attribute(const H5::H5Object& object, const std::string& name,
+                                            const std::string& where) {
+  auto attribute = open_attribute(object, name, where, H5T_FLOAT, "a float");
+  if (!attribute) return std::nullopt;
+  double value = 0.0;
+  attribute->read(H5::PredType::NATIVE_DOUBLE, &value);
+  return value;
+}
+
+std::optional<std::string> read_string_attribute(const H5::H5Object& object, const std::string& name,
+                                                 const std::string& where) {
+  auto attribute = open_attribute(object, name, where, H5T_STRING, "a string");
+  if (!attribute) return std::nullopt;
+  std::string value;
+  attribute->read(attribute->getStrType(), value);
+  return value;
+}
+
+}  // namespace attncheck::golden

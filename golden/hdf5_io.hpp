@@ -1,0 +1,48 @@
+// Checked HDF5 reads and writes for golden files (HDF5 C++ API). Every failure to read what the schema
+// promises (file not HDF5 or truncated, missing dataset or attribute, wrong rank, shape or type, a
+// non-finite value) becomes an InputError naming the file, the object and what would be valid.
+#pragma once
+
+#include <H5Cpp.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.hpp"
+
+namespace attncheck::golden {
+
+// Opens an existing file read-only; InputError when it is missing, not HDF5, or damaged.
+H5::H5File open_for_reading(const std::string& path);
+// Creates (or truncates) a file; InputError when it cannot be written.
+H5::H5File create_for_writing(const std::string& path);
+
+bool exists(const H5::H5Location& location, const std::string& name);  // link exists (no error if not)
+
+// Datasets. Values are stored as little-endian IEEE float64 (or int64) whatever the machine.
+void write_tensor(H5::Group& group, const std::string& name, const Tensor& tensor);
+void write_integers(H5::Group& group, const std::string& name, const std::vector<std::int64_t>& values,
+                    const Shape& shape);
+
+// Reads a float64 dataset. expected_shape, when given, must match exactly. Non-finite values are
+// refused unless allow_non_finite (a candidate's NaN is a comparison failure, not bad input).
+Tensor read_tensor(const H5::H5File& file, const std::string& path, const std::string& file_name,
+                   const std::optional<Shape>& expected_shape, bool allow_non_finite = false);
+// Reads an int64 dataset; with expected_shape absent, any rank-1 length is accepted.
+std::vector<std::int64_t> read_integers(const H5::H5File& file, const std::string& path, const std::string& file_name,
+                                        const std::optional<Shape>& expected_shape);
+
+// Scalar attributes.
+void write_attribute(H5::H5Object& object, const std::string& name, std::int64_t value);
+void write_attribute(H5::H5Object& object, const std::string& name, double value);
+void write_attribute(H5::H5Object& object, const std::string& name, const std::string& value);
+std::optional<std::int64_t> read_integer_attribute(const H5::H5Object& object, const std::string& name,
+                                                   const std::string& where);
+std::optional<double> read_double_attribute(const H5::H5Object& object, const std::string& name,
+                                            const std::string& where);
+std::optional<std::string> read_string_attribute(const H5::H5Object& object, const std::string& name,
+                                                 const std::string& where);
+
+}  // namespace attncheck::golden
