@@ -1,0 +1,249 @@
+#include "core/compare.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "core/input_error.hpp"
+
+namespace attncheck {
+
+namespace {
+
+double epsilon(Precision precision) {
+  switch (precision) {
+    case Precision::fp64:
+      return std::ldexp(1.0, -52);
+    case Precision::fp32:
+      return std::ldexp(1.0, -23);
+    case Precision::bf16:
+      return std::ldexp(1.0, -7);
+    case Precision::fp16:
+      return std::ldexp(1.0, -10);
+  }
+  return std::ldexp(1.0, -52);
+}
+
+Shape unravel(std::int64_t flat, const Shape& shape) {
+  Shape index(shape.size());
+  for (std::size_t axis = shape.size(); axis-- > 0;) {
+    index[axis] = flat % shape[axis];
+    flat /= shape[axis];
+  }
+  return index;
+}
+
+// Where one element of a named tensor lives: batch row and position for activations, heads for
+// projection rows/columns, the rank for per-rank gradients.
+struct Locator {
+  const Case& test_case;
+  std::string base;  // name without "ranks/<r>/"
+  int rank = -1;
+
+  Locator(const Case& c, const std::string& name) : test_case(c), base(name) {
+    if (name.starts_with("ranks/")) {
+      const std::size_t slash = name.find('/', 6);
+      rank = std::stoi(name.substr(6, slash - 6));
+      base = name.substr(slash + 1);
+    }
+  }
+
+  // axes: batch rows, positions, query heads, KV heads, ranks.
+  void locate(const Shape& index, std::set<std::int64_t> (&axes)[5]) const {
+    const Geometry& g = test_case.geometry();
+    const std::int64_t head_dim = g.head_dim();
+    const RankPlan* plan = rank >= 0 && rank < test_case.plan.tp_size ? &test_case.plan.ranks[rank] : nullptr;
+    const std::int64_t first_q = plan ? plan->q_heads.begin : 0;
+    const std::int64_t first_kv = plan ? plan->kv_heads.begin : 0;
+    if (rank >= 0) axes[4].insert(rank);
+    if (base == "out" || base == "grads/x" || base == "decode/out") {
+      axes[0].insert(index[0]);
+      axes[1].insert(index[1]);
+    } else if (base == "grads/q_proj" || base == "grads/q_bias") {
+      axes[2].insert(first_q + index[0] / head_dim);
+    } else if (base == "grads/o_proj") {
+      axes[2].insert(first_q + index[1] / head_dim);
+    } else if (base == "grads/k_proj" || base == "grads/v_proj" || base == "grads/k_bias" || base == "grads/v_bias") {
+      axes[3].insert(first_kv + index[0] / head_dim);
+    }
+  }
+};
+
+TensorReport compare_tensor(const Case& test_case, const std::string& name, const Tensor& expected,
+                            const Tensor* actual, Precision precision) {
+  TensorReport report{.name = name, .expected_shape = expected.shape};
+  for (double value : expected.values) report.scale = std::max(report.scale, std::fabs(value));
+  report.tolerance = (precision == Precision::fp64 ? kFp64ToleranceUlps : 0.0) * epsilon(precision) *
+                     std::max(report.scale, std::numeric_limits<double>::min());
+  if (actual == nullptr) {
+    report.status = TensorStatus::missing;
+    return report;
+  }
+  report.actual_shape = actual->shape;
+  if (actual->shape != expected.shape || actual->numel() != expected.numel()) {
+    report.status = TensorStatus::wrong_shape;
+    return report;
+  }
+  const Locator locator(test_case, name);
+  std::set<std::int64_t> axes[5];
+  std::int64_t worst = -1;
+  bool non_finite = false;
+  for (std::int64_t i = 0; i < expected.numel(); ++i) {
+    const double difference = std::fabs(actual->values[i] - expected.values[i]);
+    const bool bad_value = !std::isfinite(actual->values[i]) && std::isfinite(expected.values[i]);
+    if (bad_value) non_finite = true;
+    if (bad_value || difference > report.tolerance) {
+      ++report.elements_over;
+      locator.locate(unravel(i, expected.shape), axes);
+    }
+    const double error = bad_value ? std::numeric_limits<double>::infinity() : difference;
+    if (worst < 0 || error > report.max_error) {
+      report.max_error = error;
+      worst = i;
+    }
+  }
+  if (worst >= 0) {
+    report.worst_index = unravel(worst, expected.shape);
+    report.expected_at_worst = expected.values[worst];
+    report.actual_at_worst = actual->values[worst];
+  }
+  report.error_ulps =
+      report.max_error / (epsilon(precision) * std::max(report.scale, std::numeric_limits<double>::min()));
+  report.batch_rows.assign(axes[0].begin(), axes[0].end());
+  report.positions.assign(axes[1].begin(), axes[1].end());
+  report.query_heads.assign(axes[2].begin(), axes[2].end());
+  report.kv_heads.assign(axes[3].begin(), axes[3].end());
+  report.ranks.assign(axes[4].begin(), axes[4].end());
+  report.status =
+      non_finite ? TensorStatus::non_finite : (report.elements_over > 0 ? TensorStatus::mismatch : TensorStatus::ok);
+  return report;
+}
+
+std::string list(const std::vector<std::int64_t>& values) {
+  if (values.size() <= 8) return fmt::format("{}", fmt::join(values, ","));
+  return fmt::format("{},... ({} in all)", fmt::join(values.begin(), values.begin() + 6, ","), values.size());
+}
+
+std::string where(const TensorReport& report) {
+  std::vector<std::string> parts;
+  if (!report.ranks.empty()) parts.push_back("ranks " + list(report.ranks));
+  if (!report.batch_rows.empty()) parts.push_back("batch " + list(report.batch_rows));
+  if (!report.positions.empty()) parts.push_back("positions " + list(report.positions));
+  if (!report.query_heads.empty()) parts.push_back("query heads " + list(report.query_heads));
+  if (!report.kv_heads.empty()) parts.push_back("kv heads " + list(report.kv_heads));
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+}  // namespace
+
+NamedTensors named_tensors(const Result& result) {
+  NamedTensors tensors;
+  tensors["out"] = result.out;
+  if (result.gradients) {
+    tensors["grads/x"] = result.gradients->x;
+    for_each_parameter(result.gradients->params,
+                       [&](std::string_view name, const Tensor& t) { tensors["grads/" + std::string(name)] = t; });
+  }
+  if (result.decode_out) tensors["decode/out"] = *result.decode_out;
+  for (std::size_t r = 0; r < result.rank_gradients.size(); ++r) {
+    for_each_parameter(result.rank_gradients[r], [&](std::string_view name, const Tensor& t) {
+      tensors[fmt::format("ranks/{}/grads/{}", r, name)] = t;
+    });
+  }
+  return tensors;
+}
+
+std::string_view to_string(TensorStatus status) {
+  switch (status) {
+    case TensorStatus::ok:
+      return "ok";
+    case TensorStatus::mismatch:
+      return "MISMATCH";
+    case TensorStatus::missing:
+      return "MISSING";
+    case TensorStatus::wrong_shape:
+      return "WRONG SHAPE";
+    case TensorStatus::non_finite:
+      return "NON-FINITE";
+  }
+  return "?";
+}
+
+bool CompareReport::passed() const {
+  return std::all_of(tensors.begin(), tensors.end(),
+                     [](const TensorReport& t) { return t.status == TensorStatus::ok; });
+}
+
+CompareReport compare(const Case& test_case, const NamedTensors& expected, const NamedTensors& actual,
+                      Precision precision) {
+  if (precision != Precision::fp64) {
+    ViolationList violations;
+    violations.add("precision", std::string(to_string(precision)),
+                   "only fp64 candidates can be compared yet: lower precisions need the emulated "
+                   "same-precision yardstick (DESIGN §3), which is not built",
+                   "fp64");
+    violations.throw_if_any("unsupported comparison");
+  }
+  CompareReport report{.precision = precision};
+  for (const auto& [name, tensor] : expected) {
+    const auto found = actual.find(name);
+    report.tensors.push_back(
+        compare_tensor(test_case, name, tensor, found == actual.end() ? nullptr : &found->second, precision));
+  }
+  return report;
+}
+
+std::string render_text(const CompareReport& report) {
+  std::string text = fmt::format("{:<28} {:<11} {:>11} {:>10}  {:<24} {}\n", "tensor", "status", "max error", "ulps",
+                                 "worst at", "beyond tolerance");
+  int failed = 0;
+  for (const TensorReport& t : report.tensors) {
+    if (t.status != TensorStatus::ok) ++failed;
+    std::string detail;
+    if (t.status == TensorStatus::missing)
+      detail = fmt::format("expected shape {}", to_string(t.expected_shape));
+    else if (t.status == TensorStatus::wrong_shape)
+      detail = fmt::format("shape {}, expected {}", to_string(t.actual_shape), to_string(t.expected_shape));
+    else if (t.status != TensorStatus::ok)
+      detail = fmt::format("{} elements: {} (expected {:.6g}, got {:.6g})", t.elements_over, where(t),
+                           t.expected_at_worst, t.actual_at_worst);
+    const bool compared = t.status != TensorStatus::missing && t.status != TensorStatus::wrong_shape;
+    text += fmt::format("{:<28} {:<11} {:>11} {:>10}  {:<24} {}\n", t.name, to_string(t.status),
+                        compared ? fmt::format("{:.3g}", t.max_error) : "-",
+                        compared ? fmt::format("{:.3g}", t.error_ulps) : "-", compared ? to_string(t.worst_index) : "-",
+                        detail);
+  }
+  text += failed == 0 ? fmt::format("PASS: {} tensors within {} ulps of their scale ({})\n", report.tensors.size(),
+                                    kFp64ToleranceUlps, to_string(report.precision))
+                      : fmt::format("FAIL: {} of {} tensors\n", failed, report.tensors.size());
+  return text;
+}
+
+nlohmann::json render_json(const CompareReport& report) {
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const TensorReport& t : report.tensors) {
+    const bool finite_error = std::isfinite(t.max_error);
+    tensors.push_back({{"name", t.name},
+                       {"status", to_string(t.status)},
+                       {"expected_shape", t.expected_shape},
+                       {"actual_shape", t.actual_shape},
+                       {"scale", t.scale},
+                       {"max_error", finite_error ? nlohmann::json(t.max_error) : nlohmann::json("inf")},
+                       {"error_ulps", finite_error ? nlohmann::json(t.error_ulps) : nlohmann::json("inf")},
+                       {"tolerance", t.tolerance},
+                       {"elements_over", t.elements_over},
+                       {"worst_index", t.worst_index},
+                       {"batch_rows", t.batch_rows},
+                       {"positions", t.positions},
+                       {"query_heads", t.query_heads},
+                       {"kv_heads", t.kv_heads},
+                       {"ranks", t.ranks}});
+  }
+  return {{"precision", to_string(report.precision)}, {"passed", report.passed()}, {"tensors", tensors}};
+}
+
+}  // namespace attncheck

@@ -1,0 +1,104 @@
+// compare(): passes what only sums in another order, names the heads, positions and ranks of real
+// differences, and reports missing, misshapen and non-finite tensors as failures of those tensors.
+#include "core/compare.hpp"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "core/input_error.hpp"
+#include "core/input_generation.hpp"
+#include "reference/reference.hpp"
+
+namespace attncheck {
+namespace {
+
+const GeometrySpec kSpec = {
+    .hidden_size = 12, .num_heads = 4, .num_kv_heads = 2, .head_dim = 6, .qk_norm = QkNorm::rms, .qkv_bias = true};
+
+Case make_case(const GeometrySpec& spec = kSpec) {
+  return generate_case(resolve_geometry(spec),
+                       {.seed = 3, .batch = 2, .seq = 6, .decode = {.prefill = 4, .steps = {1, 1}}, .tp_size = 4});
+}
+
+const TensorReport& find(const CompareReport& report, const std::string& name) {
+  for (const TensorReport& t : report.tensors) {
+    if (t.name == name) return t;
+  }
+  throw std::logic_error("no tensor " + name);
+}
+
+TEST(Compare, ReferenceTpPassesAgainstReference) {
+  const Case test_case = make_case();
+  const NamedTensors expected = named_tensors(reference::run_reference_tp(test_case));
+  const CompareReport same = compare(test_case, expected, expected, Precision::fp64);
+  EXPECT_TRUE(same.passed());
+  // The unsharded reference has no rank gradients: those are reported missing, everything else passes.
+  const CompareReport unsharded =
+      compare(test_case, expected, named_tensors(reference::run_reference(test_case)), Precision::fp64);
+  for (const TensorReport& t : unsharded.tensors) {
+    EXPECT_EQ(t.status, t.name.starts_with("ranks/") ? TensorStatus::missing : TensorStatus::ok) << t.name;
+  }
+  EXPECT_FALSE(unsharded.passed());
+}
+
+TEST(Compare, PermutedHeadIsLocalised) {
+  const Case test_case = make_case();
+  Case permuted = test_case;  // query heads 0 and 1 exchange their q_proj rows
+  auto& q = permuted.weights.q_proj.values;
+  std::swap_ranges(q.begin(), q.begin() + 6 * 12, q.begin() + 6 * 12);
+  const CompareReport report = compare(test_case, named_tensors(reference::run_reference_tp(test_case)),
+                                       named_tensors(reference::run_reference_tp(permuted)), Precision::fp64);
+  EXPECT_FALSE(report.passed());
+  const TensorReport& q_grad = find(report, "grads/q_proj");
+  EXPECT_EQ(q_grad.status, TensorStatus::mismatch);
+  EXPECT_EQ(q_grad.query_heads, (std::vector<std::int64_t>{0, 1}));
+  // TP 4 over 4 query heads: head 0 is rank 0's, head 1 rank 1's (global head ids in the report).
+  EXPECT_EQ(find(report, "ranks/0/grads/q_proj").ranks, (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(find(report, "ranks/1/grads/q_proj").query_heads, (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(find(report, "ranks/2/grads/q_proj").status, TensorStatus::ok);
+  EXPECT_EQ(find(report, "out").status, TensorStatus::mismatch);
+  EXPECT_EQ(find(report, "out").batch_rows, (std::vector<std::int64_t>{0, 1}));
+  EXPECT_NE(render_text(report).find("query heads 0,1"), std::string::npos) << render_text(report);
+}
+
+TEST(Compare, WrongScaleFailsEverywhere) {
+  const Case test_case = make_case();
+  GeometrySpec wrong = kSpec;
+  wrong.query_pre_attn_scalar = 8.0;  // scale 8^-0.5 instead of 6^-0.5
+  Case scaled = make_case(wrong);
+  const CompareReport report = compare(test_case, named_tensors(reference::run_reference_tp(test_case)),
+                                       named_tensors(reference::run_reference_tp(scaled)), Precision::fp64);
+  const TensorReport& out = find(report, "out");
+  EXPECT_EQ(out.status, TensorStatus::mismatch);
+  EXPECT_EQ(out.positions.size(), 5u);  // position 0 sees one key: its output does not depend on the scale
+  EXPECT_GT(out.error_ulps, 1e6);
+}
+
+TEST(Compare, MissingWrongShapeAndNonFiniteAreNamedFailures) {
+  const Case test_case = make_case();
+  const NamedTensors expected = named_tensors(reference::run_reference_tp(test_case));
+  NamedTensors actual = expected;
+  actual.erase("grads/k_proj");
+  actual["grads/v_proj"] = Tensor({3, 3});
+  actual["out"].values[17] = std::numeric_limits<double>::quiet_NaN();
+  const CompareReport report = compare(test_case, expected, actual, Precision::fp64);
+  EXPECT_EQ(find(report, "grads/k_proj").status, TensorStatus::missing);
+  EXPECT_EQ(find(report, "grads/v_proj").status, TensorStatus::wrong_shape);
+  const TensorReport& out = find(report, "out");
+  EXPECT_EQ(out.status, TensorStatus::non_finite);
+  EXPECT_EQ(out.worst_index, (Shape{0, 1, 5}));  // flat 17 of [2, 6, 12]
+  EXPECT_EQ(out.elements_over, 1);
+  const nlohmann::json json = render_json(report);
+  EXPECT_FALSE(json["passed"].get<bool>());
+  EXPECT_EQ(json["tensors"].size(), report.tensors.size());
+}
+
+TEST(Compare, LowerPrecisionsAreRefusedUntilTheirYardstickExists) {
+  const Case test_case = make_case();
+  const NamedTensors expected = named_tensors(reference::run_reference(test_case));
+  EXPECT_THROW(compare(test_case, expected, expected, Precision::bf16), InputError);
+}
+
+}  // namespace
+}  // namespace attncheck
