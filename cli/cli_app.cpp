@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/exit_codes.hpp"
+#include "cli/golden_command.hpp"
 #include "cli/plan_command.hpp"
 #include "core/input_error.hpp"
 
@@ -19,6 +20,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   app.require_subcommand(1);
   PlanOptions plan_options;
   CLI::App* plan = add_plan_command(app, plan_options);
+  GoldenOptions golden_options;
+  const GoldenCommands golden = add_golden_commands(app, golden_options);
 
   try {
     app.parse(std::vector<std::string>(args.rbegin(), args.rend()));  // CLI11 takes them reversed
@@ -26,9 +29,17 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return app.exit(error, out, err) == 0 ? kExitOk : kExitBadInput;  // help and version exit 0
   }
 
-  const std::string name = app.get_subcommands().front()->get_name();
+  std::string name = app.get_subcommands().front()->get_name();
+  if (!app.get_subcommands().front()->get_subcommands().empty()) {
+    name += " " + app.get_subcommands().front()->get_subcommands().front()->get_name();  // "golden make"
+  }
   try {
     if (plan->parsed()) run_plan(plan_options, out);
+    if (golden.make->parsed()) return run_golden_make(golden_options, out);
+    if (golden.inspect->parsed()) return run_golden_inspect(golden_options, out);
+    if (golden.run->parsed()) return run_golden_run(golden_options, out);
+    if (golden.check->parsed()) return run_golden_check(golden_options, out);
+    if (golden.compare->parsed()) return run_compare(golden_options, out);
     return kExitOk;
   } catch (const InputError& error) {
     err << "attncheck " << name << ": error: " << error.what() << '\n';

@@ -23,3 +23,38 @@ attncheck_cli_case(missing_config 2 "^$" "--hf-config = '/nonexistent/config.jso
                    plan --hf-config /nonexistent/config.json)
 attncheck_cli_case(unknown_preset 2 "^$" "qwen3-0.6b" plan --preset qwen9)
 attncheck_cli_case(bad_integer 2 "^$" "--hidden" plan --hidden ten --heads 16)
+
+# Golden files end to end: make two goldens that differ only in the softmax scale, check the right one
+# with both references, turn the wrong-scale one into a candidate, and compare it with the right one:
+# exit 1 and a report that localises the difference. Damaged input exits 2.
+set(golden_dir ${CMAKE_CURRENT_BINARY_DIR}/golden_e2e)
+file(MAKE_DIRECTORY ${golden_dir})
+set(small_geometry --hidden 12 --heads 4 --kv-heads 2 --head-dim 6 --qk-norm rms --tp 4 --decode 4,1,1 --pad-keys)
+attncheck_cli_case(golden_make 0 "wrote .*small.h5.*tp 4, batch 2, seq 8" "^$"
+                   golden make ${small_geometry} -o ${golden_dir}/small.h5)
+attncheck_cli_case(golden_make_wrong_scale 0 "wrote" "^$"
+                   golden make ${small_geometry} --query-pre-attn-scalar 8 -o ${golden_dir}/wrong_scale.h5)
+set_tests_properties(cli.golden_make cli.golden_make_wrong_scale PROPERTIES FIXTURES_SETUP golden_small)
+attncheck_cli_case(golden_inspect 0 "head_dim 6 \\(explicit\\).*ranks/3/grads/q_proj +\\[6, 12\\]" "^$"
+                   golden inspect ${golden_dir}/small.h5)
+attncheck_cli_case(golden_check_reference_tp 0 "PASS: 33 tensors.*1 of 1 golden files pass with reference-tp" "^$"
+                   golden check ${golden_dir}/small.h5 --impl reference-tp)
+attncheck_cli_case(golden_check_reference 0 "rank gradients not compared.*PASS: 9 tensors" "^$"
+                   golden check ${golden_dir}/small.h5 --impl reference)
+attncheck_cli_case(golden_run_wrong_scale 0 "wrote" "^$"
+                   golden run ${golden_dir}/wrong_scale.h5 --impl reference-tp -o ${golden_dir}/wrong_scale_candidate.h5)
+set_tests_properties(cli.golden_run_wrong_scale PROPERTIES FIXTURES_SETUP golden_candidate)
+attncheck_cli_case(compare_wrong_scale 1 "out +MISMATCH.*positions 1,2,3,4,5,6,7.*FAIL" "^$"
+                   compare ${golden_dir}/small.h5 ${golden_dir}/wrong_scale_candidate.h5)
+attncheck_cli_case(compare_json 1 "\"passed\": false" "^$"
+                   compare ${golden_dir}/small.h5 ${golden_dir}/wrong_scale_candidate.h5 --json)
+set_tests_properties(cli.golden_inspect cli.golden_check_reference_tp cli.golden_check_reference
+                     cli.golden_run_wrong_scale cli.compare_wrong_scale cli.compare_json
+                     PROPERTIES FIXTURES_REQUIRED golden_small)
+set_tests_properties(cli.compare_wrong_scale cli.compare_json PROPERTIES FIXTURES_REQUIRED "golden_small;golden_candidate")
+attncheck_cli_case(golden_unknown_impl 2 "^$" "valid: reference, reference-tp"
+                   golden check ${golden_dir}/small.h5 --impl cuda)
+set_tests_properties(cli.golden_unknown_impl PROPERTIES FIXTURES_REQUIRED golden_small)
+attncheck_cli_case(golden_missing_file 2 "^$" "must be an existing regular file" golden inspect /nonexistent/golden.h5)
+attncheck_cli_case(golden_not_hdf5 2 "^$" "not HDF5" golden inspect ${PROJECT_SOURCE_DIR}/README.md)
+attncheck_cli_case(golden_bad_decode 2 "^$" "--decode = 4,x" golden make --hidden 16 --heads 4 --decode 4,x -o ${golden_dir}/x.h5)

@@ -232,4 +232,44 @@ Golden read_golden(const std::string& path) {
   return golden;
 }
 
+void write_candidate(const std::string& path, const Result& result, Precision precision) {
+  H5::H5File file = create_for_writing(path);
+  write_attribute(file, "schema_version", kSchemaVersion);
+  write_attribute(file, "generator", result.implementation);
+  H5::Group group = file.createGroup("/result");
+  write_attribute(group, "precision", std::string(to_string(precision)));
+  for (const auto& [name, tensor] : named_tensors(result)) {
+    // Create the intermediate groups of "grads/x", "ranks/3/grads/q_proj".
+    for (std::size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', slash + 1)) {
+      const std::string group_path = "/result/" + name.substr(0, slash);
+      if (!exists(file, group_path)) file.createGroup(group_path);
+    }
+    H5::Group parent = file.openGroup(
+        name.find('/') == std::string::npos ? std::string("/result") : "/result/" + name.substr(0, name.rfind('/')));
+    write_tensor(parent, name.substr(name.rfind('/') + 1), tensor);
+  }
+}
+
+Candidate read_candidate(const std::string& path, const NamedTensors& expected_names) {
+  const H5::H5File file = open_for_reading(path);
+  if (!exists(file, "/result")) {
+    fail(path, "/result", "missing", "a candidate file keeps its tensors under /result", "see golden/SCHEMA.md");
+  }
+  Candidate candidate;
+  const std::string precision = read_string_attribute(file.openGroup("/result"), "precision", path).value_or("");
+  const auto parsed = parse_precision(precision);
+  if (!parsed) {
+    fail(path, "/result@precision", precision.empty() ? "absent" : precision, "must be fp64, fp32, bf16 or fp16",
+         "fp64");
+  }
+  candidate.precision = *parsed;
+  for (const auto& [name, expected] : expected_names) {
+    const std::string dataset = "/result/" + name;
+    if (exists(file, dataset)) {
+      candidate.tensors[name] = read_tensor(file, dataset, path, std::nullopt, /*allow_non_finite=*/true);
+    }
+  }
+  return candidate;
+}
+
 }  // namespace attncheck::golden

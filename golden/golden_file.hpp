@@ -7,6 +7,8 @@
 #include <string>
 
 #include "core/case.hpp"
+#include "core/compare.hpp"
+#include "core/precision.hpp"
 #include "core/result.hpp"
 
 namespace attncheck::golden {
@@ -28,5 +30,17 @@ void write_golden(const std::string& path, const Golden& golden);
 // values finite, the geometry valid and its scale equal to the stored one, the TP size valid.
 // Throws InputError naming the file and the first problem of each kind.
 Golden read_golden(const std::string& path);
+
+// A candidate file: an implementation's results under /result (same names as /expected) with the
+// precision it computed in. Writing stores every tensor of the Result.
+struct Candidate {
+  Precision precision = Precision::fp64;
+  NamedTensors tensors;  // whatever /result holds among the names `expected` lists
+};
+void write_candidate(const std::string& path, const Result& result, Precision precision);
+// Reads /result/<name> for every name in expected_names that the file has. Missing tensors, other
+// shapes and NaN are left for compare() to report; a file that is not HDF5, a missing /result group or
+// precision attribute, or a dataset that is not float64 is an InputError.
+Candidate read_candidate(const std::string& path, const NamedTensors& expected_names);
 
 }  // namespace attncheck::golden

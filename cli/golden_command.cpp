@@ -1,0 +1,206 @@
+#include "cli/golden_command.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <charconv>
+#include <filesystem>
+
+#include "cli/exit_codes.hpp"
+#include "cli/implementations.hpp"
+#include "core/compare.hpp"
+#include "core/input_error.hpp"
+#include "core/input_generation.hpp"
+#include "golden/golden_file.hpp"
+#include "reference/reference.hpp"
+
+namespace attncheck::cli {
+
+namespace {
+
+// "PREFILL,STEP,STEP,..." -> DecodeSchedule (checked further by validate_case).
+DecodeSchedule parse_decode(const std::string& text) {
+  DecodeSchedule schedule;
+  if (text.empty()) return schedule;
+  std::vector<std::int64_t> values;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find(',', start), text.size());
+    std::int64_t value = 0;
+    const auto [last, error] = std::from_chars(text.data() + start, text.data() + end, value);
+    if (error != std::errc() || last != text.data() + end || end == start) {
+      ViolationList violations;
+      violations.add("--decode", text, "must be comma-separated integers: PREFILL,STEP,STEP,...", "4,1,1,2");
+      violations.throw_if_any("invalid option");
+    }
+    values.push_back(value);
+    start = end + 1;
+  }
+  schedule.prefill = values.front();
+  schedule.steps.assign(values.begin() + 1, values.end());
+  return schedule;
+}
+
+std::string describe(const Geometry& g) {
+  return fmt::format(
+      "hidden {}, heads {}/{}, head_dim {} ({}), rotary_dim {} {} theta {}, qk_norm {}, bias {}/{}, scale {:.6g}{}{}, "
+      "{}",
+      g.hidden_size(), g.num_heads(), g.num_kv_heads(), g.head_dim(), to_string(g.head_dim_source()), g.rotary_dim(),
+      to_string(g.rope_style()), g.rope_theta(), to_string(g.qk_norm()), g.qkv_bias(), g.out_bias(), g.scale(),
+      g.softcap() ? fmt::format(", softcap {}", *g.softcap()) : "",
+      g.sliding_window() ? fmt::format(", window {}", *g.sliding_window()) : "",
+      g.causal() ? "causal" : "bidirectional");
+}
+
+// The expected tensors an implementation is held to: per-rank gradients only for sharded ones.
+NamedTensors expected_for(const golden::Golden& golden, const std::string& implementation) {
+  NamedTensors expected = named_tensors(golden.expected);
+  if (!produces_rank_gradients(implementation)) {
+    std::erase_if(expected, [](const auto& entry) { return entry.first.starts_with("ranks/"); });
+  }
+  return expected;
+}
+
+}  // namespace
+
+GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
+  GoldenCommands commands;
+  CLI::App* golden = app.add_subcommand("golden", "Make, inspect, run and check HDF5 golden files");
+  golden->require_subcommand(1);
+
+  commands.make = golden->add_subcommand("make", "Generate a case, run the fp64 reference, write a golden file");
+  add_geometry_options(*commands.make, options.geometry);
+  commands.make->add_option("--tp", options.tp_size, "tensor-parallel size (rank gradients stored when > 1)")
+      ->check(integer_validator())
+      ->capture_default_str();
+  commands.make->add_option("--batch", options.batch, "batch rows")->check(integer_validator())->capture_default_str();
+  commands.make->add_option("--seq", options.seq, "tokens per row")->check(integer_validator())->capture_default_str();
+  commands.make->add_option("--decode", options.decode, "KV-cache schedule PREFILL,STEP,STEP,...");
+  commands.make->add_option("--seed", options.seed, "input and weight seed")->capture_default_str();
+  commands.make->add_option("--activations", options.activations, "x and dout distribution")
+      ->check(CLI::IsMember({"uniform", "heavy-tailed", "outliers"}))
+      ->capture_default_str();
+  commands.make->add_flag("--pad-keys", options.pad_keys, "random key lengths for batch rows >= 1");
+  commands.make->add_option("-o,--output", options.output, "golden file to write")->required();
+
+  commands.inspect = golden->add_subcommand("inspect", "Print a golden file's geometry, inputs and tensors");
+  commands.inspect->add_option("file", options.golden_file, "golden file")->required();
+
+  commands.run = golden->add_subcommand("run", "Run an implementation on a golden's inputs; write a candidate file");
+  commands.run->add_option("file", options.golden_file, "golden file")->required();
+  commands.run->add_option("--impl", options.implementation, "implementation")->capture_default_str();
+  commands.run->add_option("-o,--output", options.output, "candidate file to write")->required();
+
+  commands.check = golden->add_subcommand("check", "Run an implementation on goldens' inputs and compare");
+  commands.check->add_option("files", options.files, "golden files")->required();
+  commands.check->add_option("--impl", options.implementation, "implementation")->capture_default_str();
+  commands.check->add_flag("--json", options.json, "print one JSON object instead of tables");
+
+  commands.compare = app.add_subcommand("compare", "Compare a candidate file with a golden file");
+  commands.compare->add_option("golden", options.golden_file, "golden file")->required();
+  commands.compare->add_option("candidate", options.candidate, "candidate file (/result)")->required();
+  commands.compare->add_flag("--json", options.json, "print one JSON object instead of a table");
+  return commands;
+}
+
+int run_golden_make(const GoldenOptions& options, std::ostream& out) {
+  const ResolvedGeometry source = resolve_geometry_source(options.geometry);
+  const auto activations = parse_activation_distribution(options.activations);
+  const Case test_case = generate_case(source.geometry, {.seed = options.seed,
+                                                         .batch = options.batch,
+                                                         .seq = options.seq,
+                                                         .activations = activations.value(),
+                                                         .pad_keys = options.pad_keys,
+                                                         .decode = parse_decode(options.decode),
+                                                         .tp_size = options.tp_size});
+  Result expected = options.tp_size > 1 ? reference::run_reference_tp(test_case) : reference::run_reference(test_case);
+  golden::write_golden(options.output, {.test_case = test_case,
+                                        .expected = std::move(expected),
+                                        .seed = options.seed,
+                                        .generator = "attncheck " ATTNCHECK_VERSION});
+  out << fmt::format("wrote {} ({} bytes): {}, tp {}, batch {}, seq {}\n", options.output,
+                     std::filesystem::file_size(options.output), source.title, options.tp_size, options.batch,
+                     options.seq);
+  return kExitOk;
+}
+
+int run_golden_inspect(const GoldenOptions& options, std::ostream& out) {
+  const golden::Golden golden = golden::read_golden(options.golden_file);
+  const Case& test_case = golden.test_case;
+  const Inputs& inputs = test_case.inputs;
+  out << fmt::format("{}: schema v{}, written by {}, seed {}\n", options.golden_file, golden::kSchemaVersion,
+                     golden.generator, golden.seed);
+  out << "geometry: " << describe(test_case.geometry()) << '\n';
+  out << fmt::format("tp_size {}, batch {}, seq {}, key_lengths [{}], positions from {}", test_case.plan.tp_size,
+                     inputs.batch, inputs.seq, fmt::join(inputs.key_lengths, ", "), inputs.positions.front());
+  if (!inputs.decode.empty()) {
+    out << fmt::format(", decode prefill {} steps [{}]", inputs.decode.prefill, fmt::join(inputs.decode.steps, ", "));
+  }
+  out << "\nweights:\n";
+  for_each_parameter(test_case.weights, [&](std::string_view name, const Tensor& tensor) {
+    out << fmt::format("  {:<8} {}\n", name, to_string(tensor.shape));
+  });
+  out << "expected:\n";
+  for (const auto& [name, tensor] : named_tensors(golden.expected)) {
+    out << fmt::format("  {:<28} {}\n", name, to_string(tensor.shape));
+  }
+  return kExitOk;
+}
+
+int run_golden_run(const GoldenOptions& options, std::ostream& out) {
+  const golden::Golden golden = golden::read_golden(options.golden_file);
+  const Result result = run_implementation(options.implementation, golden.test_case);
+  golden::write_candidate(options.output, result, Precision::fp64);
+  out << fmt::format("wrote {}: {} on {}\n", options.output, options.implementation, options.golden_file);
+  return kExitOk;
+}
+
+int run_golden_check(const GoldenOptions& options, std::ostream& out) {
+  int failed = 0;
+  nlohmann::json files = nlohmann::json::array();
+  for (const std::string& file : options.files) {
+    const golden::Golden golden = golden::read_golden(file);
+    const Result result = run_implementation(options.implementation, golden.test_case);
+    const CompareReport report =
+        compare(golden.test_case, expected_for(golden, options.implementation), named_tensors(result), Precision::fp64);
+    if (!report.passed()) ++failed;
+    if (options.json) {
+      nlohmann::json entry = render_json(report);
+      entry["golden"] = file;
+      entry["implementation"] = options.implementation;
+      files.push_back(entry);
+    } else {
+      out << fmt::format("== {} vs {}: {}\n", file, options.implementation, describe(golden.test_case.geometry()));
+      if (!produces_rank_gradients(options.implementation) && golden.test_case.plan.tp_size > 1) {
+        out << fmt::format("   (rank gradients not compared: {} is unsharded)\n", options.implementation);
+      }
+      out << render_text(report);
+    }
+  }
+  if (options.json) {
+    out << nlohmann::json{{"passed", failed == 0}, {"files", files}}.dump(2, ' ', false,
+                                                                          nlohmann::json::error_handler_t::replace)
+        << '\n';
+  } else {
+    out << fmt::format("{} of {} golden files pass with {}\n", options.files.size() - failed, options.files.size(),
+                       options.implementation);
+  }
+  return failed == 0 ? kExitOk : kExitCheckFailed;
+}
+
+int run_compare(const GoldenOptions& options, std::ostream& out) {
+  const golden::Golden golden = golden::read_golden(options.golden_file);
+  const NamedTensors expected = named_tensors(golden.expected);
+  const golden::Candidate candidate = golden::read_candidate(options.candidate, expected);
+  const CompareReport report = compare(golden.test_case, expected, candidate.tensors, candidate.precision);
+  if (options.json) {
+    out << render_json(report).dump(2) << '\n';
+  } else {
+    out << fmt::format("== {} vs {}: {}\n", options.golden_file, options.candidate,
+                       describe(golden.test_case.geometry()));
+    out << render_text(report);
+  }
+  return report.passed() ? kExitOk : kExitCheckFailed;
+}
+
+}  // namespace attncheck::cli

@@ -1,0 +1,58 @@
+// `attncheck golden make|inspect|run|check` and `attncheck compare`: golden files (golden/SCHEMA.md).
+//   golden make     generate a case, run the fp64 reference (reference-tp when --tp > 1), write a golden
+//   golden inspect  print a golden's geometry, inputs and tensors
+//   golden run      run an implementation on a golden's inputs and write a candidate file
+//   golden check    run an implementation on goldens' inputs and compare with their expected values
+//   compare         compare a candidate file (any implementation, any language) with a golden
+// Exit codes: 0 pass, 1 mismatch, 2 bad input.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/geometry_source.hpp"
+
+namespace attncheck::cli {
+
+struct GoldenOptions {
+  // make
+  GeometryOptions geometry;
+  std::int64_t tp_size = 1;
+  std::int64_t batch = 2;
+  std::int64_t seq = 8;
+  std::string decode;  // "PREFILL,STEP,STEP..." (empty: no decoding)
+  std::uint64_t seed = 1;
+  std::string activations = "uniform";
+  bool pad_keys = false;
+  std::string output;
+  // inspect, run, check, compare
+  std::vector<std::string> files;  // check: goldens
+  std::string golden_file;         // inspect, run, compare
+  std::string implementation = "reference";
+  std::string candidate;
+  bool json = false;
+};
+
+struct GoldenCommands {
+  CLI::App* make = nullptr;
+  CLI::App* inspect = nullptr;
+  CLI::App* run = nullptr;
+  CLI::App* check = nullptr;
+  CLI::App* compare = nullptr;
+};
+
+GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options);
+
+// Each returns the exit code; InputError propagates (exit 2).
+int run_golden_make(const GoldenOptions& options, std::ostream& out);
+int run_golden_inspect(const GoldenOptions& options, std::ostream& out);
+int run_golden_run(const GoldenOptions& options, std::ostream& out);
+int run_golden_check(const GoldenOptions& options, std::ostream& out);
+int run_compare(const GoldenOptions& options, std::ostream& out);
+
+}  // namespace attncheck::cli
