@@ -58,3 +58,9 @@ set_tests_properties(cli.golden_unknown_impl PROPERTIES FIXTURES_REQUIRED golden
 attncheck_cli_case(golden_missing_file 2 "^$" "must be an existing regular file" golden inspect /nonexistent/golden.h5)
 attncheck_cli_case(golden_not_hdf5 2 "^$" "not HDF5" golden inspect ${PROJECT_SOURCE_DIR}/README.md)
 attncheck_cli_case(golden_bad_decode 2 "^$" "--decode = 4,x" golden make --hidden 16 --heads 4 --decode 4,x -o ${golden_dir}/x.h5)
+attncheck_cli_case(golden_run_unsharded 0 "wrote" "^$"
+                   golden run ${golden_dir}/small.h5 --impl reference -o ${golden_dir}/unsharded_candidate.h5)
+set_tests_properties(cli.golden_run_unsharded PROPERTIES FIXTURES_REQUIRED golden_small FIXTURES_SETUP golden_unsharded)
+attncheck_cli_case(compare_unsharded 0 "rank gradients not compared.*PASS: 9 tensors" "^$"
+                   compare ${golden_dir}/small.h5 ${golden_dir}/unsharded_candidate.h5)
+set_tests_properties(cli.compare_unsharded PROPERTIES FIXTURES_REQUIRED "golden_small;golden_unsharded")
