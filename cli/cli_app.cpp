@@ -37,6 +37,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (plan->parsed()) run_plan(plan_options, out);
     if (golden.make->parsed()) return run_golden_make(golden_options, out);
     if (golden.inspect->parsed()) return run_golden_inspect(golden_options, out);
+    if (golden.expand->parsed()) return run_golden_expand(golden_options, out);
     if (golden.run->parsed()) return run_golden_run(golden_options, out);
     if (golden.check->parsed()) return run_golden_check(golden_options, out);
     if (golden.compare->parsed()) return run_compare(golden_options, out);

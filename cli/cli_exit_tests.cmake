@@ -64,3 +64,12 @@ set_tests_properties(cli.golden_run_unsharded PROPERTIES FIXTURES_REQUIRED golde
 attncheck_cli_case(compare_unsharded 0 "rank gradients not compared.*PASS: 9 tensors" "^$"
                    compare ${golden_dir}/small.h5 ${golden_dir}/unsharded_candidate.h5)
 set_tests_properties(cli.compare_unsharded PROPERTIES FIXTURES_REQUIRED "golden_small;golden_unsharded")
+attncheck_cli_case(golden_make_generated 0 "wrote" "^$"
+                   golden make ${small_geometry} --weights generated -o ${golden_dir}/generated.h5)
+set_tests_properties(cli.golden_make_generated PROPERTIES FIXTURES_SETUP golden_generated)
+attncheck_cli_case(golden_expand 0 "with its weights stored" "^$"
+                   golden expand ${golden_dir}/generated.h5 -o ${golden_dir}/expanded.h5)
+set_tests_properties(cli.golden_expand PROPERTIES FIXTURES_REQUIRED golden_generated FIXTURES_SETUP golden_expanded)
+attncheck_cli_case(golden_check_generated_and_expanded 0 "2 of 2 golden files pass with reference-tp" "^$"
+                   golden check ${golden_dir}/generated.h5 ${golden_dir}/expanded.h5 --impl reference-tp)
+set_tests_properties(cli.golden_check_generated_and_expanded PROPERTIES FIXTURES_REQUIRED "golden_generated;golden_expanded")

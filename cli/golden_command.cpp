@@ -82,10 +82,19 @@ GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
       ->check(CLI::IsMember({"uniform", "heavy-tailed", "outliers"}))
       ->capture_default_str();
   commands.make->add_flag("--pad-keys", options.pad_keys, "random key lengths for batch rows >= 1");
+  commands.make
+      ->add_option("--weights", options.weights,
+                   "store the weights, or name the generator and seed (SCHEMA.md) instead")
+      ->check(CLI::IsMember({"stored", "generated"}))
+      ->capture_default_str();
   commands.make->add_option("-o,--output", options.output, "golden file to write")->required();
 
   commands.inspect = golden->add_subcommand("inspect", "Print a golden file's geometry, inputs and tensors");
   commands.inspect->add_option("file", options.golden_file, "golden file")->required();
+
+  commands.expand = golden->add_subcommand("expand", "Rewrite a golden with its generated weights stored");
+  commands.expand->add_option("file", options.golden_file, "golden file")->required();
+  commands.expand->add_option("-o,--output", options.output, "golden file to write")->required();
 
   commands.run = golden->add_subcommand("run", "Run an implementation on a golden's inputs; write a candidate file");
   commands.run->add_option("file", options.golden_file, "golden file")->required();
@@ -118,7 +127,8 @@ int run_golden_make(const GoldenOptions& options, std::ostream& out) {
   golden::write_golden(options.output, {.test_case = test_case,
                                         .expected = std::move(expected),
                                         .seed = options.seed,
-                                        .generator = "attncheck " ATTNCHECK_VERSION});
+                                        .generator = "attncheck " ATTNCHECK_VERSION,
+                                        .weights_by_generator = options.weights == "generated"});
   out << fmt::format("wrote {} ({} bytes): {}, tp {}, batch {}, seq {}\n", options.output,
                      std::filesystem::file_size(options.output), source.title, options.tp_size, options.batch,
                      options.seq);
@@ -129,8 +139,9 @@ int run_golden_inspect(const GoldenOptions& options, std::ostream& out) {
   const golden::Golden golden = golden::read_golden(options.golden_file);
   const Case& test_case = golden.test_case;
   const Inputs& inputs = test_case.inputs;
-  out << fmt::format("{}: schema v{}, written by {}, seed {}\n", options.golden_file, golden::kSchemaVersion,
-                     golden.generator, golden.seed);
+  out << fmt::format("{}: schema v{}, written by {}, seed {}, weights {}\n", options.golden_file,
+                     golden::kSchemaVersion, golden.generator, golden.seed,
+                     golden.weights_by_generator ? fmt::format("named ({})", golden::kWeightGenerator) : "stored");
   out << "geometry: " << describe(test_case.geometry()) << '\n';
   out << fmt::format("tp_size {}, batch {}, seq {}, key_lengths [{}], positions from {}", test_case.plan.tp_size,
                      inputs.batch, inputs.seq, fmt::join(inputs.key_lengths, ", "), inputs.positions.front());
@@ -145,6 +156,15 @@ int run_golden_inspect(const GoldenOptions& options, std::ostream& out) {
   for (const auto& [name, tensor] : named_tensors(golden.expected)) {
     out << fmt::format("  {:<28} {}\n", name, to_string(tensor.shape));
   }
+  return kExitOk;
+}
+
+int run_golden_expand(const GoldenOptions& options, std::ostream& out) {
+  golden::Golden golden = golden::read_golden(options.golden_file);  // regenerates named weights
+  golden.weights_by_generator = false;
+  golden::write_golden(options.output, golden);
+  out << fmt::format("wrote {} ({} bytes): {} with its weights stored\n", options.output,
+                     std::filesystem::file_size(options.output), options.golden_file);
   return kExitOk;
 }
 

@@ -1,6 +1,7 @@
 // `attncheck golden make|inspect|run|check` and `attncheck compare`: golden files (golden/SCHEMA.md).
 //   golden make     generate a case, run the fp64 reference (reference-tp when --tp > 1), write a golden
 //   golden inspect  print a golden's geometry, inputs and tensors
+//   golden expand   rewrite a golden whose weights are named by the generator with stored weights
 //   golden run      run an implementation on a golden's inputs and write a candidate file
 //   golden check    run an implementation on goldens' inputs and compare with their expected values
 //   compare         compare a candidate file (any implementation, any language) with a golden
@@ -29,6 +30,7 @@ struct GoldenOptions {
   std::uint64_t seed = 1;
   std::string activations = "uniform";
   bool pad_keys = false;
+  std::string weights = "stored";  // or "generated": /weights names the generator and seed
   std::string output;
   // inspect, run, check, compare
   std::vector<std::string> files;  // check: goldens
@@ -41,6 +43,7 @@ struct GoldenOptions {
 struct GoldenCommands {
   CLI::App* make = nullptr;
   CLI::App* inspect = nullptr;
+  CLI::App* expand = nullptr;
   CLI::App* run = nullptr;
   CLI::App* check = nullptr;
   CLI::App* compare = nullptr;
@@ -51,6 +54,7 @@ GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options);
 // Each returns the exit code; InputError propagates (exit 2).
 int run_golden_make(const GoldenOptions& options, std::ostream& out);
 int run_golden_inspect(const GoldenOptions& options, std::ostream& out);
+int run_golden_expand(const GoldenOptions& options, std::ostream& out);
 int run_golden_run(const GoldenOptions& options, std::ostream& out);
 int run_golden_check(const GoldenOptions& options, std::ostream& out);
 int run_compare(const GoldenOptions& options, std::ostream& out);

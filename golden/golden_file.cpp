@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/input_error.hpp"
+#include "core/input_generation.hpp"
 #include "core/tp_shard.hpp"
 #include "golden/hdf5_io.hpp"
 
@@ -151,7 +152,15 @@ void write_golden(const std::string& path, const Golden& golden) {
     write_integers(input_group, "decode_schedule", schedule, {static_cast<std::int64_t>(schedule.size())});
   }
   H5::Group weight_group = file.createGroup("/weights");
-  write_parameters(weight_group, test_case.weights);
+  if (golden.weights_by_generator) {
+    if (generate_weights(test_case.geometry(), golden.seed) != test_case.weights) {
+      throw std::logic_error("write_golden: weights_by_generator, but the weights are not the generator's");
+    }
+    write_attribute(weight_group, "generator", std::string(kWeightGenerator));
+    write_attribute(weight_group, "seed", static_cast<std::int64_t>(golden.seed));  // the same 64 bits
+  } else {
+    write_parameters(weight_group, test_case.weights);
+  }
 
   H5::Group expected_group = file.createGroup("/expected");
   write_tensor(expected_group, "out", expected.out);
@@ -205,7 +214,24 @@ Golden read_golden(const std::string& path) {
     inputs.decode.prefill = schedule.front();
     inputs.decode.steps.assign(schedule.begin() + 1, schedule.end());
   }
-  test_case.weights = read_parameters(file, "/weights", geometry, full_widths(geometry), path, false);
+  if (!exists(file, "/weights")) fail(path, "/weights", "missing", "the schema requires this group", "");
+  const H5::Group weight_group = file.openGroup("/weights");
+  if (const auto weight_generator = read_string_attribute(weight_group, "generator", path)) {
+    if (*weight_generator != kWeightGenerator) {
+      fail(path, "/weights@generator", *weight_generator, fmt::format("this attncheck knows {}", kWeightGenerator),
+           "store the weights as datasets (attncheck golden expand)");
+    }
+    const auto weight_seed = read_integer_attribute(weight_group, "seed", path);
+    if (!weight_seed) fail(path, "/weights@seed", "absent", "a generated-weights file must name its seed", "");
+    try {
+      test_case.weights = generate_weights(geometry, static_cast<std::uint64_t>(*weight_seed));
+    } catch (const InputError& error) {
+      throw InputError(fmt::format("golden file '{}': {}", path, error.context()), error.violations());
+    }
+    golden.weights_by_generator = true;
+  } else {
+    test_case.weights = read_parameters(file, "/weights", geometry, full_widths(geometry), path, false);
+  }
   try {
     validate_case(test_case);
   } catch (const InputError& error) {

@@ -15,11 +15,18 @@ namespace attncheck::golden {
 
 inline constexpr std::int64_t kSchemaVersion = 1;
 
+// The weight generator a golden may name instead of storing its weights (SCHEMA.md, "Weight generator
+// v1"; core/input_generation.cpp; golden/adapters/attncheck_generator.py).
+inline constexpr const char* kWeightGenerator = "attncheck-splitmix64-v1";
+
 struct Golden {
   Case test_case;
   Result expected;  // out, gradients (x and every weight), decode_out, rank_gradients when tp_size > 1
   std::uint64_t seed = 0;
   std::string generator;  // what wrote the file, e.g. "attncheck 0.1.0"
+  // Write /weights as (kWeightGenerator, seed) instead of datasets. Valid only when the weights are
+  // exactly generate_weights(geometry, seed) (write_golden checks). Set by read_golden from the file.
+  bool weights_by_generator = false;
 };
 
 // Writes /geometry, /inputs, /weights and /expected. expected must hold gradients; decode_out when the

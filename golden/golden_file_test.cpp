@@ -94,6 +94,37 @@ TEST(GoldenFile, RoundTripKeepsEveryValue) {
   EXPECT_EQ(read.generator, "attncheck test");
 }
 
+TEST(GoldenFile, GeneratedWeightsAreNamedNotStoredAndComeBackExactly) {
+  Golden golden = make_golden(kSpec, 2, 12);
+  golden.weights_by_generator = true;
+  const std::string path = written("generated", golden);
+  {
+    const H5::H5File file = open_for_reading(path);
+    EXPECT_FALSE(exists(file, "/weights/q_proj"));
+  }
+  const Golden read = read_golden(path);
+  EXPECT_TRUE(read.weights_by_generator);
+  EXPECT_EQ(read.test_case.weights, golden.test_case.weights);
+  EXPECT_LT(std::filesystem::file_size(path), std::filesystem::file_size(written("stored", make_golden(kSpec, 2, 12))));
+  // Weights that are not the generator's cannot be written as generated.
+  Golden edited_weights = golden;
+  edited_weights.test_case.weights.q_proj.values[0] += 1.0;
+  EXPECT_THROW(write_golden(temp_path("not_generated"), edited_weights), std::logic_error);
+}
+
+TEST(GoldenFile, UnknownWeightGeneratorIsRefused) {
+  Golden golden = make_golden(kSpec, 1, 13);
+  golden.weights_by_generator = true;
+  const std::string path = written("unknown_generator", golden);
+  {
+    H5::H5File file(path, H5F_ACC_RDWR);
+    H5::Group group = file.openGroup("/weights");
+    group.removeAttr("generator");
+    write_attribute(group, "generator", std::string("numpy-default-rng"));
+  }
+  expect_input_error_naming(path, "/weights@generator");
+}
+
 TEST(GoldenFile, OmittedHeadDimStaysOmitted) {
   GeometrySpec spec = {.hidden_size = 16, .num_heads = 4, .rotary_pct = 0.5};
   const Golden golden = make_golden(spec, 1, 8);

@@ -1,0 +1,51 @@
+// Prints generate_weights() for a few geometries as JSON, for golden/adapters/attncheck_generator.py
+// --check (ctest golden.python_generator): the Python rebuild of SCHEMA.md's weight generator must give
+// the same values as the C++ one, value for value.
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
+#include "core/input_generation.hpp"
+
+int main() {
+  using namespace attncheck;
+  const struct {
+    GeometrySpec spec;
+    std::uint64_t seed;
+  } cases[] = {
+      {{.hidden_size = 12,
+        .num_heads = 4,
+        .num_kv_heads = 2,
+        .head_dim = 6,
+        .qk_norm = QkNorm::rms,
+        .qkv_bias = true,
+        .out_bias = true},
+       1},
+      {{.hidden_size = 10, .num_heads = 3, .num_kv_heads = 1, .head_dim = 8, .qk_norm = QkNorm::rms_one_plus},
+       0xDEADBEEFCAFEULL},
+      {{.hidden_size = 1, .num_heads = 64, .head_dim = 2}, 9},
+      // One value per head block and 64 heads: equal blocks are certain, so the redraw rule is exercised.
+      {{.hidden_size = 1, .num_heads = 64, .head_dim = 1, .rotary_dim = 0}, 5},
+      {{.hidden_size = 64, .num_heads = 2, .head_dim = 16}, 42},
+  };
+  nlohmann::json dump = {{"generator", "attncheck-splitmix64-v1"}, {"cases", nlohmann::json::array()}};
+  for (const auto& c : cases) {
+    const Geometry g = resolve_geometry(c.spec);
+    nlohmann::json weights = nlohmann::json::object();
+    const Parameters generated = generate_weights(g, c.seed);
+    for_each_parameter(generated,
+                       [&](std::string_view name, const Tensor& t) { weights[std::string(name)] = t.values; });
+    dump["cases"].push_back({{"seed", c.seed},
+                             {"geometry",
+                              {{"hidden_size", g.hidden_size()},
+                               {"num_attention_heads", g.num_heads()},
+                               {"num_key_value_heads", g.num_kv_heads()},
+                               {"head_dim", g.head_dim()},
+                               {"qk_norm", std::string(to_string(g.qk_norm()))},
+                               {"qkv_bias", g.qkv_bias()},
+                               {"out_bias", g.out_bias()}}},
+                             {"weights", weights}});
+  }
+  std::cout << dump.dump() << '\n';
+  return 0;
+}

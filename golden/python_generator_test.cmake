@@ -1,0 +1,11 @@
+# Runs generator_dump (C++), then attncheck_generator.py --check on its output; fails unless both agree.
+execute_process(COMMAND ${DUMP} OUTPUT_FILE ${OUT} RESULT_VARIABLE dump_exit)
+if(NOT dump_exit EQUAL 0)
+  message(FATAL_ERROR "generator_dump exited ${dump_exit}")
+endif()
+execute_process(COMMAND ${PYTHON} ${SCRIPT} --check ${OUT} RESULT_VARIABLE check_exit OUTPUT_VARIABLE output
+                ERROR_VARIABLE errors)
+message("${output}${errors}")
+if(NOT check_exit EQUAL 0)
+  message(FATAL_ERROR "attncheck_generator.py --check exited ${check_exit}")
+endif()
