@@ -130,7 +130,7 @@ Parameters read_parameters(const H5::H5File& file, const std::string& group_path
 
 }  // namespace
 
-void write_golden(const std::string& path, const Golden& golden) {
+static void write_golden_unchecked(const std::string& path, const Golden& golden) {
   const Case& test_case = golden.test_case;
   const Result& expected = golden.expected;
   if (!expected.gradients) throw std::logic_error("write_golden: the expected result needs gradients");
@@ -181,7 +181,7 @@ void write_golden(const std::string& path, const Golden& golden) {
   }
 }
 
-Golden read_golden(const std::string& path) {
+static Golden read_golden_unchecked(const std::string& path) {
   const H5::H5File file = open_for_reading(path);
   Golden golden{.test_case = Case{.plan = read_plan(file, path), .inputs = {}, .weights = {}}, .expected = {}};
   const auto version = read_integer_attribute(file, "schema_version", path);
@@ -258,7 +258,7 @@ Golden read_golden(const std::string& path) {
   return golden;
 }
 
-void write_candidate(const std::string& path, const Result& result, Precision precision) {
+static void write_candidate_unchecked(const std::string& path, const Result& result, Precision precision) {
   H5::H5File file = create_for_writing(path);
   write_attribute(file, "schema_version", kSchemaVersion);
   write_attribute(file, "generator", result.implementation);
@@ -276,7 +276,7 @@ void write_candidate(const std::string& path, const Result& result, Precision pr
   }
 }
 
-Candidate read_candidate(const std::string& path, const NamedTensors& expected_names) {
+static Candidate read_candidate_unchecked(const std::string& path, const NamedTensors& expected_names) {
   const H5::H5File file = open_for_reading(path);
   if (!exists(file, "/result")) {
     fail(path, "/result", "missing", "a candidate file keeps its tensors under /result", "see golden/SCHEMA.md");
@@ -296,6 +296,35 @@ Candidate read_candidate(const std::string& path, const NamedTensors& expected_n
     }
   }
   return candidate;
+}
+
+// HDF5's C++ exceptions do not derive from std::exception: any that the checked reads above did not
+// already turn into a named InputError (a damaged file can fail anywhere) is turned into one here, so
+// no HDF5 failure escapes as a crash.
+template <class Function>
+auto translating_hdf5_errors(const std::string& path, const char* action, Function&& function) {
+  try {
+    return function();
+  } catch (const H5::Exception& exception) {
+    fail(path, "file", action, "the HDF5 library reported an error (damaged file, or no space to write?)",
+         exception.getDetailMsg());
+  }
+}
+
+void write_golden(const std::string& path, const Golden& golden) {
+  translating_hdf5_errors(path, "write failed", [&] { write_golden_unchecked(path, golden); });
+}
+
+Golden read_golden(const std::string& path) {
+  return translating_hdf5_errors(path, "read failed", [&] { return read_golden_unchecked(path); });
+}
+
+void write_candidate(const std::string& path, const Result& result, Precision precision) {
+  translating_hdf5_errors(path, "write failed", [&] { write_candidate_unchecked(path, result, precision); });
+}
+
+Candidate read_candidate(const std::string& path, const NamedTensors& expected_names) {
+  return translating_hdf5_errors(path, "read failed", [&] { return read_candidate_unchecked(path, expected_names); });
 }
 
 }  // namespace attncheck::golden

@@ -158,6 +158,27 @@ TEST(GoldenFile, NotAFileNotHdf5AndTruncated) {
   std::filesystem::copy_file(whole, truncated, std::filesystem::copy_options::overwrite_existing);
   std::filesystem::resize_file(truncated, std::filesystem::file_size(whole) / 2);
   EXPECT_THROW(read_golden(truncated), InputError);
+  // Cut anywhere: always an InputError, never a crash or a silently partial golden.
+  for (int percent = 1; percent < 100; percent += 7) {
+    std::filesystem::copy_file(whole, truncated, std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::resize_file(truncated, std::filesystem::file_size(whole) * percent / 100);
+    EXPECT_THROW(read_golden(truncated), InputError) << percent << "%";
+  }
+  // And a flipped byte every 997 bytes of the data: an InputError or (if only values changed) a golden.
+  std::filesystem::copy_file(whole, truncated, std::filesystem::copy_options::overwrite_existing);
+  {
+    std::fstream bytes(truncated, std::ios::in | std::ios::out | std::ios::binary);
+    for (std::uintmax_t offset = 3000; offset < std::filesystem::file_size(whole); offset += 997) {
+      bytes.seekg(static_cast<std::streamoff>(offset));
+      const char byte = static_cast<char>(bytes.get() ^ 0x5A);
+      bytes.seekp(static_cast<std::streamoff>(offset));
+      bytes.put(byte);
+    }
+  }
+  try {
+    read_golden(truncated);
+  } catch (const InputError&) {
+  }
 }
 
 // Opens a written golden for editing, applies edit, closes it.
@@ -167,6 +188,27 @@ std::string edited(const std::string& name, Edit edit) {
   H5::H5File file(path, H5F_ACC_RDWR);
   edit(file);
   return path;
+}
+
+TEST(GoldenFile, FlippedBitInDataIsAChecksumError) {
+  const std::string path = written("flipped_bit", make_golden(kSpec, 1, 14));
+  haddr_t address = 0;
+  {
+    const H5::H5File file = open_for_reading(path);
+    const H5::DataSet dataset = file.openDataSet("/expected/grads/q_proj");
+    const hsize_t origin[2] = {0, 0};
+    unsigned filter_mask = 0;
+    hsize_t size = 0;
+    ASSERT_GE(H5Dget_chunk_info_by_coord(dataset.getId(), origin, &filter_mask, &address, &size), 0);
+  }
+  {
+    std::fstream bytes(path, std::ios::in | std::ios::out | std::ios::binary);
+    bytes.seekg(static_cast<std::streamoff>(address + 40));
+    const char byte = static_cast<char>(bytes.get() ^ 0x01);
+    bytes.seekp(static_cast<std::streamoff>(address + 40));
+    bytes.put(byte);
+  }
+  expect_input_error_naming(path, "/expected/grads/q_proj");
 }
 
 TEST(GoldenFile, MissingDatasetIsNamed) {

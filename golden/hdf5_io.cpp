@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -112,10 +113,21 @@ bool exists(const H5::H5Location& location, const std::string& name) {
   return true;
 }
 
+// Every dataset is one chunk with a Fletcher-32 checksum, so a flipped bit in the data is a read error
+// (an InputError), never a silently different value.
+H5::DSetCreatPropList checksummed(const std::vector<hsize_t>& dims) {
+  H5::DSetCreatPropList properties;
+  if (!dims.empty() && std::all_of(dims.begin(), dims.end(), [](hsize_t d) { return d > 0; })) {
+    properties.setChunk(static_cast<int>(dims.size()), dims.data());
+    properties.setFletcher32();
+  }
+  return properties;
+}
+
 void write_tensor(H5::Group& group, const std::string& name, const Tensor& tensor) {
   const std::vector<hsize_t> dims(tensor.shape.begin(), tensor.shape.end());
   const H5::DataSpace space(static_cast<int>(dims.size()), dims.data());
-  H5::DataSet dataset = group.createDataSet(name, H5::PredType::IEEE_F64LE, space);
+  H5::DataSet dataset = group.createDataSet(name, H5::PredType::IEEE_F64LE, space, checksummed(dims));
   dataset.write(tensor.data(), H5::PredType::NATIVE_DOUBLE);
 }
 
@@ -123,7 +135,7 @@ void write_integers(H5::Group& group, const std::string& name, const std::vector
                     const Shape& shape) {
   const std::vector<hsize_t> dims(shape.begin(), shape.end());
   const H5::DataSpace space(static_cast<int>(dims.size()), dims.data());
-  H5::DataSet dataset = group.createDataSet(name, H5::PredType::STD_I64LE, space);
+  H5::DataSet dataset = group.createDataSet(name, H5::PredType::STD_I64LE, space, checksummed(dims));
   dataset.write(values.data(), H5::PredType::NATIVE_INT64);
 }
 
@@ -135,7 +147,7 @@ Tensor read_tensor(const H5::H5File& file, const std::string& path, const std::s
   try {
     dataset.read(tensor.data(), H5::PredType::NATIVE_DOUBLE);
   } catch (const H5::Exception& exception) {
-    fail(file_name, path, "unreadable", "the data must be readable (truncated file?)", exception.getDetailMsg());
+    fail(file_name, path, "unreadable", "the data must be readable (truncated, or corrupt: a checksum mismatch)", exception.getDetailMsg());
   }
   if (!allow_non_finite) {
     for (std::size_t i = 0; i < tensor.values.size(); ++i) {
@@ -159,7 +171,7 @@ std::vector<std::int64_t> read_integers(const H5::H5File& file, const std::strin
   try {
     dataset.read(values.data(), H5::PredType::NATIVE_INT64);
   } catch (const H5::Exception& exception) {
-    fail(file_name, path, "unreadable", "the data must be readable (truncated file?)", exception.getDetailMsg());
+    fail(file_name, path, "unreadable", "the data must be readable (truncated, or corrupt: a checksum mismatch)", exception.getDetailMsg());
   }
   return values;
 }
