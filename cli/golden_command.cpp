@@ -55,7 +55,7 @@ std::string describe(const Geometry& g) {
 
 // The expected tensors an implementation is held to: per-rank gradients only for sharded ones.
 NamedTensors expected_for(const golden::Golden& golden, const std::string& implementation) {
-  NamedTensors expected = named_tensors(golden.expected);
+  NamedTensors expected = golden::expected_tensors(golden);
   if (!produces_rank_gradients(implementation)) {
     std::erase_if(expected, [](const auto& entry) { return entry.first.starts_with("ranks/"); });
   }
@@ -82,6 +82,8 @@ GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
       ->check(CLI::IsMember({"uniform", "heavy-tailed", "outliers"}))
       ->capture_default_str();
   commands.make->add_flag("--pad-keys", options.pad_keys, "random key lengths for batch rows >= 1");
+  commands.make->add_flag("--sketch-gradients", options.sketch_gradients,
+                          "store q/k/v/o_proj gradients as per-line sketches (SCHEMA.md) instead of in full");
   commands.make
       ->add_option("--weights", options.weights,
                    "store the weights, or name the generator and seed (SCHEMA.md) instead")
@@ -128,7 +130,8 @@ int run_golden_make(const GoldenOptions& options, std::ostream& out) {
                                         .expected = std::move(expected),
                                         .seed = options.seed,
                                         .generator = "attncheck " ATTNCHECK_VERSION,
-                                        .weights_by_generator = options.weights == "generated"});
+                                        .weights_by_generator = options.weights == "generated",
+                                        .gradients_sketched = options.sketch_gradients});
   out << fmt::format("wrote {} ({} bytes): {}, tp {}, batch {}, seq {}\n", options.output,
                      std::filesystem::file_size(options.output), source.title, options.tp_size, options.batch,
                      options.seq);
@@ -142,6 +145,7 @@ int run_golden_inspect(const GoldenOptions& options, std::ostream& out) {
   out << fmt::format("{}: schema v{}, written by {}, seed {}, weights {}\n", options.golden_file,
                      golden::kSchemaVersion, golden.generator, golden.seed,
                      golden.weights_by_generator ? fmt::format("named ({})", golden::kWeightGenerator) : "stored");
+  if (golden.gradients_sketched) out << "projection gradients: sketched (attncheck-sketch-v1)\n";
   out << "geometry: " << describe(test_case.geometry()) << '\n';
   out << fmt::format("tp_size {}, batch {}, seq {}, key_lengths [{}], positions from {}", test_case.plan.tp_size,
                      inputs.batch, inputs.seq, fmt::join(inputs.key_lengths, ", "), inputs.positions.front());
@@ -153,7 +157,7 @@ int run_golden_inspect(const GoldenOptions& options, std::ostream& out) {
     out << fmt::format("  {:<8} {}\n", name, to_string(tensor.shape));
   });
   out << "expected:\n";
-  for (const auto& [name, tensor] : named_tensors(golden.expected)) {
+  for (const auto& [name, tensor] : golden::expected_tensors(golden)) {
     out << fmt::format("  {:<28} {}\n", name, to_string(tensor.shape));
   }
   return kExitOk;
@@ -211,7 +215,7 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out) {
 
 int run_compare(const GoldenOptions& options, std::ostream& out) {
   const golden::Golden golden = golden::read_golden(options.golden_file);
-  NamedTensors expected = named_tensors(golden.expected);
+  NamedTensors expected = golden::expected_tensors(golden);
   const golden::Candidate candidate = golden::read_candidate(options.candidate, expected);
   // A candidate with no per-rank gradients at all comes from an unsharded implementation: it is held
   // to everything else. One that has some must have all of them.

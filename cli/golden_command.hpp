@@ -31,6 +31,7 @@ struct GoldenOptions {
   std::string activations = "uniform";
   bool pad_keys = false;
   std::string weights = "stored";  // or "generated": /weights names the generator and seed
+  bool sketch_gradients = false;   // projection gradients as sketches
   std::string output;
   // inspect, run, check, compare
   std::vector<std::string> files;  // check: goldens

@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "core/input_error.hpp"
+#include "core/sketch.hpp"
 
 namespace attncheck {
 
@@ -41,10 +43,17 @@ Shape unravel(std::int64_t flat, const Shape& shape) {
 // projection rows/columns, the rank for per-rank gradients.
 struct Locator {
   const Case& test_case;
-  std::string base;  // name without "ranks/<r>/"
+  std::string base;  // name without "ranks/<r>/" and "#sketch"
   int rank = -1;
+  bool sketched = false;  // a sketch's row is a line along the head axis, for o_proj too
 
-  Locator(const Case& c, const std::string& name) : test_case(c), base(name) {
+  Locator(const Case& c, const std::string& full_name) : test_case(c), base(full_name) {
+    std::string name = full_name;
+    if (name.ends_with(kSketchSuffix)) {
+      sketched = true;
+      name.resize(name.size() - kSketchSuffix.size());
+      base = name;
+    }
     if (name.starts_with("ranks/")) {
       const std::size_t slash = name.find('/', 6);
       rank = std::stoi(name.substr(6, slash - 6));
@@ -66,7 +75,7 @@ struct Locator {
     } else if (base == "grads/q_proj" || base == "grads/q_bias") {
       axes[2].insert(first_q + index[0] / head_dim);
     } else if (base == "grads/o_proj") {
-      axes[2].insert(first_q + index[1] / head_dim);
+      axes[2].insert(first_q + (sketched ? index[0] : index[1]) / head_dim);
     } else if (base == "grads/k_proj" || base == "grads/v_proj" || base == "grads/k_bias" || base == "grads/v_bias") {
       axes[3].insert(first_kv + index[0] / head_dim);
     }
@@ -190,9 +199,19 @@ CompareReport compare(const Case& test_case, const NamedTensors& expected, const
   }
   CompareReport report{.precision = precision};
   for (const auto& [name, tensor] : expected) {
-    const auto found = actual.find(name);
-    report.tensors.push_back(
-        compare_tensor(test_case, name, tensor, found == actual.end() ? nullptr : &found->second, precision));
+    auto found = actual.find(name);
+    // An expected sketch is compared with the sketch of the candidate's full gradient.
+    std::optional<Tensor> sketched;
+    if (found == actual.end() && name.ends_with(kSketchSuffix)) {
+      const std::string base = name.substr(0, name.size() - kSketchSuffix.size());
+      if (const auto full = actual.find(base); full != actual.end()) {
+        sketched = full->second.shape.size() == 2 && sketch_shape(base, full->second.shape) == tensor.shape
+                       ? sketch(base, full->second)
+                       : full->second;  // reported as the wrong shape
+      }
+    }
+    const Tensor* candidate = sketched ? &*sketched : (found == actual.end() ? nullptr : &found->second);
+    report.tensors.push_back(compare_tensor(test_case, name, tensor, candidate, precision));
   }
   return report;
 }

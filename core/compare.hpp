@@ -1,7 +1,8 @@
 // Comparing an implementation's tensors with the reference's, with localisation (DESIGN §2, §3).
 //
 // Tensors are named as in golden files: "out", "grads/x", "grads/<weight>", "decode/out",
-// "ranks/<r>/grads/<weight>". For every expected tensor the report gives the largest error, that error
+// "ranks/<r>/grads/<weight>". An expected "<name>#sketch" (core/sketch.hpp) is compared with the
+// sketch of the actual "<name>". For every expected tensor the report gives the largest error, that error
 // in units of the candidate precision's epsilon times the tensor's scale (max |expected|), the worst
 // coordinate, and which batch rows, positions, query heads, KV heads and ranks hold an element beyond
 // tolerance. A missing tensor, a wrong shape, or NaN/Inf where the expected value is finite is a named

@@ -7,54 +7,13 @@
 #include <vector>
 
 #include "core/input_error.hpp"
+#include "core/splitmix_stream.hpp"
 
 namespace attncheck {
 
 namespace {
 
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-// FNV-1a of the tensor name: keys each tensor's stream so adding a tensor never shifts another's values.
-std::uint64_t name_hash(std::string_view name) {
-  std::uint64_t hash = 0xCBF29CE484222325ULL;
-  for (char c : name) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001B3ULL;
-  return hash;
-}
-
-class Stream {
- public:
-  Stream(std::uint64_t seed, std::string_view name, std::uint64_t draw = 0)
-      : state_(seed ^ name_hash(name) ^ (draw * 0xD1B54A32D192ED03ULL)) {
-    splitmix64(state_);
-  }
-  // Uniform integer in [-amplitude, amplitude], by rejection (no modulo bias).
-  std::int64_t symmetric_integer(std::int64_t amplitude) {
-    const std::uint64_t range = static_cast<std::uint64_t>(2 * amplitude + 1);
-    const std::uint64_t limit = UINT64_MAX - UINT64_MAX % range;
-    std::uint64_t value = 0;
-    do value = splitmix64(state_);
-    while (value >= limit);
-    return static_cast<std::int64_t>(value % range) - amplitude;
-  }
-  // Uniform integer in [0, bound).
-  std::int64_t uniform_below(std::int64_t bound) {
-    const std::uint64_t range = static_cast<std::uint64_t>(bound);
-    const std::uint64_t limit = UINT64_MAX - UINT64_MAX % range;
-    std::uint64_t value = 0;
-    do value = splitmix64(state_);
-    while (value >= limit);
-    return static_cast<std::int64_t>(value % range);
-  }
-  bool coin() { return (splitmix64(state_) >> 63) != 0; }
-
- private:
-  std::uint64_t state_;
-};
+using Stream = SplitMixStream;
 
 // Per-head integer amplitudes: different per-head scales, all within 8 significant bits.
 constexpr std::int64_t kHeadAmplitudes[] = {112, 64, 88, 48, 127, 72, 56, 100};

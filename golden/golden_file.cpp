@@ -6,6 +6,7 @@
 
 #include "core/input_error.hpp"
 #include "core/input_generation.hpp"
+#include "core/sketch.hpp"
 #include "core/tp_shard.hpp"
 #include "golden/hdf5_io.hpp"
 
@@ -103,16 +104,37 @@ TpPlan read_plan(const H5::H5File& file, const std::string& file_name) {
 
 // ---- parameters ----
 
-void write_parameters(H5::Group& group, const Parameters& parameters) {
-  for_each_parameter(
-      parameters, [&](std::string_view name, const Tensor& tensor) { write_tensor(group, std::string(name), tensor); });
+// Writes every parameter tensor except, when skip_projections, the four projections.
+void write_parameters(H5::Group& group, const Parameters& parameters, bool skip_projections = false) {
+  for_each_parameter(parameters, [&](std::string_view name, const Tensor& tensor) {
+    if (skip_projections && sketchable("grads/" + std::string(name))) return;
+    write_tensor(group, std::string(name), tensor);
+  });
+}
+
+// Creates the groups of an HDF5 path's parents ("/a/b/c" -> /a, /a/b).
+void create_parents(H5::H5File& file, const std::string& path) {
+  for (std::size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+    const std::string parent = path.substr(0, slash);
+    if (!exists(file, parent)) file.createGroup(parent);
+  }
 }
 
 // Reads every parameter the geometry calls for, with the shapes of `widths`, from group_path.
+// With sketches given, the four projections are read as sketches from
+// /expected/sketches/<sketch_prefix><name> into it (as "<prefix><name>#sketch") and left empty here.
 Parameters read_parameters(const H5::H5File& file, const std::string& group_path, const Geometry& geometry,
-                           ParameterWidths widths, const std::string& file_name, bool allow_non_finite) {
+                           ParameterWidths widths, const std::string& file_name, bool allow_non_finite,
+                           const std::string& sketch_prefix = "", NamedTensors* sketches = nullptr) {
   Parameters parameters = zero_parameters(geometry, widths);
   for_each_parameter(parameters, [&](std::string_view name, Tensor& tensor) {
+    const std::string sketch_name = sketch_prefix + std::string(name);
+    if (sketches != nullptr && sketchable(sketch_name)) {
+      (*sketches)[sketch_name + std::string(kSketchSuffix)] =
+          read_tensor(file, "/expected/sketches/" + sketch_name, file_name, sketch_shape(sketch_name, tensor.shape));
+      tensor = Tensor();
+      return;
+    }
     tensor = read_tensor(file, group_path + "/" + std::string(name), file_name, tensor.shape, allow_non_finite);
   });
   // A stored tensor the geometry has no use for means the file and its geometry disagree.
@@ -166,7 +188,19 @@ static void write_golden_unchecked(const std::string& path, const Golden& golden
   write_tensor(expected_group, "out", expected.out);
   H5::Group grads = file.createGroup("/expected/grads");
   write_tensor(grads, "x", expected.gradients->x);
-  write_parameters(grads, expected.gradients->params);
+  const bool sketched = golden.gradients_sketched;
+  write_parameters(grads, expected.gradients->params, sketched);
+  if (sketched) {
+    // From the full gradients when the Result has them, else the sketches a read golden carries.
+    for (const auto& [name, tensor] : expected_tensors(golden)) {
+      if (!name.ends_with(kSketchSuffix)) continue;
+      const std::string base = name.substr(0, name.size() - kSketchSuffix.size());
+      const std::string path_in_file = "/expected/sketches/" + base;
+      create_parents(file, path_in_file);
+      H5::Group parent = file.openGroup(path_in_file.substr(0, path_in_file.rfind('/')));
+      write_tensor(parent, base.substr(base.rfind('/') + 1), tensor);
+    }
+  }
   if (expected.decode_out) {
     H5::Group decode = file.createGroup("/expected/decode");
     write_tensor(decode, "out", *expected.decode_out);
@@ -176,7 +210,7 @@ static void write_golden_unchecked(const std::string& path, const Golden& golden
     for (std::size_t r = 0; r < expected.rank_gradients.size(); ++r) {
       file.createGroup(fmt::format("/expected/ranks/{}", r));
       H5::Group rank_grads = file.createGroup(fmt::format("/expected/ranks/{}/grads", r));
-      write_parameters(rank_grads, expected.rank_gradients[r]);
+      write_parameters(rank_grads, expected.rank_gradients[r], sketched);
     }
   }
 }
@@ -241,9 +275,11 @@ static Golden read_golden_unchecked(const std::string& path) {
   Result& expected = golden.expected;
   expected.implementation = "golden";
   expected.out = read_tensor(file, "/expected/out", path, inputs.x.shape);
-  expected.gradients =
-      Gradients{.x = read_tensor(file, "/expected/grads/x", path, inputs.x.shape),
-                .params = read_parameters(file, "/expected/grads", geometry, full_widths(geometry), path, false)};
+  golden.gradients_sketched = exists(file, "/expected/sketches");
+  NamedTensors* sketches = golden.gradients_sketched ? &golden.sketches : nullptr;
+  expected.gradients = Gradients{.x = read_tensor(file, "/expected/grads/x", path, inputs.x.shape),
+                                 .params = read_parameters(file, "/expected/grads", geometry, full_widths(geometry),
+                                                           path, false, "grads/", sketches)};
   if (!inputs.decode.empty()) {
     expected.decode_out = read_tensor(file, "/expected/decode/out", path,
                                       Shape{inputs.batch, inputs.decode.total(), geometry.hidden_size()});
@@ -252,7 +288,8 @@ static Golden read_golden_unchecked(const std::string& path) {
   if (plan.tp_size > 1) {
     for (int r = 0; r < plan.tp_size; ++r) {
       expected.rank_gradients.push_back(read_parameters(file, fmt::format("/expected/ranks/{}/grads", r), geometry,
-                                                        rank_widths(plan.ranks[r]), path, false));
+                                                        rank_widths(plan.ranks[r]), path, false,
+                                                        fmt::format("ranks/{}/grads/", r), sketches));
     }
   }
   return golden;
@@ -296,6 +333,27 @@ static Candidate read_candidate_unchecked(const std::string& path, const NamedTe
     }
   }
   return candidate;
+}
+
+NamedTensors expected_tensors(const Golden& golden) {
+  NamedTensors tensors = named_tensors(golden.expected);
+  if (!golden.gradients_sketched) return tensors;
+  if (!golden.sketches.empty()) {  // read from a file: the sketched tensors of `expected` are empty
+    for (const auto& [name, tensor] : golden.sketches) {
+      tensors.erase(name.substr(0, name.size() - kSketchSuffix.size()));
+      tensors[name] = tensor;
+    }
+    return tensors;
+  }
+  NamedTensors sketched;  // about to be written: sketch the full gradients
+  for (auto& [name, tensor] : tensors) {
+    if (sketchable(name)) {
+      sketched[name + std::string(kSketchSuffix)] = sketch(name, tensor);
+    } else {
+      sketched[name] = std::move(tensor);
+    }
+  }
+  return sketched;
 }
 
 // HDF5's C++ exceptions do not derive from std::exception: any that the checked reads above did not

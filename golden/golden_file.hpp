@@ -27,7 +27,16 @@ struct Golden {
   // Write /weights as (kWeightGenerator, seed) instead of datasets. Valid only when the weights are
   // exactly generate_weights(geometry, seed) (write_golden checks). Set by read_golden from the file.
   bool weights_by_generator = false;
+  // Store the projection gradients (q/k/v/o_proj, per rank too) as sketches (core/sketch.hpp) under
+  // /expected/sketches instead of in full. On read, `sketches` holds them ("grads/q_proj#sketch", ...)
+  // and the matching tensors of `expected` are left empty.
+  bool gradients_sketched = false;
+  NamedTensors sketches;
 };
+
+// What a golden holds an implementation to: named_tensors(expected), with sketches in place of the
+// sketched gradients.
+NamedTensors expected_tensors(const Golden& golden);
 
 // Writes /geometry, /inputs, /weights and /expected. expected must hold gradients; decode_out when the
 // case has a schedule; rank_gradients (one per rank) when tp_size > 1.

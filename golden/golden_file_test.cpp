@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 
+#include "core/compare.hpp"
 #include "core/input_error.hpp"
 #include "core/input_generation.hpp"
 #include "golden/hdf5_io.hpp"
@@ -110,6 +111,39 @@ TEST(GoldenFile, GeneratedWeightsAreNamedNotStoredAndComeBackExactly) {
   Golden edited_weights = golden;
   edited_weights.test_case.weights.q_proj.values[0] += 1.0;
   EXPECT_THROW(write_golden(temp_path("not_generated"), edited_weights), std::logic_error);
+}
+
+TEST(GoldenFile, SketchedGradientsRoundTripAndStillLocaliseHeads) {
+  Golden golden = make_golden(kSpec, 4, 15);
+  golden.weights_by_generator = true;
+  golden.gradients_sketched = true;
+  const std::string path = written("sketched", golden);
+  const Golden read = read_golden(path);
+  ASSERT_TRUE(read.gradients_sketched);
+  const NamedTensors expected = expected_tensors(read);
+  EXPECT_EQ(expected, expected_tensors(golden));  // the sketches written are the sketches read
+  EXPECT_TRUE(expected.contains("grads/o_proj#sketch"));
+  EXPECT_TRUE(expected.contains("ranks/3/grads/k_proj#sketch"));
+  EXPECT_FALSE(expected.contains("grads/q_proj"));
+  EXPECT_TRUE(expected.contains("grads/q_bias"));  // small gradients stay in full
+  // A correct implementation's full gradients pass against the sketches ...
+  EXPECT_TRUE(
+      compare(read.test_case, expected, named_tensors(reference::run_reference_tp(read.test_case)), Precision::fp64)
+          .passed());
+  // ... and one with query heads 2 and 3 exchanged is caught, on the right heads.
+  Case permuted = read.test_case;
+  auto& q = permuted.weights.q_proj.values;
+  std::swap_ranges(q.begin() + 2 * 6 * 10, q.begin() + 3 * 6 * 10, q.begin() + 3 * 6 * 10);
+  const CompareReport report =
+      compare(read.test_case, expected, named_tensors(reference::run_reference_tp(permuted)), Precision::fp64);
+  EXPECT_FALSE(report.passed());
+  for (const TensorReport& t : report.tensors) {
+    if (t.name == "grads/q_proj#sketch") {
+      EXPECT_EQ(t.query_heads, (std::vector<std::int64_t>{2, 3}));
+    }
+  }
+  EXPECT_LT(std::filesystem::file_size(path),
+            std::filesystem::file_size(written("full_15", make_golden(kSpec, 4, 15))));
 }
 
 TEST(GoldenFile, UnknownWeightGeneratorIsRefused) {

@@ -147,7 +147,8 @@ Tensor read_tensor(const H5::H5File& file, const std::string& path, const std::s
   try {
     dataset.read(tensor.data(), H5::PredType::NATIVE_DOUBLE);
   } catch (const H5::Exception& exception) {
-    fail(file_name, path, "unreadable", "the data must be readable (truncated, or corrupt: a checksum mismatch)", exception.getDetailMsg());
+    fail(file_name, path, "unreadable", "the data must be readable (truncated, or corrupt: a checksum mismatch)",
+         exception.getDetailMsg());
   }
   if (!allow_non_finite) {
     for (std::size_t i = 0; i < tensor.values.size(); ++i) {
@@ -171,7 +172,8 @@ std::vector<std::int64_t> read_integers(const H5::H5File& file, const std::strin
   try {
     dataset.read(values.data(), H5::PredType::NATIVE_INT64);
   } catch (const H5::Exception& exception) {
-    fail(file_name, path, "unreadable", "the data must be readable (truncated, or corrupt: a checksum mismatch)", exception.getDetailMsg());
+    fail(file_name, path, "unreadable", "the data must be readable (truncated, or corrupt: a checksum mismatch)",
+         exception.getDetailMsg());
   }
   return values;
 }
