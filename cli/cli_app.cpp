@@ -7,6 +7,7 @@
 #include "cli/exit_codes.hpp"
 #include "cli/golden_command.hpp"
 #include "cli/plan_command.hpp"
+#include "cli/run_command.hpp"
 #include "core/input_error.hpp"
 
 namespace attncheck::cli {
@@ -22,6 +23,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   CLI::App* plan = add_plan_command(app, plan_options);
   GoldenOptions golden_options;
   const GoldenCommands golden = add_golden_commands(app, golden_options);
+  RunOptions run_options;
+  CLI::App* run = add_run_command(app, run_options);
 
   try {
     app.parse(std::vector<std::string>(args.rbegin(), args.rend()));  // CLI11 takes them reversed
@@ -35,6 +38,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   }
   try {
     if (plan->parsed()) run_plan(plan_options, out);
+    if (run->parsed()) return run_run(run_options, out);
     if (golden.make->parsed()) return run_golden_make(golden_options, out);
     if (golden.inspect->parsed()) return run_golden_inspect(golden_options, out);
     if (golden.expand->parsed()) return run_golden_expand(golden_options, out);

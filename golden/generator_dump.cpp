@@ -1,4 +1,4 @@
-// Prints generate_weights() for a few geometries as JSON, for golden/adapters/attncheck_generator.py
+// Prints generate_weights() for a few geometries, and two sketches, as JSON, for golden/adapters/attncheck_generator.py
 // --check (ctest golden.python_generator): the Python rebuild of SCHEMA.md's weight generator must give
 // the same values as the C++ one, value for value.
 #include <nlohmann/json.hpp>
@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "core/input_generation.hpp"
+#include "core/sketch.hpp"
 
 int main() {
   using namespace attncheck;
@@ -45,6 +46,19 @@ int main() {
                                {"qkv_bias", g.qkv_bias()},
                                {"out_bias", g.out_bias()}}},
                              {"weights", weights}});
+  }
+  // Sketches of two generated matrices standing in for gradients (sums may round differently in
+  // another language: the check allows 1e-12 relative).
+  dump["sketches"] = nlohmann::json::array();
+  const Parameters weights = generate_weights(resolve_geometry(cases[0].spec), cases[0].seed);
+  for (const auto& [name, tensor] :
+       {std::pair{"grads/q_proj", &weights.q_proj}, std::pair{"grads/o_proj", &weights.o_proj}}) {
+    dump["sketches"].push_back({{"name", name},
+                                {"rows", tensor->shape[0]},
+                                {"cols", tensor->shape[1]},
+                                {"along_columns", std::string_view(name) == "grads/o_proj"},
+                                {"values", tensor->values},
+                                {"sketch", sketch(name, *tensor).values}});
   }
   std::cout << dump.dump() << '\n';
   return 0;

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""attncheck's weight generator v1 ("attncheck-splitmix64-v1"), in plain Python (no dependencies).
+"""attncheck's weight generator v1 ("attncheck-splitmix64-v1") and gradient sketch
+("attncheck-sketch-v1"), in plain Python (no dependencies).
 
 Golden files may name their weights by this generator and a seed instead of storing them
 (golden/SCHEMA.md, "Weight generator v1"). This module is that section written as code, so that a
@@ -109,6 +110,20 @@ def generate_weights(geometry, seed):
     return weights
 
 
+def sketch(values, rows, cols, along_columns):
+    """attncheck-sketch-v1 of a [rows, cols] row-major gradient: per line along the head axis (rows, or
+    columns for o_proj) [2-norm, dot products with 3 vectors of +-1]."""
+    lines, length = (cols, rows) if along_columns else (rows, cols)
+    stream = Stream(0, "attncheck-sketch-v1")
+    signs = [[-1.0 if stream.next() >> 63 else 1.0 for _ in range(3)] for _ in range(length)]
+    result = []
+    for line in range(lines):
+        line_values = [values[j * cols + line] if along_columns else values[line * cols + j] for j in range(length)]
+        result.append(math.sqrt(sum(v * v for v in line_values)))
+        result.extend(sum(v * signs[j][p] for j, v in enumerate(line_values)) for p in range(3))
+    return result
+
+
 def check(dump_path):
     with open(dump_path) as f:
         dump = json.load(f)
@@ -125,7 +140,13 @@ def check(dump_path):
             if len(ours[name]) != len(theirs[name]) or bad:
                 print(f"seed {case['seed']} {name}: {len(bad)} values differ (first at {bad[:1]})")
                 failures += 1
-    print(f"{len(dump['cases'])} cases, {failures} failures")
+    for case in dump.get("sketches", []):
+        ours = sketch(case["values"], case["rows"], case["cols"], case["along_columns"])
+        worst = max(abs(a - b) / max(1.0, abs(b)) for a, b in zip(ours, case["sketch"]))
+        if len(ours) != len(case["sketch"]) or worst > 1e-12:
+            print(f"sketch of {case['name']}: differs by {worst}")
+            failures += 1
+    print(f"{len(dump['cases'])} cases, {len(dump.get('sketches', []))} sketches, {failures} failures")
     return 0 if failures == 0 else 1
 
 

@@ -1,0 +1,73 @@
+#include "cli/run_command.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "cli/exit_codes.hpp"
+#include "cli/implementations.hpp"
+#include "core/compare.hpp"
+#include "core/input_error.hpp"
+#include "golden/golden_file.hpp"
+
+namespace attncheck::cli {
+
+CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
+  CLI::App* command =
+      app.add_subcommand("run", "Check every implementation against every golden file; print one summary table");
+  command->add_option("--goldens", options.golden_dir, "folder of golden files (*.h5)")
+      ->default_str(ATTNCHECK_GOLDEN_DIR);
+  command->add_option("--impl", options.implementations, "implementations (default: all)");
+  return command;
+}
+
+int run_run(const RunOptions& options, std::ostream& out) {
+  const std::string directory = options.golden_dir.empty() ? std::string(ATTNCHECK_GOLDEN_DIR) : options.golden_dir;
+  std::error_code error;
+  if (!std::filesystem::is_directory(directory, error)) {
+    ViolationList violations;
+    violations.add("--goldens", directory, "must be a folder of golden files", "golden/data");
+    violations.throw_if_any("invalid option");
+  }
+  std::vector<std::string> goldens;
+  for (const auto& entry : std::filesystem::directory_iterator(directory)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".h5") goldens.push_back(entry.path().string());
+  }
+  std::sort(goldens.begin(), goldens.end());
+  if (goldens.empty()) {
+    ViolationList violations;
+    violations.add("--goldens", directory, "must hold at least one *.h5 golden file", "golden/data");
+    violations.throw_if_any("invalid option");
+  }
+  const std::vector<std::string> implementations =
+      options.implementations.empty() ? implementation_names() : options.implementations;
+
+  out << fmt::format("{:<34} {:<14} {:<6} {:<34} {:>10}\n", "golden", "implementation", "result", "worst tensor",
+                     "ulps");
+  int failures = 0;
+  for (const std::string& path : goldens) {
+    const golden::Golden golden = golden::read_golden(path);
+    for (const std::string& implementation : implementations) {
+      NamedTensors expected = golden::expected_tensors(golden);
+      if (!produces_rank_gradients(implementation)) {
+        std::erase_if(expected, [](const auto& entry) { return entry.first.starts_with("ranks/"); });
+      }
+      const CompareReport report =
+          compare(golden.test_case, expected, named_tensors(run_implementation(implementation, golden.test_case)),
+                  Precision::fp64);
+      const auto worst =
+          std::max_element(report.tensors.begin(), report.tensors.end(),
+                           [](const TensorReport& a, const TensorReport& b) { return a.error_ulps < b.error_ulps; });
+      if (!report.passed()) ++failures;
+      out << fmt::format("{:<34} {:<14} {:<6} {:<34} {:>10.3g}\n", std::filesystem::path(path).filename().string(),
+                         implementation, report.passed() ? "pass" : "FAIL", worst->name, worst->error_ulps);
+    }
+  }
+  const std::size_t runs = goldens.size() * implementations.size();
+  out << fmt::format("{} of {} (golden, implementation) pairs pass; tolerance {} ulps of each tensor's scale\n",
+                     runs - failures, runs, kFp64ToleranceUlps);
+  return failures == 0 ? kExitOk : kExitCheckFailed;
+}
+
+}  // namespace attncheck::cli
