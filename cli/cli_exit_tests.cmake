@@ -73,3 +73,26 @@ set_tests_properties(cli.golden_expand PROPERTIES FIXTURES_REQUIRED golden_gener
 attncheck_cli_case(golden_check_generated_and_expanded 0 "2 of 2 golden files pass with reference-tp" "^$"
                    golden check ${golden_dir}/generated.h5 ${golden_dir}/expanded.h5 --impl reference-tp)
 set_tests_properties(cli.golden_check_generated_and_expanded PROPERTIES FIXTURES_REQUIRED "golden_generated;golden_expanded")
+# Sketched goldens through the command line: a full candidate meets the sketches.
+attncheck_cli_case(golden_make_sketched 0 "wrote" "^$"
+                   golden make ${small_geometry} --weights generated --sketch-gradients -o ${golden_dir}/sketched.h5)
+attncheck_cli_case(golden_run_on_sketched 0 "wrote" "^$"
+                   golden run ${golden_dir}/sketched.h5 --impl reference-tp -o ${golden_dir}/sketched_candidate.h5)
+attncheck_cli_case(compare_sketched 0 "grads/q_proj#sketch +ok.*PASS: 33 tensors" "^$"
+                   compare ${golden_dir}/sketched.h5 ${golden_dir}/sketched_candidate.h5)
+attncheck_cli_case(compare_damaged_candidate 2 "^$" "not HDF5"
+                   compare ${golden_dir}/sketched.h5 ${PROJECT_SOURCE_DIR}/README.md)
+set_tests_properties(cli.golden_make_sketched PROPERTIES FIXTURES_SETUP golden_sketched)
+set_tests_properties(cli.golden_run_on_sketched PROPERTIES FIXTURES_REQUIRED golden_sketched FIXTURES_SETUP golden_sketched_candidate)
+set_tests_properties(cli.compare_sketched PROPERTIES FIXTURES_REQUIRED "golden_sketched;golden_sketched_candidate")
+set_tests_properties(cli.compare_damaged_candidate PROPERTIES FIXTURES_REQUIRED golden_sketched)
+# attncheck run over a folder of small goldens (the committed ones are checked by golden.committed_*).
+set(run_dir ${CMAKE_CURRENT_BINARY_DIR}/golden_run_e2e)
+file(MAKE_DIRECTORY ${run_dir})
+attncheck_cli_case(run_make 0 "wrote" "^$" golden make --preset pythia-410m --batch 1 --seq 3 --weights generated
+                   --sketch-gradients -o ${run_dir}/pythia.h5)
+set_tests_properties(cli.run_make PROPERTIES FIXTURES_SETUP golden_run_dir)
+attncheck_cli_case(run_small_folder 0 "pythia.h5 +reference +pass.*2 of 2 \\(golden, implementation\\) pairs pass" "^$"
+                   run --goldens ${run_dir})
+set_tests_properties(cli.run_small_folder PROPERTIES FIXTURES_REQUIRED golden_run_dir)
+attncheck_cli_case(run_missing_folder 2 "^$" "--goldens = /nonexistent: must be a folder" run --goldens /nonexistent)

@@ -217,11 +217,9 @@ int run_compare(const GoldenOptions& options, std::ostream& out) {
   const golden::Golden golden = golden::read_golden(options.golden_file);
   NamedTensors expected = golden::expected_tensors(golden);
   const golden::Candidate candidate = golden::read_candidate(options.candidate, expected);
-  // A candidate with no per-rank gradients at all comes from an unsharded implementation: it is held
-  // to everything else. One that has some must have all of them.
-  const bool sharded_candidate = std::any_of(candidate.tensors.begin(), candidate.tensors.end(),
-                                             [](const auto& entry) { return entry.first.starts_with("ranks/"); });
-  const bool skip_ranks = !sharded_candidate && golden.test_case.plan.tp_size > 1;
+  // Only a candidate that declares itself unsharded (/result@tp_size = 1) is excused from the per-rank
+  // gradients; leaving them out without saying so is a failure, not a way around the check.
+  const bool skip_ranks = candidate.tp_size == 1 && golden.test_case.plan.tp_size > 1;
   if (skip_ranks) std::erase_if(expected, [](const auto& entry) { return entry.first.starts_with("ranks/"); });
   const CompareReport report = compare(golden.test_case, expected, candidate.tensors, candidate.precision);
   if (options.json) {
@@ -231,7 +229,7 @@ int run_compare(const GoldenOptions& options, std::ostream& out) {
   } else {
     out << fmt::format("== {} vs {}: {}\n", options.golden_file, options.candidate,
                        describe(golden.test_case.geometry()));
-    if (skip_ranks) out << "   (rank gradients not compared: the candidate has none, so it is unsharded)\n";
+    if (skip_ranks) out << "   (rank gradients not compared: the candidate declares tp_size 1)\n";
     out << render_text(report);
   }
   return report.passed() ? kExitOk : kExitCheckFailed;

@@ -73,6 +73,9 @@ TEST(Compare, WrongScaleFailsEverywhere) {
   EXPECT_EQ(out.status, TensorStatus::mismatch);
   EXPECT_EQ(out.positions.size(), 5u);  // position 0 sees one key: its output does not depend on the scale
   EXPECT_GT(out.error_ulps, 1e6);
+  EXPECT_EQ(find(report, "grads/q_proj").status, TensorStatus::mismatch);
+  EXPECT_EQ(find(report, "grads/q_proj").query_heads, (std::vector<std::int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(find(report, "decode/out").status, TensorStatus::mismatch);
 }
 
 TEST(Compare, MissingWrongShapeAndNonFiniteAreNamedFailures) {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "core/input_error.hpp"
@@ -68,16 +70,22 @@ TpPlan read_plan(const H5::H5File& file, const std::string& file_name) {
   spec.num_kv_heads = required_integer(group, "num_key_value_heads", file_name);
   spec.head_dim = read_integer_attribute(group, "head_dim", file_name);
   spec.rotary_dim = required_integer(group, "rotary_dim", file_name);
-  if (auto theta = read_double_attribute(group, "rope_theta", file_name)) spec.rope_theta = *theta;
-  const std::string style = read_string_attribute(group, "rope_style", file_name).value_or("half-split");
+  // Every attribute the schema marks required is required: a default would turn a damaged file into a
+  // different layer, and the mismatch would be blamed on the implementation.
+  auto required = [&](const auto& value, const char* name) {
+    if (!value) fail(file_name, std::string("/geometry@") + name, "absent", "the schema requires this attribute", "");
+    return *value;
+  };
+  spec.rope_theta = required(read_double_attribute(group, "rope_theta", file_name), "rope_theta");
+  const std::string style = required(read_string_attribute(group, "rope_style", file_name), "rope_style");
   const auto rope_style = parse_rope_style(style);
   if (!rope_style) fail(file_name, "/geometry@rope_style", style, "must be half-split or interleaved", "half-split");
   spec.rope_style = *rope_style;
-  const std::string norm = read_string_attribute(group, "qk_norm", file_name).value_or("none");
+  const std::string norm = required(read_string_attribute(group, "qk_norm", file_name), "qk_norm");
   const auto qk_norm = parse_qk_norm(norm);
   if (!qk_norm) fail(file_name, "/geometry@qk_norm", norm, "must be none, rms or rms-one-plus", "none");
   spec.qk_norm = *qk_norm;
-  if (auto eps = read_double_attribute(group, "qk_norm_eps", file_name)) spec.qk_norm_eps = *eps;
+  spec.qk_norm_eps = required(read_double_attribute(group, "qk_norm_eps", file_name), "qk_norm_eps");
   spec.qkv_bias = required_flag(group, "qkv_bias", file_name);
   spec.out_bias = required_flag(group, "out_bias", file_name);
   spec.query_pre_attn_scalar = read_double_attribute(group, "query_pre_attn_scalar", file_name);
@@ -88,6 +96,12 @@ TpPlan read_plan(const H5::H5File& file, const std::string& file_name) {
 
   try {
     const Geometry geometry = resolve_geometry(spec);
+    // Bound what the reader allocates from declared sizes before it allocates anything.
+    const std::int64_t parameters = make_tp_plan(geometry, 1).unsharded_params.total();
+    if (parameters > kMaxDatasetElements) {
+      fail(file_name, "/geometry", fmt::format("{} parameters", parameters),
+           "a golden's layer holds at most 2^28 parameters", "check the head counts and widths");
+    }
     const auto scale = read_double_attribute(group, "scale", file_name);
     if (!scale || *scale != geometry.scale()) {
       fail(file_name, "/geometry@scale", scale ? fmt::format("{}", *scale) : "absent",
@@ -244,7 +258,10 @@ static Golden read_golden_unchecked(const std::string& path) {
   inputs.dout = read_tensor(file, "/inputs/dout", path, inputs.x.shape);
   if (exists(file, "/inputs/decode_schedule")) {
     const std::vector<std::int64_t> schedule = read_integers(file, "/inputs/decode_schedule", path, std::nullopt);
-    if (schedule.empty()) fail(path, "/inputs/decode_schedule", "[]", "shape must be [1 + number of steps]", "");
+    if (schedule.empty() || (schedule.size() == 1 && schedule.front() == 0)) {
+      fail(path, "/inputs/decode_schedule", schedule.empty() ? "[]" : "[0]",
+           "must decode at least one token: [prefill, step, ...]; omit the dataset for no decoding", "");
+    }
     inputs.decode.prefill = schedule.front();
     inputs.decode.steps.assign(schedule.begin() + 1, schedule.end());
   }
@@ -283,6 +300,20 @@ static Golden read_golden_unchecked(const std::string& path) {
   if (!inputs.decode.empty()) {
     expected.decode_out = read_tensor(file, "/expected/decode/out", path,
                                       Shape{inputs.batch, inputs.decode.total(), geometry.hidden_size()});
+    // Decoding reproduces the first rows of the full forward (up to fp64 rounding).
+    const std::int64_t total = inputs.decode.total(), hidden = geometry.hidden_size();
+    double scale = 0.0;
+    for (double value : expected.out.values) scale = std::max(scale, std::fabs(value));
+    for (std::int64_t b = 0; b < inputs.batch; ++b) {
+      for (std::int64_t i = 0; i < total * hidden; ++i) {
+        const double decoded = expected.decode_out->values[b * total * hidden + i];
+        const double full = expected.out.values[b * inputs.seq * hidden + i];
+        if (std::fabs(decoded - full) > kFp64ToleranceUlps * 0x1p-52 * scale) {
+          fail(path, "/expected/decode/out", fmt::format("{} at batch {} flat {}", decoded, b, i),
+               fmt::format("must equal the first rows of /expected/out ({} there)", full), "regenerate the file");
+        }
+      }
+    }
   }
   const TpPlan& plan = test_case.plan;
   if (plan.tp_size > 1) {
@@ -301,6 +332,8 @@ static void write_candidate_unchecked(const std::string& path, const Result& res
   write_attribute(file, "generator", result.implementation);
   H5::Group group = file.createGroup("/result");
   write_attribute(group, "precision", std::string(to_string(precision)));
+  // 1 for an unsharded implementation: the only way a candidate is excused from per-rank gradients.
+  write_attribute(group, "tp_size", std::max<std::int64_t>(1, static_cast<std::int64_t>(result.rank_gradients.size())));
   for (const auto& [name, tensor] : named_tensors(result)) {
     // Create the intermediate groups of "grads/x", "ranks/3/grads/q_proj".
     for (std::size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', slash + 1)) {
@@ -326,7 +359,13 @@ static Candidate read_candidate_unchecked(const std::string& path, const NamedTe
          "fp64");
   }
   candidate.precision = *parsed;
-  for (const auto& [name, expected] : expected_names) {
+  candidate.tp_size = read_integer_attribute(file.openGroup("/result"), "tp_size", path);
+  for (const auto& [expected_name, expected] : expected_names) {
+    // A sketched expectation is met by the candidate's full gradient (compare() sketches it); a
+    // candidate's own "#sketch" datasets are never read.
+    const std::string name = expected_name.ends_with(kSketchSuffix)
+                                 ? expected_name.substr(0, expected_name.size() - kSketchSuffix.size())
+                                 : expected_name;
     const std::string dataset = "/result/" + name;
     if (exists(file, dataset)) {
       candidate.tensors[name] = read_tensor(file, dataset, path, std::nullopt, /*allow_non_finite=*/true);
@@ -366,6 +405,8 @@ auto translating_hdf5_errors(const std::string& path, const char* action, Functi
   } catch (const H5::Exception& exception) {
     fail(path, "file", action, "the HDF5 library reported an error (damaged file, or no space to write?)",
          exception.getDetailMsg());
+  } catch (const std::bad_alloc&) {
+    fail(path, "file", action, "the file describes more data than fits in memory", "check its shapes");
   }
 }
 

@@ -1,9 +1,10 @@
 // Golden files, schema v1 (golden/SCHEMA.md): a Case and the reference's Result in HDF5, readable from
-// any language. This is the full-storage form; files whose weights are named by a generator instead
-// of stored are not written or read yet (see SCHEMA.md, "Not yet implemented").
+// any language. Weights are stored, or named by the documented generator; projection gradients are
+// stored in full, or as sketches.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "core/case.hpp"
@@ -51,7 +52,8 @@ Golden read_golden(const std::string& path);
 // precision it computed in. Writing stores every tensor of the Result.
 struct Candidate {
   Precision precision = Precision::fp64;
-  NamedTensors tensors;  // whatever /result holds among the names `expected` lists
+  std::optional<std::int64_t> tp_size;  // /result@tp_size; 1 excuses a candidate from per-rank gradients
+  NamedTensors tensors;                 // whatever /result holds among the names `expected` lists
 };
 void write_candidate(const std::string& path, const Result& result, Precision precision);
 // Reads /result/<name> for every name in expected_names that the file has. Missing tensors, other

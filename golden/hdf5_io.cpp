@@ -1,6 +1,7 @@
 #include "golden/hdf5_io.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -38,10 +39,24 @@ std::string type_name(const H5::DataType& type) {
   }
 }
 
-Shape extent(const H5::DataSpace& space) {
+// The dataset's shape; InputError when its element count exceeds kMaxDatasetElements (checked without
+// overflow), so a file cannot make the reader allocate what it merely declares.
+Shape extent(const H5::DataSpace& space, const std::string& file_name, const std::string& path) {
   const int rank = space.getSimpleExtentNdims();
   std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
   space.getSimpleExtentDims(dims.data());
+  hsize_t elements = 1;
+  for (hsize_t d : dims) {
+    if (d != 0 && elements > static_cast<hsize_t>(kMaxDatasetElements) / d) {
+      elements = static_cast<hsize_t>(kMaxDatasetElements) + 1;
+      break;
+    }
+    elements *= d;
+  }
+  if (elements > static_cast<hsize_t>(kMaxDatasetElements)) {
+    fail(file_name, path, fmt::format("[{}]", fmt::join(dims, ", ")), "a dataset holds at most 2^28 values",
+         "see golden/SCHEMA.md for the shapes");
+  }
   return Shape(dims.begin(), dims.end());
 }
 
@@ -58,7 +73,15 @@ H5::DataSet open_dataset(const H5::H5File& file, const std::string& path, const 
       fail(file_name, path, type_name(type), fmt::format("must be {}", type_class == H5T_FLOAT ? "float64" : "int64"),
            type_class == H5T_FLOAT ? "write it as float64 (numpy: astype('<f8'))" : "write it as int64");
     }
-    shape = extent(dataset.getSpace());
+    // Plain storage only: a virtual or external-storage dataset would read other files.
+    const H5::DSetCreatPropList properties = dataset.getCreatePlist();
+    const H5D_layout_t layout = properties.getLayout();
+    if ((layout != H5D_CONTIGUOUS && layout != H5D_CHUNKED && layout != H5D_COMPACT) ||
+        properties.getExternalCount() != 0) {
+      fail(file_name, path, "virtual or external storage", "datasets must be stored in the file itself",
+           "rewrite the dataset with h5py or attncheck");
+    }
+    shape = extent(dataset.getSpace(), file_name, path);
     if (expected_shape && shape != *expected_shape) {
       fail(file_name, path, to_string(shape), fmt::format("shape must be {}", to_string(*expected_shape)),
            "see golden/SCHEMA.md for the layout");
@@ -98,7 +121,8 @@ H5::H5File create_for_writing(const std::string& path) {
 }
 
 bool exists(const H5::H5Location& location, const std::string& name) {
-  // H5Lexists needs every intermediate group to exist, so walk the path one component at a time.
+  // H5Lexists needs every intermediate group to exist, so walk the path one component at a time. Only
+  // hard links count: a soft or external link could send the reader to another file, or a FIFO.
   std::string prefix;
   std::size_t start = name.front() == '/' ? 1 : 0;
   if (start == 1) prefix = "/";
@@ -106,6 +130,10 @@ bool exists(const H5::H5Location& location, const std::string& name) {
     const std::size_t end = name.find('/', start);
     prefix += name.substr(start, end == std::string::npos ? std::string::npos : end - start);
     if (H5Lexists(location.getId(), prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    H5L_info_t info;  // HDF5 1.10 API
+    if (H5Lget_info(location.getId(), prefix.c_str(), &info, H5P_DEFAULT) < 0 || info.type != H5L_TYPE_HARD) {
+      return false;
+    }
     if (end == std::string::npos) break;
     prefix += '/';
     start = end + 1;
@@ -205,6 +233,11 @@ std::optional<H5::Attribute> open_attribute(const H5::H5Object& object, const st
     const H5::DataType type = attribute.getDataType();
     if (type.getClass() != type_class) {
       fail(where, name, type_name(type), fmt::format("attribute must be {}", wanted), "see golden/SCHEMA.md");
+    }
+    // One value: reading an array attribute into a scalar would overrun it.
+    if (attribute.getSpace().getSimpleExtentNpoints() != 1) {
+      fail(where, name, fmt::format("{} values", attribute.getSpace().getSimpleExtentNpoints()),
+           fmt::format("attribute must be a single {} (a scalar dataspace)", wanted), "see golden/SCHEMA.md");
     }
     return attribute;
   } catch (const H5::Exception& exception) {
