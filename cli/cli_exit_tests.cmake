@@ -96,3 +96,13 @@ attncheck_cli_case(run_small_folder 0 "pythia.h5 +reference +pass.*2 of 2 \\(gol
                    run --goldens ${run_dir})
 set_tests_properties(cli.run_small_folder PROPERTIES FIXTURES_REQUIRED golden_run_dir)
 attncheck_cli_case(run_missing_folder 2 "^$" "--goldens = /nonexistent: must be a folder" run --goldens /nonexistent)
+# Mutants against a committed golden: each must fail (exit 1) with the report naming where.
+set(qwen_golden ${PROJECT_SOURCE_DIR}/golden/data/qwen3-0.6b_tp2.h5)
+attncheck_cli_case(mutant_swap_query_heads 1 "grads/o_proj#sketch +MISMATCH.*query heads 0,1.*0 of 1 golden files pass" "^$"
+                   golden check ${qwen_golden} --impl mutant-swap-query-heads)
+attncheck_cli_case(mutant_quotient_scale 1 "out +MISMATCH.*positions 1,2,3,4,5.*0 of 1 golden files pass" "^$"
+                   golden check ${qwen_golden} --impl mutant-quotient-scale)
+attncheck_cli_case(mutant_top_left_decode_mask 1 "decode/out +MISMATCH.*positions 4,5 .*out +ok.*0 of 1 golden files pass" "^$"
+                   golden check ${qwen_golden} --impl mutant-top-left-decode-mask)
+attncheck_cli_case(mutant_not_applicable 2 "^$" "needs a geometry whose explicit head_dim differs"
+                   golden check ${PROJECT_SOURCE_DIR}/golden/data/gpt-neox-20b_tp1.h5 --impl mutant-quotient-scale)

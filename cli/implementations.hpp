@@ -1,5 +1,6 @@
-// The implementations `attncheck golden check/run` can run on a case, by name. Today: the fp64
-// references. (LibTorch and CUDA implementations join when their issues land.)
+// The implementations `attncheck golden check/run` can run on a case, by name: the fp64 references, and
+// mutants — deliberately broken variants that show the checks bite. (LibTorch and CUDA
+// implementations join when their issues land.)
 #pragma once
 
 #include <string>
@@ -10,7 +11,8 @@
 
 namespace attncheck::cli {
 
-std::vector<std::string> implementation_names();  // "reference", "reference-tp"
+std::vector<std::string> implementation_names();  // "reference", "reference-tp": what `attncheck run` checks
+std::vector<std::string> mutant_names();          // "mutant-...": must fail against any applicable golden
 
 // Runs `name` on the case (forward, backward, decoding); InputError for an unknown name.
 Result run_implementation(const std::string& name, const Case& test_case);

@@ -40,7 +40,8 @@ ConstMatrixMap KvCache::values(std::int64_t b, std::int64_t kv_head) const {
 }
 
 RowMatrix decode_call(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
-                      const TokenBlock& tokens, std::span<const std::int64_t> key_lengths, KvCache& cache) {
+                      const TokenBlock& tokens, std::span<const std::int64_t> key_lengths, KvCache& cache,
+                      bool top_left_mask) {
   const std::int64_t head_dim = geometry.head_dim();
   const std::int64_t count = tokens.seq;
   const ProjectedTokens projected = project_tokens(geometry, heads, shard, tokens);
@@ -56,7 +57,8 @@ RowMatrix decode_call(const Geometry& geometry, const LocalHeads& heads, const P
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::int64_t b = task / heads.num_kv_heads;
     const std::int64_t g = task % heads.num_kv_heads;
-    const MaskSpec mask = MaskSpec::for_geometry(geometry, count, cache.length(), key_lengths[b]);
+    MaskSpec mask = MaskSpec::for_geometry(geometry, count, cache.length(), key_lengths[b]);
+    if (top_left_mask) mask.key_offset = 0;
     attention_group_forward(projected.q.block(b * count, g * group_width, count, group_width), cache.keys(b, g),
                             cache.values(b, g), mask, score,
                             context.block(b * count, g * group_width, count, group_width), nullptr);

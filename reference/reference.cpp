@@ -71,7 +71,7 @@ class RankShard {
 // KV-cache decoding of inputs.decode on every rank of the plan: [batch, decode.total(), hidden].
 // Ranks run one after another (each with its own cache), adding their partials into the output, so
 // every element is summed in rank order; o_bias is added once at the end.
-Tensor run_decode(const Case& test_case, const TpPlan& plan) {
+Tensor run_decode(const Case& test_case, const TpPlan& plan, bool top_left_mask) {
   const Geometry& geometry = plan.geometry;
   const Inputs& inputs = test_case.inputs;
   const std::int64_t hidden = geometry.hidden_size();
@@ -100,7 +100,8 @@ Tensor run_decode(const Case& test_case, const TpPlan& plan) {
                               .seq = count,
                               .x = ConstMatrixMap(x_new.data(), x_new.rows(), x_new.cols()),
                               .positions = positions};
-      const RowMatrix partial = decode_call(geometry, heads, shard.get(), tokens, inputs.key_lengths, cache);
+      const RowMatrix partial =
+          decode_call(geometry, heads, shard.get(), tokens, inputs.key_lengths, cache, top_left_mask);
       for (std::int64_t b = 0; b < inputs.batch; ++b) {
         out.middleRows(b * total + start, count) += partial.middleRows(b * count, count);
       }
@@ -172,7 +173,8 @@ Result run_sharded(const Case& test_case, const TpPlan& plan, const RunOptions& 
         Gradients{.x = to_tensor(dx, {inputs.batch, inputs.seq, hidden}), .params = std::move(*assembler).finish()};
     if (report_rank_gradients) result.rank_gradients = rank_slices(result.gradients->params, plan);
   }
-  if (options.decode && !inputs.decode.empty()) result.decode_out = run_decode(test_case, plan);
+  if (options.decode && !inputs.decode.empty())
+    result.decode_out = run_decode(test_case, plan, options.top_left_decode_mask);
   check_result_finite(result);
   return result;
 }
