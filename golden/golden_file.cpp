@@ -16,11 +16,6 @@ namespace attncheck::golden {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& file_name, const std::string& field, const std::string& value,
-                       const std::string& rule, const std::string& suggestion) {
-  throw InputError(fmt::format("golden file '{}'", file_name), {{field, value, rule, suggestion}});
-}
-
 // ---- geometry ----
 
 void write_geometry(H5::H5File& file, const Geometry& geometry, std::int64_t tp_size) {
@@ -374,7 +369,9 @@ static Candidate read_candidate_unchecked(const std::string& path, const NamedTe
   return candidate;
 }
 
-NamedTensors expected_tensors(const Golden& golden) {
+namespace {
+
+NamedTensors all_expected_tensors(const Golden& golden) {
   NamedTensors tensors = named_tensors(golden.expected);
   if (!golden.gradients_sketched) return tensors;
   if (!golden.sketches.empty()) {  // read from a file: the sketched tensors of `expected` are empty
@@ -393,6 +390,16 @@ NamedTensors expected_tensors(const Golden& golden) {
     }
   }
   return sketched;
+}
+
+}  // namespace
+
+NamedTensors expected_tensors(const Golden& golden, bool include_rank_gradients) {
+  NamedTensors tensors = all_expected_tensors(golden);
+  if (!include_rank_gradients) {
+    std::erase_if(tensors, [](const auto& entry) { return entry.first.starts_with("ranks/"); });
+  }
+  return tensors;
 }
 
 // HDF5's C++ exceptions do not derive from std::exception: any that the checked reads above did not

@@ -36,8 +36,9 @@ struct Golden {
 };
 
 // What a golden holds an implementation to: named_tensors(expected), with sketches in place of the
-// sketched gradients.
-NamedTensors expected_tensors(const Golden& golden);
+// sketched gradients; without the per-rank gradients ("ranks/...") unless include_rank_gradients
+// (an unsharded implementation has none).
+NamedTensors expected_tensors(const Golden& golden, bool include_rank_gradients = true);
 
 // Writes /geometry, /inputs, /weights and /expected. expected must hold gradients; decode_out when the
 // case has a schedule; rank_gradients (one per rank) when tp_size > 1.

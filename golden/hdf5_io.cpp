@@ -11,12 +11,12 @@
 
 namespace attncheck::golden {
 
-namespace {
-
-[[noreturn]] void fail(const std::string& file_name, const std::string& field, const std::string& value,
-                       const std::string& rule, const std::string& suggestion) {
+void fail(const std::string& file_name, const std::string& field, const std::string& value, const std::string& rule,
+          const std::string& suggestion) {
   throw InputError(fmt::format("golden file '{}'", file_name), {{field, value, rule, suggestion}});
 }
+
+namespace {
 
 void silence_hdf5_once() {
   static const bool silenced = [] {

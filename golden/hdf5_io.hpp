@@ -17,6 +17,10 @@ namespace attncheck::golden {
 // The most values one dataset may hold (2 GiB as float64): larger declared shapes are bad input.
 inline constexpr std::int64_t kMaxDatasetElements = std::int64_t{1} << 28;
 
+// Throws the InputError of a golden file: context "golden file '<file_name>'", one violation.
+[[noreturn]] void fail(const std::string& file_name, const std::string& field, const std::string& value,
+                       const std::string& rule, const std::string& suggestion);
+
 // Opens an existing file read-only; InputError when it is missing, not HDF5, or damaged.
 H5::H5File open_for_reading(const std::string& path);
 // Creates (or truncates) a file; InputError when it cannot be written.
