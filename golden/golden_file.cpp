@@ -106,8 +106,8 @@ TpPlan read_plan(const H5::H5File& file, const std::string& file_name) {
     }
     return make_tp_plan(geometry, tp_size);
   } catch (const InputError& error) {
-    if (error.context().starts_with("golden file")) throw;
-    throw InputError(fmt::format("golden file '{}': {}", file_name, error.context()), error.violations());
+    if (error.context().starts_with("HDF5 file")) throw;
+    throw InputError(fmt::format("HDF5 file '{}': {}", file_name, error.context()), error.violations());
   }
 }
 
@@ -272,7 +272,7 @@ static Golden read_golden_unchecked(const std::string& path) {
     try {
       test_case.weights = generate_weights(geometry, static_cast<std::uint64_t>(*weight_seed));
     } catch (const InputError& error) {
-      throw InputError(fmt::format("golden file '{}': {}", path, error.context()), error.violations());
+      throw InputError(fmt::format("HDF5 file '{}': {}", path, error.context()), error.violations());
     }
     golden.weights_by_generator = true;
   } else {
@@ -281,7 +281,7 @@ static Golden read_golden_unchecked(const std::string& path) {
   try {
     validate_case(test_case);
   } catch (const InputError& error) {
-    throw InputError(fmt::format("golden file '{}': {}", path, error.context()), error.violations());
+    throw InputError(fmt::format("HDF5 file '{}': {}", path, error.context()), error.violations());
   }
 
   Result& expected = golden.expected;

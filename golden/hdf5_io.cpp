@@ -13,7 +13,7 @@ namespace attncheck::golden {
 
 void fail(const std::string& file_name, const std::string& field, const std::string& value, const std::string& rule,
           const std::string& suggestion) {
-  throw InputError(fmt::format("golden file '{}'", file_name), {{field, value, rule, suggestion}});
+  throw InputError(fmt::format("HDF5 file '{}'", file_name), {{field, value, rule, suggestion}});
 }
 
 namespace {

@@ -9,3 +9,7 @@ message("${output}${errors}")
 if(NOT check_exit EQUAL 0)
   message(FATAL_ERROR "attncheck_generator.py --check exited ${check_exit}")
 endif()
+# numpy is a CI dependency (ci/setup), so the vectorised generator must have been checked too.
+if(NOT output MATCHES "plain Python and numpy")
+  message(FATAL_ERROR "the numpy generator was not checked (is numpy installed for ${PYTHON}?)")
+endif()

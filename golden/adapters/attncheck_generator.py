@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """attncheck's weight generator v1 ("attncheck-splitmix64-v1") and gradient sketch
-("attncheck-sketch-v1"), in plain Python (no dependencies).
+("attncheck-sketch-v1"), in plain Python (no dependencies), and vectorised with numpy for big layers.
 
 Golden files may name their weights by this generator and a seed instead of storing them
 (golden/SCHEMA.md, "Weight generator v1"). This module is that section written as code, so that a
@@ -110,6 +110,88 @@ def generate_weights(geometry, seed):
     return weights
 
 
+# The same generator vectorised with numpy, for readers that need real layers (Qwen3-32B attention has
+# ~10^8 weights: minutes in plain Python, seconds here). SplitMix64's state after k steps is
+# state + k * gamma, so every output of a stream is computed at once; a rejected draw (probability
+# about 2^-56 per value) drops out of the filtered array, exactly as the loop above skips it.
+GAMMA = 0x9E3779B97F4A7C15
+
+
+def _stream_outputs(np, seed, name, draw, first, count):
+    """Outputs first … first + count − 1 of a stream (output 1 is the discarded one)."""
+    start = (seed ^ fnv1a64(name) ^ ((draw * 0xD1B54A32D192ED03) & MASK)) & MASK
+    z = np.arange(first, first + count, dtype=np.uint64) * np.uint64(GAMMA) + np.uint64(start)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _symmetric_integers(np, seed, name, draw, amplitude, count):
+    size = 2 * amplitude + 1
+    limit = np.uint64(MASK - MASK % size)
+    accepted = np.empty(0, dtype=np.uint64)
+    first = 2
+    while accepted.size < count:
+        wanted = count - accepted.size
+        values = _stream_outputs(np, seed, name, draw, first, wanted)
+        first += wanted
+        accepted = np.concatenate([accepted, values[values < limit]])
+    return (accepted % np.uint64(size)).astype(np.int64) - amplitude
+
+
+def _head_blocked_rows_numpy(np, seed, name, heads, head_dim, cols, target_std):
+    unit = math.ldexp(1.0, exponent_for(target_std, rms_head_amplitude()))
+    blocks, seen = [], {}
+    for head in range(heads):
+        amplitude = HEAD_AMPLITUDES[head % len(HEAD_AMPLITUDES)]
+        for draw in range(65):
+            block = _symmetric_integers(np, seed, f"{name}/head{head}", draw, amplitude, head_dim * cols)
+            key = block.tobytes()
+            if key not in seen:
+                break
+        else:
+            raise ValueError("cannot make head weights distinct")
+        seen[key] = head
+        blocks.append(block.astype(np.float64) * unit)
+    return np.concatenate(blocks).reshape(heads * head_dim, cols)
+
+
+def generate_weights_numpy(geometry, seed):
+    """generate_weights() with numpy: {name: float64 array in the golden's shape}, value for value the
+    same (checked by check())."""
+    import numpy as np
+
+    hidden = geometry["hidden_size"]
+    heads = geometry["num_attention_heads"]
+    kv_heads = geometry["num_key_value_heads"]
+    head_dim = geometry["head_dim"]
+    query_width = heads * head_dim
+
+    def rows(name, count, cols, target):
+        return _head_blocked_rows_numpy(np, seed, name, count, head_dim, cols, target)
+
+    def vector(name, size, base):
+        return base + _symmetric_integers(np, seed, name, 0, 32, size).astype(np.float64) * math.ldexp(1.0, -7)
+
+    weights = {
+        "q_proj": rows("q_proj", heads, hidden, 1 / math.sqrt(hidden)),
+        "k_proj": rows("k_proj", kv_heads, hidden, 1 / math.sqrt(hidden)),
+        "v_proj": rows("v_proj", kv_heads, hidden, 1 / math.sqrt(hidden)),
+        "o_proj": np.ascontiguousarray(rows("o_proj", heads, hidden, 1 / math.sqrt(query_width)).T),
+    }
+    if geometry["qkv_bias"]:
+        weights["q_bias"] = vector("q_bias", query_width, 0.0)
+        weights["k_bias"] = vector("k_bias", kv_heads * head_dim, 0.0)
+        weights["v_bias"] = vector("v_bias", kv_heads * head_dim, 0.0)
+    if geometry["out_bias"]:
+        weights["o_bias"] = vector("o_bias", hidden, 0.0)
+    if geometry["qk_norm"] != "none":
+        base = 1.0 if geometry["qk_norm"] == "rms" else 0.0
+        weights["q_norm"] = vector("q_norm", head_dim, base)
+        weights["k_norm"] = vector("k_norm", head_dim, base)
+    return weights
+
+
 def sketch(values, rows, cols, along_columns):
     """attncheck-sketch-v1 of a [rows, cols] row-major gradient: per line along the head axis (rows, or
     columns for o_proj) [2-norm, dot products with 3 vectors of +-1]."""
@@ -128,6 +210,12 @@ def check(dump_path):
     with open(dump_path) as f:
         dump = json.load(f)
     failures = 0
+    try:
+        import numpy  # noqa: F401  (optional: the plain-Python generator needs nothing)
+
+        numpy_available = True
+    except ImportError:
+        numpy_available = False
     for case in dump["cases"]:
         ours = generate_weights(case["geometry"], case["seed"])
         theirs = case["weights"]
@@ -140,13 +228,21 @@ def check(dump_path):
             if len(ours[name]) != len(theirs[name]) or bad:
                 print(f"seed {case['seed']} {name}: {len(bad)} values differ (first at {bad[:1]})")
                 failures += 1
+        if numpy_available:
+            vectorised = generate_weights_numpy(case["geometry"], case["seed"])
+            for name in ours:
+                flat = vectorised[name].ravel().tolist() if name in vectorised else []
+                if flat != theirs[name]:
+                    print(f"seed {case['seed']} {name}: the numpy generator differs")
+                    failures += 1
     for case in dump.get("sketches", []):
         ours = sketch(case["values"], case["rows"], case["cols"], case["along_columns"])
         worst = max(abs(a - b) / max(1.0, abs(b)) for a, b in zip(ours, case["sketch"]))
         if len(ours) != len(case["sketch"]) or worst > 1e-12:
             print(f"sketch of {case['name']}: differs by {worst}")
             failures += 1
-    print(f"{len(dump['cases'])} cases, {len(dump.get('sketches', []))} sketches, {failures} failures")
+    numpy_note = "plain Python and numpy" if numpy_available else "plain Python only (numpy absent)"
+    print(f"{len(dump['cases'])} cases ({numpy_note}), {len(dump.get('sketches', []))} sketches, {failures} failures")
     return 0 if failures == 0 else 1
 
 

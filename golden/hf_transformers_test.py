@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""ctest golden.hf_transformers: transformers' own attention modules, run by
+golden/adapters/hf_transformers.py on committed goldens, must pass `attncheck compare`; damaged
+goldens and geometries transformers cannot express must be refused with exit code 2.
+
+    hf_transformers_test.py ATTNCHECK WORK_DIR GOLDEN...
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+
+ADAPTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "adapters", "hf_transformers.py")
+failures = []
+
+
+def run(command):
+    return subprocess.run(command, capture_output=True, text=True)
+
+
+def expect(condition, message):
+    print(("ok    " if condition else "FAIL  ") + message)
+    if not condition:
+        failures.append(message)
+
+
+def agreement(attncheck, work_dir, goldens):
+    """One adapter process for every golden (transformers imports once), then one compare each."""
+    adapter = run([sys.executable, ADAPTER, *goldens, "--output-dir", work_dir])
+    print(adapter.stdout + adapter.stderr)
+    expect(adapter.returncode == 0, f"adapter wrote candidates for {len(goldens)} goldens")
+    for golden in goldens:
+        candidate = os.path.join(work_dir, os.path.basename(golden).removesuffix(".h5") + ".candidate.h5")
+        if not os.path.exists(candidate):
+            expect(False, f"{candidate} exists")
+            continue
+        compare = run([attncheck, "compare", golden, candidate])
+        print(compare.stdout + compare.stderr)
+        expect(compare.returncode == 0 and "PASS" in compare.stdout,
+               f"transformers agrees with the reference on {os.path.basename(golden)}")
+        os.remove(candidate)  # the 32B and NeoX-20B candidates are ~1 GB each
+
+
+def refused(work_dir, golden, name, reason, damage_h5=None, damage_file=None):
+    """A copy of golden, damaged through h5py (damage_h5) or as bytes (damage_file(path)), must be
+    refused with exit code 2 and a message containing reason, never a traceback."""
+    path = os.path.join(work_dir, f"damaged_{name}.h5")
+    shutil.copyfile(golden, path)
+    if damage_file:
+        damage_file(path)
+    else:
+        with h5py.File(path, "r+") as h5:
+            damage_h5(h5)
+    result = run([sys.executable, ADAPTER, path, "-o", os.path.join(work_dir, f"damaged_{name}.candidate.h5")])
+    expect(result.returncode == 2 and reason in result.stderr and "Traceback" not in result.stderr,
+           f"{name}: exit {result.returncode} (want 2), message: {result.stderr.strip()[:200]}")
+    os.remove(path)
+
+
+def truncate(path):
+    size = os.path.getsize(path)
+    with open(path, "r+b") as file:
+        file.truncate(size // 2)
+
+
+def replace_dataset(h5, name, values):
+    del h5[name]
+    h5.create_dataset(name, data=values)
+
+
+def bad_inputs(work_dir, small_golden):
+    refused(work_dir, small_golden, "truncated", "cannot be read as HDF5", damage_file=truncate)
+    refused(work_dir, small_golden, "missing_x", "inputs/x is missing", lambda h5: h5.__delitem__("inputs/x"))
+    refused(work_dir, small_golden, "float32_dout", "float32",
+            lambda h5: replace_dataset(h5, "inputs/dout", h5["inputs/dout"][()].astype(np.float32)))
+    refused(work_dir, small_golden, "nan_x", "NaN",
+            lambda h5: replace_dataset(h5, "inputs/x", np.full(h5["inputs/x"].shape, np.nan)))
+    refused(work_dir, small_golden, "wrong_shape_positions", "shape",
+            lambda h5: replace_dataset(h5, "inputs/position_ids", np.zeros((1, 2), dtype=np.int64)))
+    refused(work_dir, small_golden, "missing_scale", "scale", lambda h5: h5["geometry"].attrs.__delitem__("scale"))
+    refused(work_dir, small_golden, "interleaved_rope", "rope_style 'interleaved'",
+            lambda h5: h5["geometry"].attrs.__setitem__("rope_style", "interleaved"))
+
+
+def main():
+    attncheck, work_dir, goldens = sys.argv[1], sys.argv[2], sys.argv[3:]
+    os.makedirs(work_dir, exist_ok=True)
+    agreement(attncheck, work_dir, goldens)
+    small = [golden for golden in goldens if "small_softcap_padding" in golden]
+    if small:
+        bad_inputs(work_dir, small[0])
+    else:
+        expect(False, "small_softcap_padding.h5 among the goldens (the bad-input cases damage copies of it)")
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
