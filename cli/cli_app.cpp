@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/exit_codes.hpp"
+#include "cli/fuzz_command.hpp"
 #include "cli/golden_command.hpp"
 #include "cli/plan_command.hpp"
 #include "cli/run_command.hpp"
@@ -25,6 +26,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   const GoldenCommands golden = add_golden_commands(app, golden_options);
   RunOptions run_options;
   CLI::App* run = add_run_command(app, run_options);
+  FuzzCommandOptions fuzz_options;
+  const FuzzCommands fuzz = add_fuzz_commands(app, fuzz_options);
 
   try {
     app.parse(std::vector<std::string>(args.rbegin(), args.rend()));  // CLI11 takes them reversed
@@ -45,6 +48,9 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (golden.run->parsed()) return run_golden_run(golden_options, out);
     if (golden.check->parsed()) return run_golden_check(golden_options, out);
     if (golden.compare->parsed()) return run_compare(golden_options, out);
+    if (fuzz.fuzz->parsed()) return run_fuzz(fuzz_options, out);
+    if (fuzz.mutants->parsed()) return run_mutants(fuzz_options, out);
+    if (fuzz.replay->parsed()) return run_replay(fuzz_options, out);
     return kExitOk;
   } catch (const InputError& error) {
     err << "attncheck " << name << ": error: " << error.what() << '\n';

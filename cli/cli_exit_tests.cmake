@@ -102,7 +102,11 @@ attncheck_cli_case(mutant_swap_query_heads 1 "grads/o_proj#sketch +MISMATCH.*que
                    golden check ${qwen_golden} --impl mutant-swap-query-heads)
 attncheck_cli_case(mutant_quotient_scale 1 "out +MISMATCH.*positions 1,2,3,4,5.*0 of 1 golden files pass" "^$"
                    golden check ${qwen_golden} --impl mutant-quotient-scale)
-attncheck_cli_case(mutant_top_left_decode_mask 1 "decode/out +MISMATCH.*positions 4,5 .*out +ok.*0 of 1 golden files pass" "^$"
-                   golden check ${qwen_golden} --impl mutant-top-left-decode-mask)
-attncheck_cli_case(mutant_not_applicable 2 "^$" "needs a geometry whose explicit head_dim differs"
+attncheck_cli_case(mutant_top_left_causal 1 "decode/out +MISMATCH.*positions 4,5 .*out +ok.*0 of 1 golden files pass" "^$"
+                   golden check ${qwen_golden} --impl mutant-top-left-causal)
+# Where the bug cannot show, the mutant is right: GPT-NeoX-20B's head_dim is the quotient.
+attncheck_cli_case(mutant_harmless_where_bug_cannot_show 0 "1 of 1 golden files pass with mutant-quotient-scale" "^$"
                    golden check ${PROJECT_SOURCE_DIR}/golden/data/gpt-neox-20b_tp1.h5 --impl mutant-quotient-scale)
+# A mutant that crashes (shapes built from the quotient) fails the golden with its message (exit 1).
+attncheck_cli_case(mutant_crash_is_a_failure 1 "FAIL: mutant-head-dim-from-quotient raised: size mismatch.*0 of 1 golden files pass" "^$"
+                   golden check ${qwen_golden} --impl mutant-head-dim-from-quotient)

@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "cli/exit_codes.hpp"
-#include "cli/implementations.hpp"
+#include "properties/implementation.hpp"
 #include "core/compare.hpp"
 #include "core/input_error.hpp"
 #include "core/input_generation.hpp"
@@ -165,8 +165,9 @@ int run_golden_expand(const GoldenOptions& options, std::ostream& out) {
 
 int run_golden_run(const GoldenOptions& options, std::ostream& out) {
   const golden::Golden golden = golden::read_golden(options.golden_file);
-  const Result result = run_implementation(options.implementation, golden.test_case);
-  golden::write_candidate(options.output, result, Precision::fp64);
+  const auto implementation = properties::open_implementation(options.implementation);
+  golden::write_candidate(options.output, implementation->run(golden.test_case), Precision::fp64,
+                          implementation->sharded() ? golden.test_case.plan.tp_size : 1, options.implementation);
   out << fmt::format("wrote {}: {} on {}\n", options.output, options.implementation, options.golden_file);
   return kExitOk;
 }
@@ -174,12 +175,29 @@ int run_golden_run(const GoldenOptions& options, std::ostream& out) {
 int run_golden_check(const GoldenOptions& options, std::ostream& out) {
   int failed = 0;
   nlohmann::json files = nlohmann::json::array();
+  const auto implementation = properties::open_implementation(options.implementation);
+  const bool sharded = implementation->sharded();
   for (const std::string& file : options.files) {
     const golden::Golden golden = golden::read_golden(file);
-    const Result result = run_implementation(options.implementation, golden.test_case);
+    NamedTensors actual;
+    try {
+      actual = implementation->run(golden.test_case);
+    } catch (const InputError&) {
+      throw;  // bad input, or an implementation that cannot run this golden (Unsupported): exit 2
+    } catch (const std::exception& error) {
+      // An implementation that crashes on a valid golden fails it; the message is the report.
+      ++failed;
+      if (options.json) {
+        files.push_back({{"golden", file}, {"implementation", options.implementation}, {"passed", false},
+                         {"error", error.what()}});
+      } else {
+        out << fmt::format("== {} vs {}: FAIL: {} raised: {}\n", file, options.implementation, options.implementation,
+                           error.what());
+      }
+      continue;
+    }
     const CompareReport report =
-        compare(golden.test_case, golden::expected_tensors(golden, produces_rank_gradients(options.implementation)),
-                named_tensors(result), Precision::fp64);
+        compare(golden.test_case, golden::expected_tensors(golden, sharded), actual, Precision::fp64);
     if (!report.passed()) ++failed;
     if (options.json) {
       nlohmann::json entry = render_json(report);
@@ -188,7 +206,7 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out) {
       files.push_back(entry);
     } else {
       out << fmt::format("== {} vs {}: {}\n", file, options.implementation, describe(golden.test_case.geometry()));
-      if (!produces_rank_gradients(options.implementation) && golden.test_case.plan.tp_size > 1) {
+      if (!sharded && golden.test_case.plan.tp_size > 1) {
         out << fmt::format("   (rank gradients not compared: {} is unsharded)\n", options.implementation);
       }
       out << render_text(report);

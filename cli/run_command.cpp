@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "cli/exit_codes.hpp"
-#include "cli/implementations.hpp"
+#include "properties/implementation.hpp"
 #include "core/compare.hpp"
 #include "core/input_error.hpp"
 #include "golden/golden_file.hpp"
@@ -41,23 +41,38 @@ int run_run(const RunOptions& options, std::ostream& out) {
     violations.throw_if_any("invalid option");
   }
   const std::vector<std::string> implementations =
-      options.implementations.empty() ? implementation_names() : options.implementations;
+      options.implementations.empty() ? properties::implementation_names() : options.implementations;
+  std::vector<std::unique_ptr<properties::Implementation>> opened;
+  for (const std::string& name : implementations) opened.push_back(properties::open_implementation(name));
 
   out << fmt::format("{:<34} {:<14} {:<6} {:<34} {:>10}\n", "golden", "implementation", "result", "worst tensor",
                      "ulps");
   int failures = 0;
   for (const std::string& path : goldens) {
     const golden::Golden golden = golden::read_golden(path);
-    for (const std::string& implementation : implementations) {
+    const std::string golden_name = std::filesystem::path(path).filename().string();
+    for (const auto& implementation : opened) {
+      NamedTensors actual;
+      try {
+        actual = implementation->run(golden.test_case);
+      } catch (const properties::Unsupported& unsupported) {
+        out << fmt::format("{:<34} {:<14} {:<6} {}\n", golden_name, implementation->name(), "unsup.", unsupported.what());
+        continue;
+      } catch (const InputError&) {
+        throw;
+      } catch (const std::exception& crash) {
+        ++failures;
+        out << fmt::format("{:<34} {:<14} {:<6} raised: {}\n", golden_name, implementation->name(), "FAIL", crash.what());
+        continue;
+      }
       const CompareReport report =
-          compare(golden.test_case, golden::expected_tensors(golden, produces_rank_gradients(implementation)),
-                  named_tensors(run_implementation(implementation, golden.test_case)), Precision::fp64);
+          compare(golden.test_case, golden::expected_tensors(golden, implementation->sharded()), actual, Precision::fp64);
       const auto worst =
           std::max_element(report.tensors.begin(), report.tensors.end(),
                            [](const TensorReport& a, const TensorReport& b) { return a.error_ulps < b.error_ulps; });
       if (!report.passed()) ++failures;
-      out << fmt::format("{:<34} {:<14} {:<6} {:<34} {:>10.3g}\n", std::filesystem::path(path).filename().string(),
-                         implementation, report.passed() ? "pass" : "FAIL", worst->name, worst->error_ulps);
+      out << fmt::format("{:<34} {:<14} {:<6} {:<34} {:>10.3g}\n", golden_name, implementation->name(),
+                         report.passed() ? "pass" : "FAIL", worst->name, worst->error_ulps);
     }
   }
   const std::size_t runs = goldens.size() * implementations.size();

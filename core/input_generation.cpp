@@ -193,9 +193,10 @@ Inputs generate_inputs(const Geometry& geometry, const InputOptions& options) {
                    "must be at most 2^28 values per activation tensor", "a shorter sequence or a smaller batch");
   }
   if (options.position_offset &&
-      (*options.position_offset < 0 || *options.position_offset > kMaxPosition - (options.seq - 1))) {
+      (*options.position_offset < 0 ||
+       *options.position_offset > kMaxPosition - (options.seq - 1) * (options.position_gaps ? 4 : 1))) {
     violations.add("position_offset", std::to_string(*options.position_offset),
-                   "offset + seq - 1 must lie in [0, 2^31)", "0");
+                   "offset + (seq - 1) * (4 with position_gaps, else 1) must lie in [0, 2^31)", "0");
   }
   violations.throw_if_any("invalid input options");
 
@@ -208,6 +209,7 @@ Inputs generate_inputs(const Geometry& geometry, const InputOptions& options) {
 
   Stream position_stream(options.seed, "positions");
   Stream length_stream(options.seed, "key_lengths");
+  Stream gap_stream(options.seed, "position_gaps");
   for (std::int64_t b = 0; b < options.batch; ++b) {
     std::int64_t offset = 0;
     if (options.position_offset)
@@ -216,7 +218,10 @@ Inputs generate_inputs(const Geometry& geometry, const InputOptions& options) {
       offset = position_stream.uniform_below(16);
     else
       offset = (std::int64_t{1} << 16) + position_stream.uniform_below((std::int64_t{1} << 20) - (1 << 16));
-    for (std::int64_t s = 0; s < options.seq; ++s) inputs.positions.push_back(offset + s);
+    for (std::int64_t s = 0; s < options.seq; ++s) {
+      inputs.positions.push_back(offset);
+      offset += options.position_gaps ? 1 + gap_stream.uniform_below(4) : 1;
+    }
     const bool padded = options.pad_keys && b > 0;
     inputs.key_lengths.push_back(padded ? 1 + length_stream.uniform_below(options.seq) : options.seq);
   }

@@ -38,6 +38,9 @@ struct InputOptions {
   // Position id of each row's first token; positions then count up by one. Absent: row 0 starts at a
   // random offset in [0, 16), later rows at random large offsets in [2^16, 2^20).
   std::optional<std::int64_t> position_offset;
+  // Positions then advance by 1 to 4 per token instead of 1 (tokens dropped, packed or tree drafts):
+  // the only way a wrong choice of positions shows, RoPE being invariant to a uniform shift.
+  bool position_gaps = false;
   bool pad_keys = false;  // random key_lengths in [1, seq] for rows >= 1 (row 0 keeps all seq keys)
   DecodeSchedule decode;
   std::int64_t tp_size = 1;  // the plan stored in the case (reference-tp runs it)

@@ -321,15 +321,16 @@ static Golden read_golden_unchecked(const std::string& path) {
   return golden;
 }
 
-static void write_candidate_unchecked(const std::string& path, const Result& result, Precision precision) {
+static void write_candidate_unchecked(const std::string& path, const NamedTensors& tensors, Precision precision,
+                                      std::int64_t tp_size, const std::string& implementation) {
   H5::H5File file = create_for_writing(path);
   write_attribute(file, "schema_version", kSchemaVersion);
-  write_attribute(file, "generator", result.implementation);
+  write_attribute(file, "generator", implementation);
   H5::Group group = file.createGroup("/result");
   write_attribute(group, "precision", std::string(to_string(precision)));
   // 1 for an unsharded implementation: the only way a candidate is excused from per-rank gradients.
-  write_attribute(group, "tp_size", std::max<std::int64_t>(1, static_cast<std::int64_t>(result.rank_gradients.size())));
-  for (const auto& [name, tensor] : named_tensors(result)) {
+  write_attribute(group, "tp_size", tp_size);
+  for (const auto& [name, tensor] : tensors) {
     // Create the intermediate groups of "grads/x", "ranks/3/grads/q_proj".
     for (std::size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', slash + 1)) {
       const std::string group_path = "/result/" + name.substr(0, slash);
@@ -425,8 +426,16 @@ Golden read_golden(const std::string& path) {
   return translating_hdf5_errors(path, "read failed", [&] { return read_golden_unchecked(path); });
 }
 
+void write_candidate(const std::string& path, const NamedTensors& tensors, Precision precision,
+                     std::int64_t tp_size, const std::string& implementation) {
+  translating_hdf5_errors(path, "write failed",
+                          [&] { write_candidate_unchecked(path, tensors, precision, tp_size, implementation); });
+}
+
 void write_candidate(const std::string& path, const Result& result, Precision precision) {
-  translating_hdf5_errors(path, "write failed", [&] { write_candidate_unchecked(path, result, precision); });
+  write_candidate(path, named_tensors(result), precision,
+                  std::max<std::int64_t>(1, static_cast<std::int64_t>(result.rank_gradients.size())),
+                  result.implementation);
 }
 
 Candidate read_candidate(const std::string& path, const NamedTensors& expected_names) {

@@ -39,9 +39,9 @@ class KvCache {
 // Runs tokens.seq new tokens of every batch row (at key indices cache.length() ..) through one rank:
 // appends their k and v to the cache, attends over the whole cache, and returns the rank's o_proj
 // partial [batch * tokens.seq, hidden_size] (without o_bias).
-// top_left_mask: the mutant's misalignment (reference::RunOptions::top_left_decode_mask).
+// fault: mutants only (reference/fault.hpp).
 RowMatrix decode_call(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
                       const TokenBlock& tokens, std::span<const std::int64_t> key_lengths, KvCache& cache,
-                      bool top_left_mask = false);
+                      const FaultSite& fault = {});
 
 }  // namespace attncheck::reference

@@ -30,7 +30,7 @@ Tensor column_sums(const RowMatrix& matrix) {
 }  // namespace
 
 ProjectedTokens project_tokens(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
-                               const TokenBlock& tokens) {
+                               const TokenBlock& tokens, const FaultSite& fault) {
   ProjectedTokens projected;
   projected.q = linear(tokens.x, shard.q_proj, shard.q_bias);
   projected.k = linear(tokens.x, shard.k_proj, shard.k_bias);
@@ -38,8 +38,11 @@ ProjectedTokens project_tokens(const Geometry& geometry, const LocalHeads& heads
   if (geometry.qk_norm() != QkNorm::none) {
     projected.q_input = projected.q;
     projected.k_input = projected.k;
-    qk_norm_forward(projected.q, as_row_vector(*shard.q_norm), heads.num_heads, geometry, projected.q_inverse_rms);
-    qk_norm_forward(projected.k, as_row_vector(*shard.k_norm), heads.num_kv_heads, geometry, projected.k_inverse_rms);
+    const bool over_all_heads = fault.is(Fault::qk_norm_over_heads);
+    qk_norm_forward(projected.q, as_row_vector(*shard.q_norm), heads.num_heads, geometry, projected.q_inverse_rms,
+                    over_all_heads);
+    qk_norm_forward(projected.k, as_row_vector(*shard.k_norm), heads.num_kv_heads, geometry, projected.k_inverse_rms,
+                    over_all_heads);
   }
   apply_rope(projected.q, tokens.positions, heads.num_heads, geometry, RopeDirection::forward);
   apply_rope(projected.k, tokens.positions, heads.num_kv_heads, geometry, RopeDirection::forward);
@@ -47,15 +50,16 @@ ProjectedTokens project_tokens(const Geometry& geometry, const LocalHeads& heads
 }
 
 RankForward rank_forward(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
-                         const TokenBlock& tokens, std::span<const std::int64_t> key_lengths) {
+                         const TokenBlock& tokens, std::span<const std::int64_t> key_lengths,
+                         const FaultSite& fault) {
   const std::int64_t head_dim = geometry.head_dim();
   const std::int64_t seq = tokens.seq;
   RankForward forward;
-  forward.projected = project_tokens(geometry, heads, shard, tokens);
+  forward.projected = project_tokens(geometry, heads, shard, tokens, fault);
   const ProjectedTokens& p = forward.projected;
   forward.context.resize(p.q.rows(), p.q.cols());
   forward.log_sum_exp.resize(tokens.batch * heads.num_heads, seq);
-  const ScoreSpec score = ScoreSpec::for_geometry(geometry);
+  const ScoreSpec score = ScoreSpec::for_geometry(geometry, fault);
 
   // One task per (batch row, KV head) with its group of query heads; each writes only its own blocks,
   // so tasks never race and the result does not depend on the thread count. Eigen runs single-threaded
@@ -68,7 +72,7 @@ RankForward rank_forward(const Geometry& geometry, const LocalHeads& heads, cons
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::int64_t b = task / heads.num_kv_heads;
     const std::int64_t g = task % heads.num_kv_heads;
-    const MaskSpec mask = MaskSpec::for_geometry(geometry, seq, seq, key_lengths[b]);
+    const MaskSpec mask = MaskSpec::for_geometry(geometry, seq, seq, key_lengths[b], fault);
     // log_sum_exp rows b * num_heads + g * group .. are the group's heads: [group, seq] as the call wants.
     attention_group_forward(p.q.block(b * seq, g * group_width, seq, group_width),
                             p.k.block(b * seq, g * head_dim, seq, head_dim),
@@ -84,7 +88,7 @@ RankForward rank_forward(const Geometry& geometry, const LocalHeads& heads, cons
 
 RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
                            const TokenBlock& tokens, std::span<const std::int64_t> key_lengths,
-                           const RankForward& forward, const ConstMatrixMap& d_out) {
+                           const RankForward& forward, const ConstMatrixMap& d_out, const FaultSite& fault) {
   const std::int64_t head_dim = geometry.head_dim();
   const std::int64_t seq = tokens.seq;
   const ProjectedTokens& p = forward.projected;
@@ -102,7 +106,7 @@ RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, co
   RowMatrix d_q(p.q.rows(), p.q.cols());
   RowMatrix d_k(p.k.rows(), p.k.cols());
   RowMatrix d_v(p.v.rows(), p.v.cols());
-  const ScoreSpec score = ScoreSpec::for_geometry(geometry);
+  const ScoreSpec score = ScoreSpec::for_geometry(geometry, fault);
   const std::int64_t group = heads.group_size();
   const std::int64_t group_width = group * head_dim;
   const std::int64_t tasks = tokens.batch * heads.num_kv_heads;
@@ -111,7 +115,7 @@ RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, co
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::int64_t b = task / heads.num_kv_heads;
     const std::int64_t g = task % heads.num_kv_heads;
-    const MaskSpec mask = MaskSpec::for_geometry(geometry, seq, seq, key_lengths[b]);
+    const MaskSpec mask = MaskSpec::for_geometry(geometry, seq, seq, key_lengths[b], fault);
     attention_group_backward(
         p.q.block(b * seq, g * group_width, seq, group_width), p.k.block(b * seq, g * head_dim, seq, head_dim),
         p.v.block(b * seq, g * head_dim, seq, head_dim), mask, score,
@@ -126,10 +130,11 @@ RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, co
   if (geometry.qk_norm() != QkNorm::none) {
     RowVector d_q_norm = RowVector::Zero(head_dim);
     RowVector d_k_norm = RowVector::Zero(head_dim);
+    const bool over_all_heads = fault.is(Fault::qk_norm_over_heads);
     qk_norm_backward(d_q, p.q_input, p.q_inverse_rms, as_row_vector(*shard.q_norm), heads.num_heads, geometry,
-                     d_q_norm);
+                     d_q_norm, over_all_heads);
     qk_norm_backward(d_k, p.k_input, p.k_inverse_rms, as_row_vector(*shard.k_norm), heads.num_kv_heads, geometry,
-                     d_k_norm);
+                     d_k_norm, over_all_heads);
     grads.q_norm = to_tensor(d_q_norm, {head_dim});
     grads.k_norm = to_tensor(d_k_norm, {head_dim});
   }

@@ -8,6 +8,7 @@
 
 #include "core/case.hpp"
 #include "core/result.hpp"
+#include "reference/fault.hpp"
 
 namespace attncheck::reference {
 
@@ -15,10 +16,9 @@ struct RunOptions {
   bool gradients = true;       // run the backward pass with inputs.dout
   bool intermediates = false;  // fill Result::intermediates
   bool decode = true;          // run inputs.decode (if any) and fill Result::decode_out
-  // Only for deliberately broken implementations (mutants, cli/implementations.cpp): align a decode
-  // call's queries top-left (query i sees cache keys <= i) instead of bottom-right, the bug a mask
-  // written for seq_q == seq_k makes in KV-cache decoding.
-  bool top_left_decode_mask = false;
+  // Only for deliberately broken implementations (the mutant catalog, properties/mutants): one bug,
+  // reference/fault.hpp. A faulted run's non-finite values are returned, not refused.
+  Fault fault = Fault::none;
 };
 
 Result run_reference(const Case& test_case, const RunOptions& options = {});

@@ -4,6 +4,7 @@ writes candidate files (golden/SCHEMA.md, "Candidate files") for `attncheck comp
 
     hf_transformers.py GOLDEN.h5 -o CANDIDATE.h5 [--arch auto|qwen3|gemma3|gemma2|llama|gpt-neox]
     hf_transformers.py GOLDEN.h5 ... --output-dir DIR      # DIR/<golden name>.candidate.h5 each
+    hf_transformers.py --worker [--plant-bug NAME]          # for attncheck fuzz --impl exec:'...'
 
 Only h5py, numpy, torch and transformers are used, and only what SCHEMA.md documents is read: this
 file is also the proof that the schema is enough to write a candidate from Python.
@@ -23,7 +24,8 @@ explicit head_dim -> GPTNeoXAttention (which derives head_dim = hidden / heads i
 LlamaAttention. A geometry the chosen module cannot express (interleaved RoPE, separate q/k/v and o
 bias flags, a query that sees no key, ...) is refused with the reason and exit code 2.
 
-Exit codes: 0 candidates written, 2 bad input or a geometry transformers cannot express.
+Exit codes: 0 candidates written, 2 bad input or a geometry transformers cannot express. As a worker
+(attncheck's protocol, properties/worker.hpp) a geometry it cannot express is answered "unsupported".
 """
 import argparse
 import contextlib
@@ -39,6 +41,10 @@ import attncheck_generator  # noqa: E402  (the weight generator of SCHEMA.md)
 
 class BadInput(Exception):
     """A golden this adapter cannot read, or a geometry transformers cannot express (exit code 2)."""
+
+
+class Inexpressible(BadInput):
+    """A valid golden whose geometry transformers' module cannot express (a worker answers "unsupported")."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,22 +240,56 @@ def check_expressible(architecture, geometry, inputs, attn_implementation):
                         "rotates the whole head)")
     if architecture not in ("gemma3", "gemma2") and "query_pre_attn_scalar" in geometry:
         problems.append(f"query_pre_attn_scalar (the {architecture} module scales by head_dim^-0.5)")
-    if "key_lengths" in inputs and (inputs["key_lengths"] < 1).any():
-        problems.append("a key length of 0 (a query that sees no key: attncheck outputs 0, transformers has "
-                        "no such convention)")
+    if geometry.get("sliding_window") == 1 and "decode_schedule" in inputs:
+        # Found by `attncheck fuzz --impl exec:'... --worker'`: DynamicSlidingWindowLayer keeps
+        # keys[:, :, -sliding_window + 1:], which for a window of 1 is [0:], every token, while the mask
+        # is built for none: decoding attends to stale keys (transformers 5.24.0, cache_utils.py).
+        problems.append("sliding_window 1 with a decode schedule (transformers' sliding-window cache keeps "
+                        "every token when the window is 1: a transformers bug attncheck found)")
+    if queries_seeing_no_key(geometry, inputs):
+        problems.append("a query that sees no key (padding under a sliding window or a key length of 0: "
+                        "attncheck outputs 0 there, transformers has no such convention)")
     return "; ".join(problems)
+
+
+def queries_seeing_no_key(geometry, inputs):
+    """Whether some query's visible keys (SCHEMA.md's masks: causal, window, padding) are none."""
+    batch, seq = inputs["x"].shape[:2]
+    key_lengths = inputs.get("key_lengths", np.full(batch, seq))
+    window = geometry.get("sliding_window")
+    for length in key_lengths:
+        for query in range(seq):
+            first = max(0, query - window + 1) if window else 0
+            end = min(length, query + 1) if geometry["causal"] else length
+            if end <= first:
+                return True
+    return False
 
 
 def query_pre_attn_scalar(geometry):
     """Gemma's scale source; transformers' config types it as an integer."""
     value = geometry.get("query_pre_attn_scalar", resolved_head_dim(geometry))
     if not float(value).is_integer():
-        raise BadInput(f"query_pre_attn_scalar {value}: transformers' Gemma configs take an integer")
+        raise Inexpressible(f"query_pre_attn_scalar {value}: transformers' Gemma configs take an integer")
     return int(value)
 
 
 def build_module(architecture, geometry, positions, attn_implementation):
     """(config, attention module, rotary embedding, layer type) in float64."""
+    from huggingface_hub.errors import StrictDataclassError  # transformers' config validation errors
+
+    try:
+        return _build_module(architecture, geometry, positions, attn_implementation)
+    except BadInput:
+        raise
+    except (ValueError, TypeError, StrictDataclassError) as error:
+        # transformers' own config validation, e.g. LlamaConfig refusing a hidden_size that num_heads does
+        # not divide even when head_dim is given: a limit of transformers, not a failure.
+        raise Inexpressible(f"transformers' {architecture} config refuses this geometry: "
+                            f"{type(error).__name__}: {error}") from error
+
+
+def _build_module(architecture, geometry, positions, attn_implementation):
     import torch
     import transformers
 
@@ -305,7 +345,8 @@ def build_module(architecture, geometry, positions, attn_implementation):
         raise BadInput(f"{architecture}: the module scales scores by {attention.scaling!r}, "
                        f"the golden by {geometry['scale']!r}")
     if architecture == "gpt-neox" and attention.rotary_ndims != geometry["rotary_dim"]:
-        raise BadInput(f"gpt-neox: the module rotates {attention.rotary_ndims} channels, the golden {geometry['rotary_dim']}")
+        raise Inexpressible(f"gpt-neox: the module rotates {attention.rotary_ndims} channels (int(head_dim x "
+                            f"rotary_pct)), the golden {geometry['rotary_dim']}")
     return config, attention, rotary, layer_type
 
 
@@ -413,7 +454,7 @@ def attend(architecture, config, attention, rotary, layer_type, x, positions, pa
     return out
 
 
-def run(architecture, geometry, inputs, weights, attn_implementation):
+def run(architecture, geometry, inputs, weights, attn_implementation, plant_bug=None):
     """{candidate tensor name: float64 array}: out, grads/x, grads/<weight>, and decode/out."""
     import torch
     from transformers import DynamicCache
@@ -424,6 +465,8 @@ def run(architecture, geometry, inputs, weights, attn_implementation):
         config, attention, rotary, layer_type = build_module(architecture, geometry, inputs["position_ids"],
                                                             attn_implementation)
     gradients_by_name = load_weights(architecture, attention, weights)
+    if plant_bug:
+        PLANTED_BUGS[plant_bug](attention, geometry)
     batch, seq, _ = inputs["x"].shape
     key_lengths = inputs.get("key_lengths", np.full(batch, seq))
     padding_mask = torch.from_numpy((np.arange(seq)[None, :] < key_lengths[:, None]).astype(np.int64))
@@ -457,6 +500,47 @@ def run(architecture, geometry, inputs, weights, attn_implementation):
     return result
 
 
+# Deliberate bugs for showing that `attncheck fuzz` catches and shrinks a broken worker
+# (--plant-bug NAME): each changes the module after the geometry checks, as a framework bug would.
+def _quotient_scale(attention, geometry):
+    """Scores scaled by (hidden_size / num_heads)^-0.5: the framework derives head_dim from the quotient."""
+    hidden, heads = geometry["hidden_size"], geometry["num_attention_heads"]
+    if hidden % heads == 0 and hidden // heads > 0:
+        attention.scaling = (hidden // heads) ** -0.5
+
+
+PLANTED_BUGS = {"quotient-scale": _quotient_scale}
+
+
+def worker(attn_implementation, plant_bug):
+    """attncheck worker protocol 1 (properties/worker.hpp): "run CASE CANDIDATE" lines on stdin, one
+    "ok" / "unsupported REASON" / "error MESSAGE" line each on stdout. Everything else goes to stderr."""
+    protocol = sys.stdout
+    sys.stdout = sys.stderr  # a stray print from any library must not corrupt the protocol
+
+    def reply(text):
+        protocol.write(" ".join(text.split()) + "\n")  # one line, whatever the message holds
+        protocol.flush()
+
+    import transformers
+
+    reply(f"attncheck-worker 1 transformers {transformers.__version__}"
+          + (f" (planted bug: {plant_bug})" if plant_bug else ""))
+    for line in sys.stdin:
+        request = line.split()
+        if len(request) != 3 or request[0] != "run":
+            reply(f"error expected 'run CASE CANDIDATE', got {line.strip()[:100]!r}")
+            continue
+        try:
+            adapt(request[1], request[2], "auto", attn_implementation, plant_bug, log=sys.stderr)
+            reply("ok")
+        except Inexpressible as error:
+            reply(f"unsupported {error}")
+        except Exception as error:  # noqa: BLE001  (any failure is this case's answer, not the worker's end)
+            reply(f"error {type(error).__name__}: {error}")
+    return 0
+
+
 def write_candidate(path, tensors, description):
     import h5py
 
@@ -470,7 +554,7 @@ def write_candidate(path, tensors, description):
             group.create_dataset(name, data=np.ascontiguousarray(values, dtype="<f8"))
 
 
-def adapt(golden_path, candidate_path, architecture, attn_implementation):
+def adapt(golden_path, candidate_path, architecture, attn_implementation, plant_bug=None, log=sys.stdout):
     import transformers
 
     geometry, inputs, weights = read_golden(golden_path)
@@ -478,24 +562,34 @@ def adapt(golden_path, candidate_path, architecture, attn_implementation):
         architecture = choose_architecture(geometry)
     problems = check_expressible(architecture, geometry, inputs, attn_implementation)
     if problems:
-        raise BadInput(f"{golden_path}: transformers' {architecture} attention cannot express this golden: {problems}")
-    tensors = run(architecture, geometry, inputs, weights, attn_implementation)
+        raise Inexpressible(f"{golden_path}: transformers' {architecture} attention cannot express this golden: {problems}")
+    tensors = run(architecture, geometry, inputs, weights, attn_implementation, plant_bug)
     write_candidate(candidate_path, tensors,
                     f"transformers {transformers.__version__} {architecture} attention "
                     f"({attn_implementation}, float64) via golden/adapters/hf_transformers.py")
-    print(f"{golden_path}: {architecture} ({attn_implementation}) -> {candidate_path}")
+    print(f"{golden_path}: {architecture} ({attn_implementation}) -> {candidate_path}", file=log)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("goldens", nargs="+", metavar="GOLDEN")
-    target = parser.add_mutually_exclusive_group(required=True)
+    parser.add_argument("goldens", nargs="*", metavar="GOLDEN")
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--worker", action="store_true",
+                        help="serve attncheck's worker protocol on stdin/stdout (attncheck fuzz --impl exec:...)")
     target.add_argument("-o", "--output", help="candidate file (one golden)")
     target.add_argument("--output-dir", help="folder for <golden name>.candidate.h5 (any number of goldens)")
     parser.add_argument("--arch", default="auto", choices=["auto"] + ARCHITECTURES)
     parser.add_argument("--attn-implementation", default="eager", choices=["eager", "sdpa"],
                         help="transformers' attention function (sdpa has no softcap)")
+    parser.add_argument("--plant-bug", choices=sorted(PLANTED_BUGS),
+                        help="run transformers with this deliberate bug (to show the fuzzer catches it)")
     arguments = parser.parse_args()
+    if arguments.worker:
+        if arguments.goldens:
+            parser.error("--worker reads its cases from stdin; give no GOLDEN")
+        return worker(arguments.attn_implementation, arguments.plant_bug)
+    if not arguments.goldens or not (arguments.output or arguments.output_dir):
+        parser.error("give GOLDEN... with -o CANDIDATE or --output-dir DIR (or --worker)")
     if arguments.output and len(arguments.goldens) != 1:
         parser.error("-o names one candidate; use --output-dir for several goldens")
     try:
@@ -506,7 +600,7 @@ def main():
                 os.makedirs(arguments.output_dir, exist_ok=True)
                 name = os.path.basename(golden).removesuffix(".h5")
                 candidate = os.path.join(arguments.output_dir, f"{name}.candidate.h5")
-            adapt(golden, candidate, arguments.arch, arguments.attn_implementation)
+            adapt(golden, candidate, arguments.arch, arguments.attn_implementation, arguments.plant_bug)
     except BadInput as error:
         print(f"hf_transformers.py: {error}", file=sys.stderr)
         return 2

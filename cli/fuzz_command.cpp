@@ -1,0 +1,155 @@
+#include "cli/fuzz_command.hpp"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+#include "cli/exit_codes.hpp"
+#include "cli/golden_command.hpp"
+#include "core/input_error.hpp"
+#include "properties/fuzz.hpp"
+#include "properties/mutants/catalog.hpp"
+#include "properties/repro.hpp"
+
+namespace attncheck::cli {
+
+namespace {
+
+// "i/n" with 0 <= i < n.
+std::pair<std::int64_t, std::int64_t> parse_shard(const std::string& text) {
+  std::int64_t index = -1;
+  std::int64_t count = 0;
+  char slash = 0;
+  std::istringstream stream(text);
+  stream >> index >> slash >> count;
+  if (!stream || !stream.eof() || slash != '/' || count < 1 || index < 0 || index >= count) {
+    ViolationList violations;
+    violations.add("--shard", text, "must be i/n with 0 <= i < n", "0/1, or 3/8 for the fourth of eight shards");
+    violations.throw_if_any("invalid option");
+  }
+  return {index, count};
+}
+
+properties::FuzzOptions fuzz_options(const FuzzCommandOptions& options) {
+  ViolationList violations;
+  if (options.max_size <= 0 || options.max_size > 64) {
+    violations.add("--max-size", fmt::format("{}", options.max_size), "must lie in (0, 64]",
+                   "1 (up to 4 KV heads x 4, head_dim 256, hidden 256, seq 12)");
+  }
+  if (options.seconds && *options.seconds <= 0) {
+    violations.add("--seconds", fmt::format("{}", *options.seconds), "must be positive", "60");
+  }
+  if (options.cases && *options.cases < 1) {
+    violations.add("--cases", std::to_string(*options.cases), "must be at least 1", "1000");
+  }
+  violations.throw_if_any("invalid option");
+  const auto [index, count] = parse_shard(options.shard);
+  return {.seed = options.seed,
+          .seconds = options.seconds,
+          .cases = options.cases,
+          .shard_index = index,
+          .shard_count = count,
+          .limits = properties::GenLimits{}.scaled(options.max_size),
+          .repro_dir = options.repro_dir,
+          .shrink_seconds = options.shrink_seconds};
+}
+
+}  // namespace
+
+FuzzCommands add_fuzz_commands(CLI::App& app, FuzzCommandOptions& options) {
+  FuzzCommands commands;
+  commands.fuzz = app.add_subcommand("fuzz", "Fuzz an implementation against the reference; shrink the first failure");
+  commands.fuzz->add_option("--impl", options.implementation, "implementation, or exec:COMMAND")->required();
+  auto* seconds = commands.fuzz->add_option("--seconds", options.seconds, "stop after this long (default 60)");
+  commands.fuzz->add_option("--cases", options.cases, "stop after this many cases")->excludes(seconds);
+  commands.fuzz->add_option("--seed", options.seed, "seed of the case sequence")->default_val(1);
+  commands.fuzz->add_option("--shard", options.shard, "run shard i of n of the seed's cases")->default_val("0/1");
+  commands.fuzz->add_option("--max-size", options.max_size, "scale every size bound by this factor")->default_val(1.0);
+  commands.fuzz->add_option("--repro-dir", options.repro_dir, "folder for the repro file")->default_val(".");
+  commands.fuzz->add_option("--shrink-seconds", options.shrink_seconds, "time allowed for shrinking")->default_val(60);
+
+  commands.mutants = app.add_subcommand("mutants", "Fuzz every mutant of the catalog until the suite catches it");
+  commands.mutants->add_option("--mutant", options.mutants, "only these mutants (default: all)");
+  commands.mutants->add_option("--seconds", options.seconds, "time allowed per mutant (default 60)");
+  commands.mutants->add_option("--seed", options.seed, "seed of the case sequence")->default_val(1);
+  commands.mutants->add_option("--repro-dir", options.repro_dir, "folder for the repro files")
+      ->default_val("attncheck-mutants");
+  commands.mutants->add_option("--shrink-seconds", options.shrink_seconds, "time allowed for each shrink")
+      ->default_val(20);
+  commands.mutants->add_flag("--json", options.json, "one JSON object instead of the table");
+
+  commands.replay = app.add_subcommand("replay", "Check one implementation on a repro (or golden) file");
+  commands.replay->add_option("file", options.file, "repro file written by attncheck fuzz")->required();
+  commands.replay->add_option("--impl", options.implementation, "implementation, or exec:COMMAND")->required();
+  return commands;
+}
+
+int run_fuzz(const FuzzCommandOptions& options, std::ostream& out) {
+  const properties::FuzzOptions fuzz = fuzz_options(options);
+  const auto implementation = properties::open_implementation(options.implementation);
+  const properties::FuzzReport report = properties::fuzz(*implementation, fuzz, &out);
+  out << fmt::format("fuzz {}: {} cases ({} unsupported) in {:.1f} s, {:.1f} cases/s; largest: {}\n",
+                     implementation->name(), report.cases, report.unsupported, report.seconds,
+                     report.cases_per_second(), report.largest);
+  if (!report.failure) return kExitOk;
+  const properties::Counterexample& failure = *report.failure;
+  out << fmt::format("FAIL {}: {}\n  shrunk in {} steps ({:.1f} s) from: {}\n  to: {}\n  repro: {}\n  replay: {}\n",
+                     failure.outcome.property, failure.outcome.detail, failure.shrink_steps, failure.shrink_seconds,
+                     properties::describe(failure.original), properties::describe(failure.shrunk), failure.repro_path,
+                     properties::replay_command(failure.repro_path, implementation->name()));
+  return kExitCheckFailed;
+}
+
+int run_mutants(const FuzzCommandOptions& options, std::ostream& out) {
+  FuzzCommandOptions per_mutant = options;
+  if (!per_mutant.seconds) per_mutant.seconds = 60.0;
+  properties::FuzzOptions fuzz = fuzz_options(per_mutant);
+  fuzz.progress_seconds = 0;
+  std::vector<std::string> names = options.mutants.empty() ? properties::mutant_names() : options.mutants;
+  if (!options.json) {
+    out << fmt::format("{:<38} {:<7} {:<44} {:>6} {:>8}\n", "mutant", "killed", "by", "cases", "seconds");
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  int survivors = 0;
+  for (const std::string& name : names) {
+    const auto implementation = properties::open_implementation(name);
+    const properties::FuzzReport report = properties::fuzz(*implementation, fuzz, nullptr);
+    const bool killed = report.failure.has_value();
+    if (!killed) ++survivors;
+    const std::string by = killed
+                               ? fmt::format("{}: {}", report.failure->outcome.property, report.failure->outcome.detail)
+                               : std::string("-");
+    if (options.json) {
+      nlohmann::json row{{"mutant", name}, {"killed", killed}, {"cases", report.cases}, {"seconds", report.seconds}};
+      if (killed) {
+        row["property"] = report.failure->outcome.property;
+        row["detail"] = report.failure->outcome.detail;
+        row["counterexample"] = properties::describe(report.failure->shrunk);
+        row["shrink_steps"] = report.failure->shrink_steps;
+        row["repro"] = report.failure->repro_path;
+      }
+      rows.push_back(row);
+    } else {
+      out << fmt::format("{:<38} {:<7} {:<44} {:>6} {:>8.2f}\n", name, killed ? "yes" : "NO",
+                         by.size() > 44 ? by.substr(0, 41) + "..." : by, report.cases, report.seconds);
+      if (killed) out << fmt::format("{:<38} shrunk: {}\n", "", properties::describe(report.failure->shrunk));
+    }
+  }
+  if (options.json) {
+    out << nlohmann::json{{"survivors", survivors}, {"mutants", rows}}.dump(2) << '\n';
+  } else {
+    out << fmt::format("{} of {} mutants killed\n", names.size() - survivors, names.size());
+  }
+  return survivors == 0 ? kExitOk : kExitCheckFailed;
+}
+
+int run_replay(const FuzzCommandOptions& options, std::ostream& out) {
+  GoldenOptions golden;
+  golden.files = {options.file};
+  golden.implementation = options.implementation;
+  return run_golden_check(golden, out);
+}
+
+}  // namespace attncheck::cli

@@ -1,0 +1,53 @@
+#include "properties/case_spec.hpp"
+
+#include <fmt/format.h>
+
+namespace attncheck::properties {
+
+Case make_case(const CaseSpec& spec) {
+  return generate_case(resolve_geometry(spec.geometry), spec.inputs);
+}
+
+std::string describe(const CaseSpec& spec) {
+  const GeometrySpec& g = spec.geometry;
+  const InputOptions& in = spec.inputs;
+  const std::int64_t kv = g.num_kv_heads.value_or(g.num_heads);
+  std::string text = fmt::format("heads {}/{}, head_dim {}, hidden {}, rotary {} {}", g.num_heads, kv,
+                                 g.head_dim ? std::to_string(*g.head_dim) : "omitted", g.hidden_size,
+                                 g.rotary_dim   ? std::to_string(*g.rotary_dim)
+                                 : g.rotary_pct ? fmt::format("pct {}", *g.rotary_pct)
+                                                : "full",
+                                 to_string(g.rope_style));
+  if (g.qk_norm != QkNorm::none) text += fmt::format(", qk_norm {}", to_string(g.qk_norm));
+  if (g.qkv_bias || g.out_bias) text += fmt::format(", bias {}/{}", g.qkv_bias, g.out_bias);
+  if (g.query_pre_attn_scalar) text += fmt::format(", query_pre_attn_scalar {}", *g.query_pre_attn_scalar);
+  if (g.softcap) text += fmt::format(", softcap {}", *g.softcap);
+  if (g.sliding_window) text += fmt::format(", window {}", *g.sliding_window);
+  if (!g.causal) text += ", not causal";
+  text += fmt::format("; tp {}; batch {}, seq {}, {}", in.tp_size, in.batch, in.seq, to_string(in.activations));
+  if (in.position_offset) text += fmt::format(", positions from {}", *in.position_offset);
+  if (in.position_gaps) text += ", position gaps";
+  if (in.pad_keys) text += ", padded keys";
+  if (!in.decode.empty()) {
+    text += fmt::format(", decode {}", in.decode.prefill);
+    for (const std::int64_t step : in.decode.steps) text += fmt::format("+{}", step);
+  }
+  text += fmt::format(", seed {}", in.seed);
+  return text;
+}
+
+std::int64_t work(const CaseSpec& spec) {
+  const Geometry geometry = resolve_geometry(spec.geometry);
+  const std::int64_t tokens = spec.inputs.batch * spec.inputs.seq;
+  const std::int64_t projections =
+      tokens * geometry.hidden_size() * (2 * geometry.query_width() + 2 * geometry.kv_width());
+  const std::int64_t attention =
+      2 * spec.inputs.batch * geometry.num_heads() * spec.inputs.seq * spec.inputs.seq * geometry.head_dim();
+  return projections + attention;
+}
+
+void showValue(const CaseSpec& spec, std::ostream& os) {
+  os << describe(spec);
+}
+
+}  // namespace attncheck::properties

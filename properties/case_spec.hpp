@@ -1,0 +1,33 @@
+// What the property generators produce: a geometry as a user states it, a TP size and the input options.
+// Everything else in a case (x, dout, positions, key lengths, weights) follows from these through
+// core/input_generation, so a CaseSpec is small to shrink, print and save.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "core/case.hpp"
+#include "core/geometry.hpp"
+#include "core/input_generation.hpp"
+
+namespace attncheck::properties {
+
+struct CaseSpec {
+  GeometrySpec geometry;
+  InputOptions inputs;  // inputs.tp_size is the plan's TP size
+};
+
+// The case itself (InputError if the spec is invalid, which generators never produce).
+Case make_case(const CaseSpec& spec);
+
+// One line: "kv 2 x group 2, head_dim 6 (explicit), hidden 10, tp 2, batch 1, seq 4, ...".
+std::string describe(const CaseSpec& spec);
+
+// A size to report and bound: multiply-adds of one forward pass (projections and attention).
+std::int64_t work(const CaseSpec& spec);
+
+// RapidCheck prints counterexamples with this.
+void showValue(const CaseSpec& spec, std::ostream& os);
+
+}  // namespace attncheck::properties

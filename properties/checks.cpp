@@ -1,0 +1,54 @@
+#include "properties/checks.hpp"
+
+#include <fmt/format.h>
+
+#include "reference/reference.hpp"
+
+namespace attncheck::properties {
+
+NamedTensors oracle_tensors(const Case& test_case, bool sharded) {
+  NamedTensors tensors = named_tensors(reference::run_reference_tp(test_case));
+  if (!sharded) std::erase_if(tensors, [](const auto& entry) { return entry.first.starts_with("ranks/"); });
+  return tensors;
+}
+
+CheckOutcome check_matches_reference(Implementation& implementation, const Case& test_case) {
+  CheckOutcome outcome{.property = "matches-reference"};
+  NamedTensors expected;
+  try {
+    expected = oracle_tensors(test_case, implementation.sharded());
+  } catch (const InputError& error) {
+    return {.verdict = Verdict::unsupported,
+            .property = outcome.property,
+            .detail = fmt::format("no reference answer: {}", error.what())};
+  }
+  NamedTensors actual;
+  try {
+    actual = implementation.run(test_case);
+  } catch (const Unsupported& error) {
+    return {.verdict = Verdict::unsupported, .property = outcome.property, .detail = error.what()};
+  } catch (const std::exception& error) {
+    return {.verdict = Verdict::fail,
+            .property = outcome.property,
+            .detail = fmt::format("{} raised: {}", implementation.name(), error.what())};
+  }
+  CompareReport report = compare(test_case, expected, actual, Precision::fp64);
+  if (!report.passed()) {
+    outcome.verdict = Verdict::fail;
+    int listed = 0;
+    for (const TensorReport& tensor : report.tensors) {
+      if (tensor.status == TensorStatus::ok) continue;
+      if (listed++ == 3) {
+        outcome.detail += ", ...";
+        break;
+      }
+      if (!outcome.detail.empty()) outcome.detail += ", ";
+      outcome.detail += fmt::format("{} {}", tensor.name, to_string(tensor.status));
+      if (tensor.status == TensorStatus::mismatch) outcome.detail += fmt::format(" ({:.3g} ulps)", tensor.error_ulps);
+    }
+  }
+  outcome.report = std::move(report);
+  return outcome;
+}
+
+}  // namespace attncheck::properties

@@ -1,0 +1,31 @@
+// The check the fuzzer and `attncheck mutants` run on every case, shared with the property suite:
+// an implementation against the fp64 oracle (reference-tp: out, every gradient, each rank's gradients,
+// the KV-cache decoding output), in the tolerance model of core/compare.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/compare.hpp"
+#include "properties/implementation.hpp"
+
+namespace attncheck::properties {
+
+enum class Verdict { pass, fail, unsupported };
+
+struct CheckOutcome {
+  Verdict verdict = Verdict::pass;
+  std::string property;  // "matches-reference"
+  std::string detail;    // failing tensors, the exception, or why it is unsupported
+  std::optional<CompareReport> report;
+};
+
+// Unsupported when the implementation says so or the oracle has no answer (a non-finite fp64 result);
+// fail when it throws anything else or a tensor is beyond tolerance, missing or of another shape.
+CheckOutcome check_matches_reference(Implementation& implementation, const Case& test_case);
+
+// The oracle's answers as the check compares them: all of reference-tp's tensors, without the per-rank
+// gradients for an unsharded implementation.
+NamedTensors oracle_tensors(const Case& test_case, bool sharded);
+
+}  // namespace attncheck::properties

@@ -1,0 +1,125 @@
+// Properties that hold implementations to the reference and the reference to itself: every
+// implementation matches the oracle, reference-tp equals reference at every valid TP size, an omitted
+// head_dim is the explicit quotient bit for bit, decoding equals the full forward, and invalid
+// geometries never produce numbers. Each is an RC_GTEST_PROP, so a failure shrinks.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include "core/tp_plan.hpp"
+#include "properties/checks.hpp"
+#include "properties/generators.hpp"
+#include "properties/property_test_support.hpp"
+#include "reference/reference.hpp"
+
+namespace attncheck::properties {
+namespace {
+
+using testing::assert_close;
+using testing::without_ranks;
+
+RC_GTEST_PROP(Properties, EveryImplementationMatchesTheReference, ()) {
+  const CaseSpec spec = *case_specs();
+  testing::classify(spec);
+  const Case test_case = make_case(spec);
+  for (const std::string& name : implementation_names()) {
+    const auto implementation = open_implementation(name);
+    const CheckOutcome outcome = check_matches_reference(*implementation, test_case);
+    if (outcome.verdict == Verdict::fail) RC_FAIL(name + ": " + outcome.detail);
+  }
+}
+
+RC_GTEST_PROP(Properties, ReferenceTpEqualsReferenceAtEveryValidTpSize, ()) {
+  const CaseSpec spec = *case_specs();
+  const Case test_case = make_case(spec);
+  const NamedTensors unsharded = named_tensors(reference::run_reference(test_case));
+  for (const std::int64_t tp_size : valid_tp_sizes(test_case.geometry())) {
+    Case sharded_case = test_case;
+    sharded_case.plan = make_tp_plan(test_case.geometry(), tp_size);
+    RC_TAG(tp_size > test_case.geometry().num_kv_heads() ? "replicated KV seen" : "no replication");
+    assert_close(sharded_case, unsharded, without_ranks(named_tensors(reference::run_reference_tp(sharded_case))));
+  }
+}
+
+RC_GTEST_PROP(Properties, OmittedHeadDimIsTheExplicitQuotientBitForBit, ()) {
+  CaseSpec spec = *case_specs();
+  const Geometry generated = resolve_geometry(spec.geometry);
+  // The layer whose hidden_size is num_heads x head_dim, with head_dim omitted and stated.
+  spec.geometry.hidden_size = generated.query_width();
+  spec.geometry.head_dim.reset();
+  spec.inputs.tp_size = 1;
+  CaseSpec stated = spec;
+  stated.geometry.head_dim = generated.head_dim();
+  const Case omitted_case = make_case(spec);
+  const Case stated_case = make_case(stated);
+  RC_ASSERT(omitted_case.geometry().head_dim() == generated.head_dim());
+  RC_ASSERT(omitted_case.plan.unsharded_params.total() == stated_case.plan.unsharded_params.total());
+  const NamedTensors omitted = named_tensors(reference::run_reference(omitted_case));
+  const NamedTensors explicit_ = named_tensors(reference::run_reference(stated_case));
+  RC_ASSERT(omitted.size() == explicit_.size());
+  for (const auto& [name, tensor] : omitted) {
+    RC_ASSERT(explicit_.at(name).shape == tensor.shape);
+    RC_ASSERT(explicit_.at(name).values == tensor.values);  // bit for bit
+  }
+}
+
+RC_GTEST_PROP(Properties, DecodingEqualsTheFullForward, ()) {
+  CaseSpec spec = *case_specs();
+  spec.geometry.causal = true;
+  if (spec.inputs.decode.empty()) {
+    // Prefill one token, then one at a time: the schedule every decoder runs.
+    spec.inputs.decode = {.prefill = 1, .steps = std::vector<std::int64_t>(spec.inputs.seq - 1, 1)};
+  }
+  const Case test_case = make_case(spec);
+  const Result result = reference::run_reference_tp(test_case, {.gradients = false});
+  RC_ASSERT(result.decode_out.has_value());
+  // decode_out [batch, total, hidden] against the first `total` rows of out.
+  const std::int64_t total = spec.inputs.decode.total();
+  const std::int64_t hidden = test_case.geometry().hidden_size();
+  Tensor first_rows({spec.inputs.batch, total, hidden});
+  for (std::int64_t b = 0; b < spec.inputs.batch; ++b) {
+    std::copy_n(result.out.values.begin() + b * spec.inputs.seq * hidden, total * hidden,
+                first_rows.values.begin() + b * total * hidden);
+  }
+  assert_close(test_case, {{"decode/out", first_rows}}, {{"decode/out", *result.decode_out}});
+}
+
+// An invalid geometry or TP size, made from a valid one by breaking one rule.
+RC_GTEST_PROP(Properties, InvalidGeometriesAreRejectedWithoutNumbers, ()) {
+  const CaseSpec valid = *case_specs();
+  const Geometry geometry = resolve_geometry(valid.geometry);
+  const int breakage = *rc::gen::element(0, 1, 2, 3, 4);
+  CaseSpec broken = valid;
+  switch (breakage) {
+    case 0:  // KV heads that do not divide the query heads
+      broken.geometry.num_kv_heads = geometry.num_heads() + 1;
+      break;
+    case 1:  // an odd head_dim rotated whole (RoPE pairs channels)
+      broken.geometry.head_dim = 2 * *rc::gen::inRange<std::int64_t>(0, 64) + 1;
+      broken.geometry.rotary_dim.reset();
+      broken.geometry.rotary_pct.reset();
+      break;
+    case 2:  // more rotary channels than the head has
+      broken.geometry.rotary_pct.reset();
+      broken.geometry.rotary_dim = geometry.head_dim() + 2;
+      break;
+    case 3:  // a TP size that splits a head or a KV head unevenly
+      broken.inputs.tp_size = geometry.num_heads() + 1 + geometry.num_heads() * *rc::gen::inRange<std::int64_t>(0, 3);
+      break;
+    default:  // a non-positive width
+      broken.geometry.hidden_size = -*rc::gen::inRange<std::int64_t>(0, 4);
+      break;
+  }
+  RC_TAG(breakage);
+  bool rejected = false;
+  try {
+    const Case test_case = make_case(broken);
+    (void)reference::run_reference_tp(test_case);
+  } catch (const InputError& error) {
+    rejected = true;
+    RC_ASSERT(!error.violations().empty());  // it names what is wrong
+  }
+  RC_ASSERT(rejected);
+}
+
+}  // namespace
+}  // namespace attncheck::properties

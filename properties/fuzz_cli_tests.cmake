@@ -1,0 +1,38 @@
+# End to end: `attncheck fuzz`, `mutants` and `replay` (label property). Included from cli/ after
+# attncheck_cli_case() exists.
+function(attncheck_fuzz_case name expected_exit stdout_regex stderr_regex timeout)
+  add_test(NAME fuzz.${name}
+           COMMAND ${CMAKE_COMMAND} "-DCOMMAND=$<TARGET_FILE:attncheck>;${ARGN}"
+                   -DEXPECT_EXIT=${expected_exit} "-DEXPECT_STDOUT=${stdout_regex}"
+                   "-DEXPECT_STDERR=${stderr_regex}" -DTIMEOUT=${timeout} -P ${PROJECT_SOURCE_DIR}/cmake/RunAndCheck.cmake)
+  set_tests_properties(fuzz.${name} PROPERTIES LABELS property)
+endfunction()
+
+set(fuzz_dir ${CMAKE_CURRENT_BINARY_DIR}/fuzz_e2e)
+attncheck_fuzz_case(reference_tp_clean 0 "fuzz reference-tp: 400 cases \\(0 unsupported\\)" "^$" 120
+                    fuzz --impl reference-tp --cases 400 --seed 7 --repro-dir ${fuzz_dir})
+# Every mutant of the catalog is caught (each well within its 60 s).
+attncheck_fuzz_case(mutants_all_killed 0 "18 of 18 mutants killed" "^$" 600
+                    mutants --repro-dir ${fuzz_dir}/mutants)
+attncheck_fuzz_case(bad_shard 2 "^$" "--shard = 2/2: must be i/n with 0 <= i < n" 60
+                    fuzz --impl reference --shard 2/2)
+attncheck_fuzz_case(not_a_worker 2 "^$" "must start a process that first prints 'attncheck-worker 1'" 60
+                    fuzz --impl exec:true --cases 1)
+attncheck_fuzz_case(unknown_implementation 2 "^$" "--impl = torch-cpu: must name an implementation.*mutant-kv-head-modulo" 60
+                    fuzz --impl torch-cpu --cases 1)
+
+# The KV-head-as-h-%-H_kv mutant shrinks to a small case, whose repro file replays the failure.
+add_test(NAME fuzz.kv_head_modulo_shrinks_and_replays
+         COMMAND ${CMAKE_COMMAND} -DATTNCHECK=$<TARGET_FILE:attncheck> -DDIR=${fuzz_dir}/kv_modulo
+                 -P ${CMAKE_CURRENT_LIST_DIR}/shrink_replay_test.cmake)
+set_tests_properties(fuzz.kv_head_modulo_shrinks_and_replays PROPERTIES LABELS property)
+
+# transformers as an exec: worker: clean on what it supports; a planted bug is caught and shrunk.
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+set(hf_worker "exec:${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/golden/adapters/hf_transformers.py --worker")
+attncheck_fuzz_case(hf_worker_clean 0 "fuzz exec:.*cases \\([0-9]+ unsupported\\).*largest: heads" "" 120
+                    fuzz --impl ${hf_worker} --seconds 30 --repro-dir ${fuzz_dir}/hf)
+attncheck_fuzz_case(hf_worker_planted_bug 1 "FAIL matches-reference.*shrunk in [0-9]+ steps.*to: heads.*replay: attncheck replay" ""
+                    180 fuzz --impl "${hf_worker} --plant-bug quotient-scale" --seconds 60 --repro-dir ${fuzz_dir}/hf_bug)
+set_tests_properties(fuzz.hf_worker_clean fuzz.hf_worker_planted_bug PROPERTIES
+  ENVIRONMENT "HF_HUB_OFFLINE=1;TRANSFORMERS_OFFLINE=1;TOKENIZERS_PARALLELISM=false")

@@ -1,0 +1,246 @@
+#include "properties/generators.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "core/tp_plan.hpp"
+
+namespace attncheck::properties {
+
+namespace gen = rc::gen;
+using rc::Gen;
+
+GenLimits GenLimits::scaled(double factor) const {
+  const auto times = [factor](std::int64_t value, std::int64_t minimum) {
+    return std::max(minimum, static_cast<std::int64_t>(static_cast<double>(value) * factor));
+  };
+  return {.max_kv_heads = times(max_kv_heads, 1),
+          .max_group = times(max_group, 1),
+          .max_head_dim = times(max_head_dim, 2) / 2 * 2,
+          .max_hidden = times(max_hidden, 2),
+          .max_batch = times(max_batch, 1),
+          .max_seq = times(max_seq, 3)};
+}
+
+namespace {
+
+// low at size 0, high at size 100 and above.
+std::int64_t bound_at(int size, std::int64_t low, std::int64_t high) {
+  return low + (high - low) * std::clamp(size, 0, 100) / 100;
+}
+
+// Even head_dim in [2, max]: small ones most often (mask and RoPE bugs show at any width), any even
+// width up to max sometimes (the fuzzer must reach 80, 96, 256, ...). Shrinks towards 2.
+Gen<std::int64_t> head_dims(std::int64_t max_head_dim) {
+  const std::int64_t max_half = std::max<std::int64_t>(1, max_head_dim / 2);
+  return gen::map(
+      gen::weightedOneOf<std::int64_t>({{5, gen::inRange<std::int64_t>(1, std::min<std::int64_t>(8, max_half) + 1)},
+                                        {3, gen::inRange<std::int64_t>(1, std::min<std::int64_t>(32, max_half) + 1)},
+                                        {2, gen::inRange<std::int64_t>(1, max_half + 1)}}),
+      [](std::int64_t half) { return 2 * half; });
+}
+
+// hidden_size for a query width: the same (the old assumption), smaller, larger, or anything.
+Gen<std::int64_t> hidden_sizes(std::int64_t query_width, std::int64_t max_hidden) {
+  return gen::weightedOneOf<std::int64_t>({{2, gen::just(query_width)},
+                                           {1, gen::just(std::max<std::int64_t>(1, query_width / 2))},
+                                           {1, gen::just(std::min(2 * query_width, std::max(max_hidden, query_width)))},
+                                           {4, gen::inRange<std::int64_t>(1, max_hidden + 1)}});
+}
+
+// How RoPE covers a head: 0 full (rotary_dim absent), 1 partial (an even rotary_dim), 2 none
+// (rotary_dim 0), 3 half through rotary_pct 0.5 (the GPT-NeoX spelling), when that is even.
+struct Rotary {
+  int kind = 0;
+  std::int64_t pairs = 0;
+};
+
+Gen<Rotary> rotaries(std::int64_t head_dim) {
+  return gen::map(gen::tuple(gen::weightedElement<int>({{5, 0}, {3, 1}, {1, 2}, {1, 3}}),
+                             gen::inRange<std::int64_t>(0, head_dim / 2 + 1)),
+                  [](const std::tuple<int, std::int64_t>& t) {
+                    return Rotary{std::get<0>(t), std::get<1>(t)};
+                  });
+}
+
+void apply_rotary(const Rotary& rotary, std::int64_t head_dim, GeometrySpec& spec) {
+  if (rotary.kind == 1) spec.rotary_dim = 2 * rotary.pairs;
+  if (rotary.kind == 2) spec.rotary_dim = 0;
+  if (rotary.kind == 3) {
+    if (head_dim % 4 == 0) {
+      spec.rotary_pct = 0.5;
+    } else {
+      spec.rotary_dim = 2 * rotary.pairs;
+    }
+  }
+}
+
+// Everything about a geometry that does not depend on its widths.
+struct Features {
+  Rotary rotary;
+  RopeStyle rope_style = RopeStyle::half_split;
+  QkNorm qk_norm = QkNorm::none;
+  bool qkv_bias = false;
+  bool out_bias = false;
+  std::optional<double> query_pre_attn_scalar;
+  std::optional<double> softcap;
+  std::optional<std::int64_t> window;
+  bool causal = true;
+  double rope_theta = 10000.0;
+};
+
+Gen<Features> features(std::int64_t head_dim, std::int64_t max_seq) {
+  return gen::map(
+      gen::tuple(rotaries(head_dim), gen::element(RopeStyle::half_split, RopeStyle::interleaved),
+                 gen::weightedElement<QkNorm>({{3, QkNorm::none}, {2, QkNorm::rms}, {1, QkNorm::rms_one_plus}}),
+                 gen::arbitrary<bool>(), gen::arbitrary<bool>(),
+                 gen::weightedOneOf<std::optional<double>>({{4, gen::just(std::optional<double>())},
+                                                            {1, gen::map(gen::element(2.0, 0.5),
+                                                                         [head_dim](double f) {
+                                                                           return std::optional<double>(
+                                                                               f * static_cast<double>(head_dim));
+                                                                         })}}),
+                 gen::weightedOneOf<std::optional<double>>(
+                     {{3, gen::just(std::optional<double>())},
+                      {1, gen::map(gen::element(5.0, 30.0), [](double c) { return std::optional<double>(c); })}}),
+                 gen::weightedOneOf<std::optional<std::int64_t>>(
+                     {{3, gen::just(std::optional<std::int64_t>())},
+                      {1, gen::map(gen::inRange<std::int64_t>(1, max_seq + 2),
+                                   [](std::int64_t w) { return std::optional<std::int64_t>(w); })}}),
+                 gen::weightedElement<bool>({{6, true}, {1, false}}), gen::element(10000.0, 1e6)),
+      [](const auto& t) {
+        return Features{.rotary = std::get<0>(t),
+                        .rope_style = std::get<1>(t),
+                        .qk_norm = std::get<2>(t),
+                        .qkv_bias = std::get<3>(t),
+                        .out_bias = std::get<4>(t),
+                        .query_pre_attn_scalar = std::get<5>(t),
+                        .softcap = std::get<6>(t),
+                        .window = std::get<7>(t),
+                        .causal = std::get<8>(t),
+                        .rope_theta = std::get<9>(t)};
+      });
+}
+
+GeometrySpec build_geometry(std::int64_t kv, std::int64_t group, std::int64_t head_dim, bool omit_head_dim,
+                            std::int64_t hidden, const Features& f) {
+  GeometrySpec spec{.hidden_size = hidden, .num_heads = kv * group, .num_kv_heads = kv};
+  // An omitted head_dim is derived as hidden / num_heads, so hidden is the query width there.
+  if (!omit_head_dim) spec.head_dim = head_dim;
+  apply_rotary(f.rotary, head_dim, spec);
+  spec.rope_theta = f.rope_theta;
+  spec.rope_style = f.rope_style;
+  spec.qk_norm = f.qk_norm;
+  spec.qkv_bias = f.qkv_bias;
+  spec.out_bias = f.out_bias;
+  spec.query_pre_attn_scalar = f.query_pre_attn_scalar;
+  spec.softcap = f.softcap;
+  spec.sliding_window = f.window;
+  spec.causal = f.causal;
+  return spec;
+}
+
+Gen<GeometrySpec> geometries(const GenLimits& limits, int size) {
+  const std::int64_t max_kv = bound_at(size, 1, limits.max_kv_heads);
+  const std::int64_t max_group = bound_at(size, 1, limits.max_group);
+  const std::int64_t max_head_dim = std::max<std::int64_t>(2, bound_at(size, 2, limits.max_head_dim));
+  const std::int64_t max_hidden = bound_at(size, 2, limits.max_hidden);
+  const std::int64_t max_seq = bound_at(size, 3, limits.max_seq);
+  return gen::mapcat(
+      gen::tuple(gen::inRange<std::int64_t>(1, max_kv + 1), gen::inRange<std::int64_t>(1, max_group + 1),
+                 head_dims(max_head_dim), gen::weightedElement<bool>({{5, false}, {1, true}})),
+      [=](const std::tuple<std::int64_t, std::int64_t, std::int64_t, bool>& heads) {
+        const auto [kv, group, head_dim, omit_head_dim] = heads;
+        const std::int64_t query_width = kv * group * head_dim;
+        const Gen<std::int64_t> hidden = omit_head_dim ? gen::just(query_width) : hidden_sizes(query_width, max_hidden);
+        return gen::map(
+            gen::tuple(hidden, features(head_dim, max_seq)), [=](const std::tuple<std::int64_t, Features>& rest) {
+              return build_geometry(kv, group, head_dim, omit_head_dim, std::get<0>(rest), std::get<1>(rest));
+            });
+      });
+}
+
+// A decode schedule for seq tokens from shrinkable codes: prefill 1 .. seq - 1, then steps of 1 .. 3
+// tokens while tokens remain (all of them decoded when the codes allow).
+DecodeSchedule schedule_from(std::int64_t seq, std::int64_t prefill_code, const std::vector<std::int64_t>& step_codes) {
+  DecodeSchedule schedule{.prefill = 1 + prefill_code % (seq - 1), .steps = {}};
+  std::int64_t remaining = seq - schedule.prefill;
+  for (const std::int64_t code : step_codes) {
+    if (remaining == 0) break;
+    const std::int64_t step = 1 + code % std::min<std::int64_t>(remaining, 3);
+    schedule.steps.push_back(step);
+    remaining -= step;
+  }
+  if (schedule.steps.empty()) schedule.steps.push_back(1);
+  return schedule;
+}
+
+Gen<InputOptions> input_options(const GeometrySpec& geometry, std::int64_t tp_size, const GenLimits& limits, int size) {
+  const std::int64_t max_batch = bound_at(size, 1, limits.max_batch);
+  const std::int64_t max_seq = bound_at(size, 3, limits.max_seq);
+  const std::int64_t kv = geometry.num_kv_heads.value_or(geometry.num_heads);
+  const std::int64_t head_dim = resolve_geometry(geometry).head_dim();
+  // Degenerate equalities on purpose: batch == num_kv_heads, seq == head_dim (an index mixed up between
+  // them is invisible otherwise... and visible only then).
+  const Gen<std::int64_t> batch = gen::weightedOneOf<std::int64_t>(
+      {{4, gen::inRange<std::int64_t>(1, max_batch + 1)}, {1, gen::just(std::min(kv, max_batch))}});
+  const Gen<std::int64_t> seq =
+      gen::weightedOneOf<std::int64_t>({{6, gen::inRange<std::int64_t>(3, max_seq + 1)},
+                                        {1, gen::just(std::clamp<std::int64_t>(head_dim, 3, max_seq))}});
+  const Gen<std::optional<std::int64_t>> offset = gen::weightedOneOf<std::optional<std::int64_t>>(
+      {{2, gen::just(std::optional<std::int64_t>())},
+       {2, gen::just(std::optional<std::int64_t>(0))},
+       {1, gen::map(gen::inRange<std::int64_t>(0, 100001),
+                    [](std::int64_t o) { return std::optional<std::int64_t>(o); })}});
+  using DecodeCodes = std::tuple<std::int64_t, std::vector<std::int64_t>>;
+  // KV-cache decoding is causal by nature (validate_case refuses it otherwise).
+  const Gen<std::optional<DecodeCodes>> decode = gen::weightedOneOf<std::optional<DecodeCodes>>(
+      {{1, gen::just(std::optional<DecodeCodes>())},
+       {1, gen::map(gen::tuple(gen::inRange<std::int64_t>(0, 64),
+                               gen::container<std::vector<std::int64_t>>(gen::inRange<std::int64_t>(0, 64))),
+                    [](const DecodeCodes& codes) { return std::optional<DecodeCodes>(codes); })}});
+  return gen::map(
+      gen::tuple(gen::noShrink(gen::arbitrary<std::uint64_t>()), batch, seq,
+                 gen::element(ActivationDistribution::uniform, ActivationDistribution::heavy_tailed,
+                              ActivationDistribution::outliers),
+                 offset, gen::weightedElement<bool>({{2, false}, {1, true}}), gen::arbitrary<bool>(), decode),
+      [tp_size, causal = geometry.causal](const auto& t) {
+        InputOptions options{.seed = std::get<0>(t),
+                             .batch = std::get<1>(t),
+                             .seq = std::get<2>(t),
+                             .activations = std::get<3>(t),
+                             .position_offset = std::get<4>(t),
+                             .position_gaps = std::get<5>(t),
+                             .pad_keys = std::get<6>(t),
+                             .decode = {},
+                             .tp_size = tp_size};
+        if (const auto& codes = std::get<7>(t); codes && causal) {
+          options.decode = schedule_from(options.seq, std::get<0>(*codes), std::get<1>(*codes));
+        }
+        return options;
+      });
+}
+
+}  // namespace
+
+rc::Gen<GeometrySpec> geometry_specs(const GenLimits& limits) {
+  return gen::withSize([limits](int size) { return geometries(limits, size); });
+}
+
+rc::Gen<CaseSpec> case_specs(const GenLimits& limits) {
+  return gen::withSize([limits](int size) {
+    return gen::mapcat(geometries(limits, size), [limits, size](const GeometrySpec& geometry) {
+      // TP sizes from the valid set, 1 first (shrinking goes there); P > H_kv replicates KV heads.
+      const std::vector<std::int64_t> tp_sizes = valid_tp_sizes(resolve_geometry(geometry));
+      return gen::mapcat(gen::elementOf(tp_sizes), [geometry, limits, size](std::int64_t tp_size) {
+        return gen::map(input_options(geometry, tp_size, limits, size), [geometry](const InputOptions& inputs) {
+          return CaseSpec{.geometry = geometry, .inputs = inputs};
+        });
+      });
+    });
+  });
+}
+
+}  // namespace attncheck::properties

@@ -1,0 +1,44 @@
+// The implementations attncheck holds to the reference, by name: the fp64 references, the mutant
+// catalog (properties/mutants), and external processes (`exec:COMMAND`, properties/worker.hpp). The
+// golden commands, `attncheck run`, the property suite, the fuzzer and `attncheck mutants` all run
+// implementations through this one registry. (LibTorch and CUDA implementations join when they land.)
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/case.hpp"
+#include "core/compare.hpp"
+#include "core/input_error.hpp"
+
+namespace attncheck::properties {
+
+// Thrown by an implementation that cannot run a case (a backend refusing a head_dim, transformers
+// lacking a feature): reported as "unsupported", never as a failure. An InputError, so the golden
+// commands exit 2 on it.
+class Unsupported : public InputError {
+ public:
+  Unsupported(const std::string& implementation, const std::string& reason);
+};
+
+class Implementation {
+ public:
+  virtual ~Implementation() = default;
+  virtual const std::string& name() const = 0;
+  // Whether it reports per-rank gradients (runs the case's TP plan). One that does not is compared on
+  // out, decode/out and the full gradients only.
+  virtual bool sharded() const = 0;
+  // Forward, backward and decoding of the case, as tensors under their golden-file names ("out",
+  // "grads/q_proj", "decode/out", "ranks/1/grads/k_proj"; golden/SCHEMA.md). Unsupported when it
+  // cannot run the case; any other exception is the implementation failing.
+  virtual NamedTensors run(const Case& test_case) = 0;
+};
+
+// The correct built-in implementations, which `attncheck run` and the property suite check.
+std::vector<std::string> implementation_names();
+
+// Any registered name, or `exec:COMMAND`; InputError listing the valid names for anything else.
+std::unique_ptr<Implementation> open_implementation(const std::string& name);
+
+}  // namespace attncheck::properties

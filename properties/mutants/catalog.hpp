@@ -1,0 +1,27 @@
+// The mutant catalog: realistic broken implementations, each the reference with one bug that a real
+// framework has made (or could easily make), registered like any implementation so that the property
+// suite, the fuzzer and `attncheck mutants` can show they are caught. A mutant runs on every case; where
+// its bug cannot show (a swap of heads in a one-head layer, a quotient scale where head_dim is the
+// quotient) it simply gives the right answer, as the broken framework would.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/case.hpp"
+#include "core/result.hpp"
+
+namespace attncheck::properties {
+
+struct Mutant {
+  std::string name;  // "mutant-..."
+  std::string bug;   // one line: what is wrong
+  bool sharded = true;
+  std::function<Result(const Case&)> run;
+};
+
+const std::vector<Mutant>& mutant_catalog();
+std::vector<std::string> mutant_names();
+
+}  // namespace attncheck::properties

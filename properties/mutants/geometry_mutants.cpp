@@ -1,0 +1,85 @@
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "core/tp_plan.hpp"
+#include "properties/mutants/mutant_functions.hpp"
+#include "reference/reference.hpp"
+
+namespace attncheck::properties::mutants {
+
+namespace {
+
+// The reference-tp run of the same inputs and weights with another geometry spec.
+Result run_with_spec(const Case& test_case, const GeometrySpec& spec) {
+  const Case mutated{.plan = make_tp_plan(resolve_geometry(spec), test_case.plan.tp_size),
+                     .inputs = test_case.inputs,
+                     .weights = test_case.weights};
+  return reference::run_reference_tp(mutated);
+}
+
+}  // namespace
+
+// Scores scaled by (hidden_size / num_heads)^-0.5: the scale of a framework that derives head_dim from
+// the quotient. Where there is no such quotient, or it is head_dim, or the scale comes from
+// query_pre_attn_scalar, the framework would be right.
+Result quotient_scale(const Case& test_case) {
+  const Geometry& g = test_case.geometry();
+  const auto quotient = g.quotient_head_dim();
+  if (!quotient || *quotient == g.head_dim() || g.spec().query_pre_attn_scalar) {
+    return reference::run_reference_tp(test_case);
+  }
+  GeometrySpec spec = g.spec();
+  spec.query_pre_attn_scalar = static_cast<double>(*quotient);
+  return run_with_spec(test_case, spec);
+}
+
+// GPT-NeoX before head_dim existed: the layer is built with head_dim = hidden_size / num_heads, and
+// loading the checkpoint fails on the first projection whose shape differs (as load_state_dict does).
+Result head_dim_from_quotient(const Case& test_case) {
+  const Geometry& g = test_case.geometry();
+  const std::int64_t built = g.hidden_size() / g.num_heads();
+  if (g.hidden_size() % g.num_heads() != 0 || built != g.head_dim()) {
+    throw std::runtime_error(
+        fmt::format("size mismatch for q_proj.weight: copying a param with shape [{}, {}] "
+                    "into the layer's [{}, {}]",
+                    g.query_width(), g.hidden_size(), g.num_heads() * built, g.hidden_size()));
+  }
+  return reference::run_reference_tp(test_case);
+}
+
+// attn_output.reshape(batch, seq, hidden_size) before o_proj: fine while query_width == hidden_size.
+Result context_hidden_width(const Case& test_case) {
+  const Geometry& g = test_case.geometry();
+  if (g.query_width() != g.hidden_size()) {
+    throw std::runtime_error(fmt::format("shape '[{}, {}, {}]' is invalid for input of size {}", test_case.inputs.batch,
+                                         test_case.inputs.seq, g.hidden_size(),
+                                         test_case.inputs.batch * test_case.inputs.seq * g.query_width()));
+  }
+  return reference::run_reference_tp(test_case);
+}
+
+Result rope_full_head(const Case& test_case) {
+  GeometrySpec spec = test_case.geometry().spec();
+  spec.rotary_pct.reset();
+  spec.rotary_dim.reset();  // absent: the whole head
+  return run_with_spec(test_case, spec);
+}
+
+Result rope_style_swapped(const Case& test_case) {
+  GeometrySpec spec = test_case.geometry().spec();
+  spec.rope_style = spec.rope_style == RopeStyle::half_split ? RopeStyle::interleaved : RopeStyle::half_split;
+  return run_with_spec(test_case, spec);
+}
+
+// position_ids dropped: every row's tokens rotated by their index 0, 1, 2, ... (RoPE being relative,
+// this shows only where positions are not consecutive).
+Result rope_ignores_position_ids(const Case& test_case) {
+  Case mutated = test_case;
+  for (std::size_t t = 0; t < mutated.inputs.positions.size(); ++t) {
+    mutated.inputs.positions[t] = static_cast<std::int64_t>(t) % mutated.inputs.seq;
+  }
+  return reference::run_reference_tp(mutated);
+}
+
+}  // namespace attncheck::properties::mutants

@@ -1,0 +1,35 @@
+# ctest fuzz.kv_head_modulo_shrinks_and_replays: `attncheck fuzz` on the mutant that reads KV head
+# h % H_kv must fail, shrink to at most 2 KV heads, 4 query heads and seq <= 4, and write a repro file
+# that `attncheck replay` fails with the mutant (exit 1) and passes with the reference (exit 0).
+file(REMOVE_RECURSE ${DIR})
+execute_process(COMMAND ${ATTNCHECK} fuzz --impl mutant-kv-head-modulo --seconds 60 --repro-dir ${DIR}
+                RESULT_VARIABLE fuzz_exit OUTPUT_VARIABLE fuzz_out ERROR_VARIABLE fuzz_err TIMEOUT 180)
+message("${fuzz_out}${fuzz_err}")
+if(NOT fuzz_exit EQUAL 1)
+  message(FATAL_ERROR "fuzz exited ${fuzz_exit}, expected 1 (the mutant caught)")
+endif()
+if(NOT fuzz_out MATCHES "\n  to: heads ([0-9]+)/([0-9]+), [^\n]*; batch [0-9]+, seq ([0-9]+),")
+  message(FATAL_ERROR "no shrunk case in the output")
+endif()
+set(heads ${CMAKE_MATCH_1})
+set(kv_heads ${CMAKE_MATCH_2})
+set(seq ${CMAKE_MATCH_3})
+if(heads GREATER 4 OR kv_heads GREATER 2 OR seq GREATER 4)
+  message(FATAL_ERROR "shrunk case too large: heads ${heads}/${kv_heads}, seq ${seq}")
+endif()
+if(NOT fuzz_out MATCHES "\n  repro: ([^\n]+\\.h5)")
+  message(FATAL_ERROR "no repro file named")
+endif()
+set(repro ${CMAKE_MATCH_1})
+execute_process(COMMAND ${ATTNCHECK} replay ${repro} --impl mutant-kv-head-modulo
+                RESULT_VARIABLE mutant_exit OUTPUT_VARIABLE mutant_out ERROR_VARIABLE mutant_err TIMEOUT 60)
+message("${mutant_out}${mutant_err}")
+if(NOT mutant_exit EQUAL 1 OR NOT mutant_out MATCHES "MISMATCH.*0 of 1 golden files pass")
+  message(FATAL_ERROR "replay with the mutant exited ${mutant_exit}, expected 1 with a mismatch")
+endif()
+execute_process(COMMAND ${ATTNCHECK} replay ${repro} --impl reference
+                RESULT_VARIABLE reference_exit OUTPUT_VARIABLE reference_out ERROR_VARIABLE reference_err TIMEOUT 60)
+if(NOT reference_exit EQUAL 0)
+  message(FATAL_ERROR "replay with the reference exited ${reference_exit}:\n${reference_out}${reference_err}")
+endif()
+message("shrunk to heads ${heads}/${kv_heads}, seq ${seq}; the repro replays the failure")

@@ -1,0 +1,179 @@
+#include "properties/worker.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include "golden/golden_file.hpp"
+#include "reference/reference.hpp"
+
+namespace attncheck::properties {
+
+namespace {
+
+int timeout_seconds() {
+  const char* text = std::getenv("ATTNCHECK_WORKER_TIMEOUT");
+  const int value = text ? std::atoi(text) : 0;
+  return value > 0 ? value : 300;
+}
+
+class Worker : public Implementation {
+ public:
+  explicit Worker(const std::string& command) : name_(std::string(kExecPrefix) + command) {
+    signal(SIGPIPE, SIG_IGN);  // a dead worker is an error on write, not the end of attncheck
+    char directory_template[] = "/tmp/attncheck-worker-XXXXXX";
+    if (mkdtemp(directory_template) == nullptr) throw std::runtime_error("cannot create a folder in /tmp");
+    directory_ = directory_template;
+    int to_worker[2];
+    int from_worker[2];
+    if (pipe(to_worker) != 0 || pipe(from_worker) != 0) throw std::runtime_error("pipe() failed");
+    pid_ = fork();
+    if (pid_ < 0) throw std::runtime_error("fork() failed");
+    if (pid_ == 0) {
+      dup2(to_worker[0], STDIN_FILENO);
+      dup2(from_worker[1], STDOUT_FILENO);
+      close(to_worker[0]);
+      close(to_worker[1]);
+      close(from_worker[0]);
+      close(from_worker[1]);
+      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(to_worker[0]);
+    close(from_worker[1]);
+    to_worker_ = to_worker[1];
+    from_worker_ = from_worker[0];
+    const std::optional<std::string> greeting = read_line();
+    if (!greeting || !greeting->starts_with("attncheck-worker 1")) {
+      ViolationList violations;
+      violations.add("--impl", name_, "must start a process that first prints 'attncheck-worker 1'",
+                     greeting ? fmt::format("it printed '{}'", greeting->substr(0, 200)) : "it printed nothing");
+      violations.throw_if_any("not an attncheck worker");
+    }
+    sharded_ = greeting->find("sharded") != std::string::npos;
+  }
+
+  ~Worker() override {
+    stop();
+    std::error_code ignored;
+    std::filesystem::remove_all(directory_, ignored);
+  }
+
+  // Closes the worker's stdin (EOF: it exits), waits up to 5 s, then kills it.
+  void stop() {
+    if (to_worker_ >= 0) close(to_worker_);
+    if (from_worker_ >= 0) close(from_worker_);
+    to_worker_ = from_worker_ = -1;
+    if (pid_ > 0) {
+      for (int waited = 0; waited < 50; ++waited) {
+        if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+          pid_ = -1;
+          break;
+        }
+        usleep(100000);
+      }
+      if (pid_ > 0) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, nullptr, 0);
+        pid_ = -1;
+      }
+    }
+  }
+
+  const std::string& name() const override { return name_; }
+  bool sharded() const override { return sharded_; }
+
+  NamedTensors run(const Case& test_case) override {
+    if (pid_ < 0) throw std::runtime_error(fmt::format("{}: the worker has stopped", name_));
+    // The case as a golden file: the worker reads it as any reader would (it may ignore /expected).
+    const Result expected = reference::run_reference_tp(test_case);
+    const std::string case_path = fmt::format("{}/case{}.h5", directory_, cases_);
+    const std::string candidate_path = fmt::format("{}/candidate{}.h5", directory_, cases_);
+    ++cases_;
+    golden::write_golden(case_path, golden::Golden{.test_case = test_case, .expected = expected, .generator = name_});
+    std::filesystem::remove(candidate_path);
+    send(fmt::format("run {} {}\n", case_path, candidate_path));
+    const std::optional<std::string> reply = read_line();
+    std::filesystem::remove(case_path);
+    if (!reply) {
+      stop();  // a late reply would be taken for the next case's
+      throw std::runtime_error(
+          fmt::format("{}: the worker exited or gave no answer within {} s", name_, timeout_seconds()));
+    }
+    if (reply->starts_with("unsupported"))
+      throw Unsupported(name_, reply->substr(std::min<std::size_t>(12, reply->size())));
+    if (*reply != "ok") throw std::runtime_error(fmt::format("{}: {}", name_, *reply));
+    golden::Candidate candidate = golden::read_candidate(candidate_path, named_tensors(expected));
+    std::filesystem::remove(candidate_path);
+    if (candidate.precision != Precision::fp64) {
+      throw Unsupported(name_, "wrote a non-fp64 candidate; only fp64 can be compared so far");
+    }
+    return std::move(candidate.tensors);
+  }
+
+ private:
+  void send(const std::string& line) {
+    std::size_t written = 0;
+    while (written < line.size()) {
+      const ssize_t n = write(to_worker_, line.data() + written, line.size() - written);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0)
+        throw std::runtime_error(fmt::format("{}: the worker stopped reading ({})", name_, std::strerror(errno)));
+      written += static_cast<std::size_t>(n);
+    }
+  }
+
+  // The next line from the worker (without the newline), or nullopt on EOF or timeout.
+  std::optional<std::string> read_line() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds());
+    while (true) {
+      const std::size_t newline = buffer_.find('\n');
+      if (newline != std::string::npos) {
+        std::string line = buffer_.substr(0, newline);
+        buffer_.erase(0, newline + 1);
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        return line;
+      }
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return std::nullopt;
+      pollfd descriptor{.fd = from_worker_, .events = POLLIN, .revents = 0};
+      const int ready = poll(&descriptor, 1, static_cast<int>(left.count()));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) return std::nullopt;
+      char chunk[4096];
+      const ssize_t n = read(from_worker_, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return std::nullopt;
+      buffer_.append(chunk, static_cast<std::size_t>(n));
+    }
+  }
+
+  std::string name_;
+  std::string directory_;
+  bool sharded_ = false;
+  pid_t pid_ = -1;
+  int to_worker_ = -1;
+  int from_worker_ = -1;
+  std::string buffer_;
+  std::int64_t cases_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Implementation> open_worker(const std::string& command) {
+  return std::make_unique<Worker>(command);
+}
+
+}  // namespace attncheck::properties

@@ -1,0 +1,30 @@
+// `exec:COMMAND`: an implementation in another process, in any language, speaking attncheck worker
+// protocol 1 over its stdin and stdout (stderr is passed through for its logs):
+//
+//   worker -> attncheck   "attncheck-worker 1 [sharded]"   once, at start ("sharded": its candidates
+//                                                          carry per-rank gradients)
+//   attncheck -> worker   "run CASE.h5 CANDIDATE.h5"        per case: CASE.h5 is a golden file (schema v1,
+//                                                          golden/SCHEMA.md); the worker writes CANDIDATE.h5
+//   worker -> attncheck   "ok" | "unsupported REASON" | "error MESSAGE"
+//   attncheck closes the worker's stdin when done; the worker exits.
+//
+// The command runs under /bin/sh -c, once per attncheck process, so a Python worker imports its
+// framework once. A worker that sends anything else, exits, or takes longer than
+// ATTNCHECK_WORKER_TIMEOUT seconds (default 300) for one case is an implementation failure; one that
+// does not greet within that time is bad input (exit code 2). golden/adapters/hf_transformers.py
+// --worker is one.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "properties/implementation.hpp"
+
+namespace attncheck::properties {
+
+inline constexpr std::string_view kExecPrefix = "exec:";
+
+std::unique_ptr<Implementation> open_worker(const std::string& command);
+
+}  // namespace attncheck::properties
