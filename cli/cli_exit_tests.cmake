@@ -92,7 +92,7 @@ file(MAKE_DIRECTORY ${run_dir})
 attncheck_cli_case(run_make 0 "wrote" "^$" golden make --preset pythia-410m --batch 1 --seq 3 --weights generated
                    --sketch-gradients -o ${run_dir}/pythia.h5)
 set_tests_properties(cli.run_make PROPERTIES FIXTURES_SETUP golden_run_dir)
-attncheck_cli_case(run_small_folder 0 "pythia.h5 +reference +pass.*2 of 2 \\(golden, implementation\\) pairs pass" "^$"
+attncheck_cli_case(run_small_folder 0 "pythia.h5 +reference +pass.*pythia.h5 +reference-tp +pass.*of [0-9]+ \\(golden, implementation\\) pairs pass" "^$"
                    run --goldens ${run_dir})
 set_tests_properties(cli.run_small_folder PROPERTIES FIXTURES_REQUIRED golden_run_dir)
 attncheck_cli_case(run_missing_folder 2 "^$" "--goldens = /nonexistent: must be a folder" run --goldens /nonexistent)

@@ -9,8 +9,8 @@
 // failure of that tensor.
 //
 // Tolerance: fp64 candidates pass when |actual - expected| <= kFp64ToleranceUlps * 2^-52 * scale.
-// A gradient's scale is at least 2^-10 of the case's largest gradient (sketches: of the largest
-// sketch): gradients that vanish by cancellation carry their terms' rounding (compare.cpp says why).
+// A gradient's scale is at least the case's largest gradient (sketches: the largest sketch):
+// gradients that vanish by cancellation carry their terms' rounding (compare.cpp says why).
 // Lower precisions need the emulated same-precision yardstick of DESIGN §3, which is not built yet:
 // compare() refuses them with an InputError rather than guessing a tolerance.
 #pragma once
@@ -46,7 +46,7 @@ struct TensorReport {
   TensorStatus status = TensorStatus::ok;
   Shape expected_shape;
   Shape actual_shape;              // empty when missing
-  double scale = 0.0;              // max |expected| (for a gradient: at least 2^-10 of the largest one)
+  double scale = 0.0;              // max |expected| (for a gradient: at least the largest gradient's)
   double max_error = 0.0;          // max |actual - expected|
   double error_ulps = 0.0;         // max_error / (epsilon(precision) * scale)
   double tolerance = 0.0;          // absolute

@@ -8,6 +8,9 @@
 #include "properties/mutants/catalog.hpp"
 #include "properties/worker.hpp"
 #include "reference/reference.hpp"
+#ifdef ATTNCHECK_HAS_TORCH
+#include "torch_impl/torch_layer.hpp"
+#endif
 
 namespace attncheck::properties {
 
@@ -31,10 +34,38 @@ class FunctionImplementation : public Implementation {
   std::function<Result(const Case&)> run_;
 };
 
+#ifdef ATTNCHECK_HAS_TORCH
+// The LibTorch implementation (torch_impl/): every rank of the plan, so sharded.
+class TorchImplementation : public Implementation {
+ public:
+  TorchImplementation(std::string name, torch_impl::TorchOptions options)
+      : name_(std::move(name)), options_(options) {}
+  const std::string& name() const override { return name_; }
+  bool sharded() const override { return true; }
+  NamedTensors run(const Case& test_case) override {
+    try {
+      return named_tensors(torch_impl::run_torch(test_case, options_, name_));
+    } catch (const torch_impl::TorchUnsupported& error) {
+      throw Unsupported(name_, error.what());
+    }
+  }
+
+ private:
+  std::string name_;
+  torch_impl::TorchOptions options_;
+};
+#endif
+
 }  // namespace
 
 std::vector<std::string> implementation_names() {
-  return {"reference", "reference-tp"};
+  // The fp64 implementations: until the low-precision yardstick exists (DESIGN §3), only fp64 results
+  // can be held to the reference.
+  std::vector<std::string> names = {"reference", "reference-tp"};
+#ifdef ATTNCHECK_HAS_TORCH
+  names.insert(names.end(), {"torch-cpu-fp64", "torch-cpu-fp64-sdpa"});
+#endif
+  return names;
 }
 
 std::unique_ptr<Implementation> open_implementation(const std::string& name) {
@@ -50,6 +81,11 @@ std::unique_ptr<Implementation> open_implementation(const std::string& name) {
     if (mutant.name == name) return std::make_unique<FunctionImplementation>(name, mutant.sharded, mutant.run);
   }
   if (name.starts_with(kExecPrefix)) return open_worker(name.substr(kExecPrefix.size()));
+#ifdef ATTNCHECK_HAS_TORCH
+  if (const auto options = torch_impl::parse_torch_implementation(name)) {
+    return std::make_unique<TorchImplementation>(name, *options);
+  }
+#endif
   std::vector<std::string> valid = implementation_names();
   const std::vector<std::string> mutants = mutant_names();
   valid.insert(valid.end(), mutants.begin(), mutants.end());

@@ -1,0 +1,49 @@
+# LibTorch is optional: it comes from PyPI's torch wheel (pinned in ci/requirements.txt, installed by
+# ci/setup), which carries the C++ headers, libraries and TorchConfig.cmake; the Python interpreter
+# says where. ATTNCHECK_TORCH (default: whether Torch was found) builds torch_impl/.
+#
+# The wheel's libtorch_cuda links the CUDA libraries of PyPI's nvidia-* wheels (NCCL, cuDNN, ...), which
+# are newer than the toolkit's on this machine: attncheck_torch_runtime points the linker (rpath-link)
+# at the wheels' folders so that those, not the toolkit's, resolve libtorch_cuda's references; at run
+# time libtorch_cuda's own RPATH ($ORIGIN/../../nvidia/...) finds them.
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+execute_process(
+  COMMAND ${Python3_EXECUTABLE} -c "import torch, os; print(torch.utils.cmake_prefix_path); print(os.path.dirname(os.path.dirname(torch.__file__)))"
+  OUTPUT_VARIABLE _attncheck_torch_paths RESULT_VARIABLE _attncheck_torch_status ERROR_QUIET
+  OUTPUT_STRIP_TRAILING_WHITESPACE)
+set(_attncheck_torch_found OFF)
+if(_attncheck_torch_status EQUAL 0)
+  string(REPLACE "\n" ";" _attncheck_torch_paths "${_attncheck_torch_paths}")
+  list(GET _attncheck_torch_paths 0 _attncheck_torch_prefix)
+  list(GET _attncheck_torch_paths 1 _attncheck_site_packages)
+  # Name the GPU architectures (those of AttncheckCuda) so that TorchConfig does not try to detect a GPU
+  # by compiling and running a CUDA probe (there is no GPU here, and the probe fails under C++20 CUDA).
+  if(NOT DEFINED TORCH_CUDA_ARCH_LIST)
+    set(TORCH_CUDA_ARCH_LIST "8.0;9.0")
+  endif()
+  # TorchConfig sets CMAKE_CUDA_ARCHITECTURES to OFF in the caller's scope (with a warning): keep ours
+  # for attncheck's own CUDA targets.
+  set(_attncheck_cuda_architectures "${CMAKE_CUDA_ARCHITECTURES}")
+  unset(CMAKE_CUDA_ARCHITECTURES)
+  find_package(Torch CONFIG QUIET PATHS ${_attncheck_torch_prefix} NO_DEFAULT_PATH)
+  set(CMAKE_CUDA_ARCHITECTURES "${_attncheck_cuda_architectures}")
+  if(Torch_FOUND)
+    set(_attncheck_torch_found ON)
+  endif()
+endif()
+option(ATTNCHECK_TORCH "Build the LibTorch implementation (needs PyPI torch; default: whether it was found)"
+       ${_attncheck_torch_found})
+
+if(ATTNCHECK_TORCH)
+  if(NOT Torch_FOUND)
+    message(FATAL_ERROR "ATTNCHECK_TORCH is ON but LibTorch was not found: run ci/setup (pip install -r "
+                        "ci/requirements.txt) or configure with -DATTNCHECK_TORCH=OFF")
+  endif()
+  add_library(attncheck_torch_runtime INTERFACE)
+  target_link_libraries(attncheck_torch_runtime INTERFACE torch)
+  file(GLOB _attncheck_nvidia_lib_dirs LIST_DIRECTORIES true "${_attncheck_site_packages}/nvidia/*/lib")
+  foreach(dir IN LISTS _attncheck_nvidia_lib_dirs)
+    target_link_options(attncheck_torch_runtime INTERFACE "-Wl,-rpath-link,${dir}")
+  endforeach()
+  message(STATUS "attncheck: LibTorch ${Torch_VERSION} from ${_attncheck_torch_prefix}")
+endif()

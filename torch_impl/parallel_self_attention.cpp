@@ -1,0 +1,198 @@
+#include "torch_impl/parallel_self_attention.hpp"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/fused_qkv_convert.hpp"
+
+namespace attncheck::torch_impl {
+
+namespace {
+
+torch::Dtype dtype_of(ElementType type) {
+  switch (type) {
+    case ElementType::fp64:
+      return torch::kFloat64;
+    case ElementType::fp32:
+      return torch::kFloat32;
+    case ElementType::bf16:
+      return torch::kBFloat16;
+    case ElementType::fp16:
+      return torch::kFloat16;
+  }
+  return torch::kFloat64;
+}
+
+std::vector<std::int64_t> sizes_of(const Shape& shape) {
+  return {shape.begin(), shape.end()};
+}
+
+}  // namespace
+
+torch::Tensor to_torch(const Tensor& tensor, const torch::TensorOptions& options) {
+  const torch::Tensor view =
+      torch::from_blob(const_cast<double*>(tensor.data()), sizes_of(tensor.shape), torch::kFloat64);
+  return view.to(options, /*non_blocking=*/false, /*copy=*/true);
+}
+
+Tensor from_torch(const torch::Tensor& tensor) {
+  const torch::Tensor host = tensor.detach().to(torch::kCPU, torch::kFloat64).contiguous();
+  Tensor result(Shape(host.sizes().begin(), host.sizes().end()));
+  std::copy_n(host.data_ptr<double>(), result.numel(), result.values.begin());
+  return result;
+}
+
+ParallelSelfAttention::ParallelSelfAttention(const TpPlan& plan, int rank, const Parameters& shard,
+                                             const TorchOptions& options)
+    : plan_(plan),
+      rank_(rank),
+      options_(options),
+      tensor_options_(torch::TensorOptions()
+                          .dtype(dtype_of(options.element_type))
+                          .device(options.cuda ? torch::kCUDA : torch::kCPU)),
+      num_heads_(plan.ranks[rank].q_heads.size()),
+      num_kv_heads_(plan.ranks[rank].kv_heads.size()),
+      head_dim_(plan.geometry.head_dim()),
+      query_hidden_size_(num_heads_ * head_dim_),
+      kv_hidden_size_(num_kv_heads_ * head_dim_) {
+  const FusedQkv fused = fuse_qkv(shard, plan, rank, FusedQkvLayout::stacked);
+  qkv_weight_ = to_torch(fused.weight, tensor_options_).requires_grad_(true);
+  if (fused.bias) qkv_bias_ = to_torch(*fused.bias, tensor_options_).requires_grad_(true);
+  dense_weight_ = to_torch(shard.o_proj, tensor_options_).requires_grad_(true);
+  if (shard.q_norm) {
+    q_norm_ = to_torch(*shard.q_norm, tensor_options_).requires_grad_(true);
+    k_norm_ = to_torch(*shard.k_norm, tensor_options_).requires_grad_(true);
+  }
+  // The angles' frequencies in float64 by C's pow, exactly as golden/SCHEMA.md ("RoPE rounding"): a
+  // 1-ulp difference here costs up to 1e5 ulps at positions near 1e5.
+  const std::int64_t pairs = plan.geometry.rotary_dim() / 2;
+  std::vector<double> inv_freq(pairs);
+  for (std::int64_t i = 0; i < pairs; ++i) {
+    inv_freq[i] = std::pow(plan.geometry.rope_theta(), -2.0 * static_cast<double>(i) / plan.geometry.rotary_dim());
+  }
+  inv_freq_ = torch::tensor(inv_freq, torch::kFloat64).to(tensor_options_.device());
+}
+
+torch::Tensor ParallelSelfAttention::normalise(const torch::Tensor& heads, const torch::Tensor& weight) const {
+  const torch::Tensor inverse_rms =
+      torch::rsqrt(heads.pow(2).mean(-1, /*keepdim=*/true) + plan_.geometry.qk_norm_eps());
+  const torch::Tensor factor = plan_.geometry.qk_norm() == QkNorm::rms_one_plus ? weight + 1.0 : weight;
+  return heads * inverse_rms * factor;
+}
+
+torch::Tensor ParallelSelfAttention::rotate(const torch::Tensor& heads, const torch::Tensor& positions) const {
+  const std::int64_t rotary_dim = plan_.geometry.rotary_dim();
+  if (rotary_dim == 0) return heads;
+  const std::int64_t pairs = rotary_dim / 2;
+  // Angles in float64 (position x frequency), then cos and sin in the working type: [batch, 1, seq, pairs].
+  const torch::Tensor angles = positions.to(torch::kFloat64).unsqueeze(-1) * inv_freq_;
+  const torch::Tensor cos = angles.cos().to(tensor_options_.dtype()).unsqueeze(1);
+  const torch::Tensor sin = angles.sin().to(tensor_options_.dtype()).unsqueeze(1);
+  const torch::Tensor rotary = heads.narrow(-1, 0, rotary_dim);
+  const torch::Tensor pass = heads.narrow(-1, rotary_dim, head_dim_ - rotary_dim);
+  torch::Tensor rotated;
+  if (plan_.geometry.rope_style() == RopeStyle::half_split) {  // channel i with i + rotary_dim / 2
+    const torch::Tensor a = rotary.narrow(-1, 0, pairs);
+    const torch::Tensor b = rotary.narrow(-1, pairs, pairs);
+    rotated = torch::cat({a * cos - b * sin, b * cos + a * sin}, -1);
+  } else {  // channel 2i with 2i + 1
+    const torch::Tensor channel_pairs = rotary.unflatten(-1, {pairs, 2});
+    const torch::Tensor a = channel_pairs.select(-1, 0);
+    const torch::Tensor b = channel_pairs.select(-1, 1);
+    rotated = torch::stack({a * cos - b * sin, b * cos + a * sin}, -1).flatten(-2);
+  }
+  return torch::cat({rotated, pass}, -1);
+}
+
+torch::Tensor ParallelSelfAttention::project(const torch::Tensor& x, const torch::Tensor& positions, torch::Tensor& k,
+                                             torch::Tensor& v) {
+  const std::int64_t batch = x.size(0), seq = x.size(1);
+  // ColumnParallel fused QKV, split [Q | K | V] into this rank's heads.
+  const torch::Tensor qkv = torch::nn::functional::linear(x, qkv_weight_, qkv_bias_);
+  const std::vector<torch::Tensor> parts =
+      qkv.split_with_sizes({query_hidden_size_, kv_hidden_size_, kv_hidden_size_}, -1);
+  torch::Tensor q = parts[0].view({batch, seq, num_heads_, head_dim_}).transpose(1, 2);
+  k = parts[1].view({batch, seq, num_kv_heads_, head_dim_}).transpose(1, 2);
+  v = parts[2].view({batch, seq, num_kv_heads_, head_dim_}).transpose(1, 2);
+  if (q_norm_.defined()) {
+    q = normalise(q, q_norm_);
+    k = normalise(k, k_norm_);
+  }
+  k = rotate(k, positions);
+  return rotate(q, positions);
+}
+
+torch::Tensor ParallelSelfAttention::attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                            const torch::Tensor& visible) const {
+  const Geometry& g = plan_.geometry;
+  const torch::Tensor has_key = visible.any(-1, /*keepdim=*/true);  // [batch, 1, seq_q, 1]
+  if (options_.path == AttentionPath::sdpa) {
+    if (g.softcap()) throw TorchUnsupported("softcap: scaled_dot_product_attention has none");
+    if (!has_key.all().item<bool>()) {
+      throw TorchUnsupported("a query that sees no key: scaled_dot_product_attention leaves that row undefined");
+    }
+    return at::scaled_dot_product_attention(q, k, v, visible, /*dropout_p=*/0.0, /*is_causal=*/false, g.scale(),
+                                            /*enable_gqa=*/true);
+  }
+  // math: KV heads repeated for their groups (query head h reads KV head h / group).
+  const std::int64_t group = num_heads_ / num_kv_heads_;
+  const torch::Tensor keys = k.repeat_interleave(group, 1);
+  const torch::Tensor values = v.repeat_interleave(group, 1);
+  torch::Tensor scores = torch::matmul(q, keys.transpose(-2, -1)) * g.scale();
+  if (g.softcap()) scores = torch::tanh(scores / *g.softcap()) * *g.softcap();
+  scores = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
+  // A query that sees no key outputs 0 (core/case.hpp): its row is made finite before the softmax so
+  // that no NaN reaches the backward pass, then zeroed.
+  scores = torch::where(has_key, scores, torch::zeros_like(scores));
+  const torch::Tensor probabilities = torch::where(has_key, torch::softmax(scores, -1), torch::zeros_like(scores));
+  return torch::matmul(probabilities, values);
+}
+
+torch::Tensor ParallelSelfAttention::forward(const torch::Tensor& x, const torch::Tensor& positions,
+                                             const torch::Tensor& key_lengths, RankCache* cache) {
+  const Geometry& g = plan_.geometry;
+  const std::int64_t batch = x.size(0), seq = x.size(1);
+  const std::int64_t past = cache ? cache->length : 0;
+  torch::Tensor k, v;
+  const torch::Tensor q = project(x, positions, k, v);
+  if (cache) {
+    if (cache->length > 0) {
+      k = torch::cat({cache->keys, k}, 2);
+      v = torch::cat({cache->values, v}, 2);
+    }
+    cache->keys = k;
+    cache->values = v;
+    cache->length += seq;
+  }
+  const std::int64_t keys = past + seq;
+  // Visible keys [batch, 1, seq, keys]: query i sits at key index past + i (bottom-right alignment).
+  const auto index_options = torch::TensorOptions().dtype(torch::kInt64).device(x.device());
+  const torch::Tensor query_index = torch::arange(seq, index_options).add(past).view({seq, 1});
+  const torch::Tensor key_index = torch::arange(keys, index_options).view({1, keys});
+  torch::Tensor visible = key_index.lt(key_lengths.view({batch, 1, 1, 1}));
+  if (g.causal()) visible = visible.logical_and(key_index.le(query_index));
+  if (g.sliding_window()) visible = visible.logical_and(key_index.gt(query_index - *g.sliding_window()));
+  visible = visible.expand({batch, 1, seq, keys});
+  // The context flattened to query_hidden_size (not hidden_size), then RowParallel dense.
+  const torch::Tensor context = attend(q, k, v, visible).transpose(1, 2).reshape({batch, seq, query_hidden_size_});
+  return torch::nn::functional::linear(context, dense_weight_);
+}
+
+Parameters ParallelSelfAttention::shard_gradients() const {
+  const auto gradient = [](const torch::Tensor& parameter) {
+    return parameter.grad().defined() ? from_torch(parameter.grad()) : from_torch(torch::zeros_like(parameter));
+  };
+  FusedQkv fused{.weight = gradient(qkv_weight_), .bias = std::nullopt};
+  if (qkv_bias_.defined()) fused.bias = gradient(qkv_bias_);
+  Parameters shard;
+  split_qkv(fused, plan_, rank_, FusedQkvLayout::stacked, shard);
+  shard.o_proj = gradient(dense_weight_);
+  if (q_norm_.defined()) {
+    shard.q_norm = gradient(q_norm_);
+    shard.k_norm = gradient(k_norm_);
+  }
+  return shard;
+}
+
+}  // namespace attncheck::torch_impl

@@ -1,0 +1,72 @@
+// One tensor-parallel rank of attention written the way GPT-NeoX's ParallelSelfAttention would be with
+// an explicit head_dim: query_hidden_size = local query heads x head_dim and kv_hidden_size = local KV
+// heads x head_dim are tracked apart from hidden_size; a fused ColumnParallel QKV weight
+// [query_hidden_size + 2 kv_hidden_size, hidden] in the per-rank stacked [Q | K | V] layout
+// (core/fused_qkv.hpp); the context flattened to query_hidden_size, not hidden_size; a RowParallel
+// dense (o_proj) [hidden, query_hidden_size] whose partial outputs the caller sums (and adds its bias
+// once). QK-norm, RoPE (any even rotary_dim, both pairings), scale, softcap, causal / window / padding
+// masks and a KV cache as the reference has them. Parameters are leaf tensors; autograd gives the
+// gradients.
+//
+// Layouts: x [batch, seq, hidden]; positions [batch, seq] int64; q [batch, heads, seq, head_dim];
+// k, v and the cache [batch, kv_heads, keys, head_dim]; the partial output [batch, seq, hidden].
+#pragma once
+
+#include <torch/torch.h>
+
+#include <optional>
+
+#include "core/parameters.hpp"
+#include "core/tp_plan.hpp"
+#include "torch_impl/torch_options.hpp"
+
+namespace attncheck::torch_impl {
+
+struct RankCache {
+  torch::Tensor keys;  // [batch, local kv heads, length, head_dim], empty before the first call
+  torch::Tensor values;
+  std::int64_t length = 0;
+};
+
+class ParallelSelfAttention {
+ public:
+  // shard: the rank's HF-layout shard (core/tp_shard.hpp); it is fused here.
+  ParallelSelfAttention(const TpPlan& plan, int rank, const Parameters& shard, const TorchOptions& options);
+
+  // The rank's partial output for x's tokens, which sit at key indices cache->length .. (0 without a
+  // cache) and attend to everything before them (bottom-right causal alignment). key_lengths [batch].
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& key_lengths,
+                        RankCache* cache = nullptr);
+
+  // The gradients autograd left on the parameters, in the rank's HF shard layout (o_bias excluded: the
+  // caller owns it).
+  Parameters shard_gradients() const;
+
+ private:
+  torch::Tensor project(const torch::Tensor& x, const torch::Tensor& positions, torch::Tensor& k, torch::Tensor& v);
+  torch::Tensor normalise(const torch::Tensor& heads, const torch::Tensor& weight) const;
+  torch::Tensor rotate(const torch::Tensor& heads, const torch::Tensor& positions) const;
+  torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                       const torch::Tensor& visible) const;
+
+  const TpPlan& plan_;
+  int rank_;
+  TorchOptions options_;
+  torch::TensorOptions tensor_options_;
+  std::int64_t num_heads_;     // local query heads
+  std::int64_t num_kv_heads_;  // local KV heads
+  std::int64_t head_dim_;
+  std::int64_t query_hidden_size_;  // num_heads_ * head_dim_
+  std::int64_t kv_hidden_size_;     // num_kv_heads_ * head_dim_
+  torch::Tensor qkv_weight_;        // [query_hidden_size + 2 kv_hidden_size, hidden], stacked [Q | K | V]
+  torch::Tensor qkv_bias_;          // [query_hidden_size + 2 kv_hidden_size] or undefined
+  torch::Tensor dense_weight_;      // [hidden, query_hidden_size]
+  torch::Tensor q_norm_, k_norm_;   // [head_dim] or undefined
+  torch::Tensor inv_freq_;          // [rotary_dim / 2] float64: pow(theta, -2i / rotary_dim), as SCHEMA.md
+};
+
+// A core Tensor (float64) as a torch tensor of the given options, and back.
+torch::Tensor to_torch(const Tensor& tensor, const torch::TensorOptions& options);
+Tensor from_torch(const torch::Tensor& tensor);
+
+}  // namespace attncheck::torch_impl

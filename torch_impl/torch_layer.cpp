@@ -1,0 +1,95 @@
+#include "torch_impl/torch_layer.hpp"
+
+#include <memory>
+#include <vector>
+
+#include "core/tp_shard.hpp"
+#include "torch_impl/parallel_self_attention.hpp"
+
+namespace attncheck::torch_impl {
+
+namespace {
+
+torch::Tensor index_tensor(const std::vector<std::int64_t>& values, torch::Device device) {
+  return torch::tensor(values, torch::kInt64).to(device);
+}
+
+// The decode schedule's calls (prefill, then each step), every rank with its own cache.
+Tensor run_decode(const Case& test_case, std::vector<std::unique_ptr<ParallelSelfAttention>>& ranks,
+                  const torch::TensorOptions& options, const torch::Tensor& x, const torch::Tensor& positions,
+                  const torch::Tensor& key_lengths, const torch::Tensor& o_bias) {
+  const torch::NoGradGuard no_grad;
+  const DecodeSchedule& decode = test_case.inputs.decode;
+  std::vector<std::int64_t> calls;
+  if (decode.prefill > 0) calls.push_back(decode.prefill);
+  calls.insert(calls.end(), decode.steps.begin(), decode.steps.end());
+  std::vector<RankCache> caches(ranks.size());
+  std::vector<torch::Tensor> outputs;
+  std::int64_t start = 0;
+  for (const std::int64_t count : calls) {
+    const torch::Tensor tokens = x.narrow(1, start, count);
+    const torch::Tensor token_positions = positions.narrow(1, start, count);
+    torch::Tensor out;
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      const torch::Tensor partial = ranks[r]->forward(tokens, token_positions, key_lengths, &caches[r]);
+      out = r == 0 ? partial : out + partial;
+    }
+    if (o_bias.defined()) out = out + o_bias;
+    outputs.push_back(out);
+    start += count;
+  }
+  (void)options;
+  return from_torch(torch::cat(outputs, 1));
+}
+
+}  // namespace
+
+Result run_torch(const Case& test_case, const TorchOptions& options, const std::string& name) {
+  if (options.cuda && !torch::cuda::is_available()) throw TorchUnsupported("no CUDA device");
+  validate_case(test_case);
+  const TpPlan& plan = test_case.plan;
+  const Inputs& inputs = test_case.inputs;
+  const torch::Device device = options.cuda ? torch::kCUDA : torch::kCPU;
+  const torch::TensorOptions tensor_options = torch::TensorOptions()
+                                                  .dtype(options.element_type == ElementType::fp64   ? torch::kFloat64
+                                                         : options.element_type == ElementType::fp32 ? torch::kFloat32
+                                                         : options.element_type == ElementType::bf16 ? torch::kBFloat16
+                                                                                                     : torch::kFloat16)
+                                                  .device(device);
+
+  const torch::Tensor x = to_torch(inputs.x, tensor_options).requires_grad_(true);
+  const torch::Tensor positions = index_tensor(inputs.positions, device).view({inputs.batch, inputs.seq});
+  const torch::Tensor key_lengths = index_tensor(inputs.key_lengths, device);
+  torch::Tensor o_bias;
+  if (test_case.weights.o_bias) o_bias = to_torch(*test_case.weights.o_bias, tensor_options).requires_grad_(true);
+
+  std::vector<std::unique_ptr<ParallelSelfAttention>> ranks;
+  torch::Tensor out;
+  for (int r = 0; r < plan.tp_size; ++r) {
+    const Parameters shard = plan.tp_size == 1 ? test_case.weights : shard_parameters(test_case.weights, plan, r);
+    ranks.push_back(std::make_unique<ParallelSelfAttention>(plan, r, shard, options));
+    const torch::Tensor partial = ranks.back()->forward(x, positions, key_lengths);
+    out = r == 0 ? partial : out + partial;  // the row-parallel all-reduce, in rank order
+  }
+  if (o_bias.defined()) out = out + o_bias;  // once, after the partials are summed
+  out.backward(to_torch(inputs.dout, tensor_options));
+
+  std::vector<Parameters> partials;
+  for (const auto& rank : ranks) {
+    Parameters partial = rank->shard_gradients();
+    if (o_bias.defined()) partial.o_bias = from_torch(o_bias.grad());  // every rank sees the whole sum(dout)
+    partials.push_back(std::move(partial));
+  }
+  Result result;
+  result.implementation = name;
+  result.out = from_torch(out);
+  result.gradients = Gradients{.x = from_torch(x.grad()), .params = assemble_gradients(partials, plan)};
+  result.rank_gradients = reduce_rank_gradients(partials, plan);
+  if (!inputs.decode.empty()) {
+    result.decode_out = run_decode(test_case, ranks, tensor_options, x.detach(), positions, key_lengths,
+                                   o_bias.defined() ? o_bias.detach() : o_bias);
+  }
+  return result;
+}
+
+}  // namespace attncheck::torch_impl

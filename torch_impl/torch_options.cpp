@@ -1,0 +1,50 @@
+#include "torch_impl/torch_options.hpp"
+
+namespace attncheck::torch_impl {
+
+std::vector<std::string> torch_implementation_names() {
+  std::vector<std::string> names = {"torch-cpu-fp64", "torch-cpu-fp64-sdpa", "torch-cpu-fp32"};
+  for (const char* type : {"fp32", "bf16", "fp16"}) {
+    for (const char* path : {"math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn"}) {
+      names.push_back(std::string("torch-cuda-") + type + "-" + path);
+    }
+  }
+  return names;
+}
+
+std::optional<TorchOptions> parse_torch_implementation(const std::string& name) {
+  if (name == "torch-cpu-fp64") return TorchOptions{};
+  if (name == "torch-cpu-fp64-sdpa") return TorchOptions{.path = AttentionPath::sdpa};
+  if (name == "torch-cpu-fp32") return TorchOptions{.element_type = ElementType::fp32};
+  const std::string prefix = "torch-cuda-";
+  if (!name.starts_with(prefix)) return std::nullopt;
+  const std::string rest = name.substr(prefix.size());
+  const std::size_t dash = rest.find('-');
+  if (dash == std::string::npos) return std::nullopt;
+  const std::string type = rest.substr(0, dash);
+  const std::string path = rest.substr(dash + 1);
+  TorchOptions options{.cuda = true};
+  if (type == "fp32") {
+    options.element_type = ElementType::fp32;
+  } else if (type == "bf16") {
+    options.element_type = ElementType::bf16;
+  } else if (type == "fp16") {
+    options.element_type = ElementType::fp16;
+  } else {
+    return std::nullopt;
+  }
+  if (path == "math") {
+    options.path = AttentionPath::math;
+  } else if (path == "sdpa-flash") {
+    options = {options.element_type, true, AttentionPath::sdpa, SdpaBackend::flash};
+  } else if (path == "sdpa-efficient") {
+    options = {options.element_type, true, AttentionPath::sdpa, SdpaBackend::efficient};
+  } else if (path == "sdpa-cudnn") {
+    options = {options.element_type, true, AttentionPath::sdpa, SdpaBackend::cudnn};
+  } else {
+    return std::nullopt;
+  }
+  return options;
+}
+
+}  // namespace attncheck::torch_impl

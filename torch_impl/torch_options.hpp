@@ -1,0 +1,38 @@
+// How the LibTorch implementation runs: element type, device, and the attention path.
+//   math  explicit q k^T, mask, softcap, softmax, p v (every feature)
+//   sdpa  torch's scaled_dot_product_attention with enable_gqa (no softcap; no query without keys)
+// Names: torch-cpu-fp64 (math), torch-cpu-fp64-sdpa, torch-cpu-fp32 (math); on CUDA
+// torch-cuda-{fp32,bf16,fp16}-{math,sdpa-flash,sdpa-efficient,sdpa-cudnn}.
+#pragma once
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace attncheck::torch_impl {
+
+enum class AttentionPath { math, sdpa };
+enum class ElementType { fp64, fp32, bf16, fp16 };
+enum class SdpaBackend { any, flash, efficient, cudnn };
+
+struct TorchOptions {
+  ElementType element_type = ElementType::fp64;
+  bool cuda = false;
+  AttentionPath path = AttentionPath::math;
+  SdpaBackend backend = SdpaBackend::any;  // CUDA only
+};
+
+// A case this configuration cannot run (softcap on the sdpa path, a backend refusing a head_dim,
+// no CUDA device): reported as unsupported, never as a failure.
+class TorchUnsupported : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Every implementation name this build knows (CUDA names only when LibTorch has CUDA), and the options
+// of one; nullopt for a name that is not a torch implementation.
+std::vector<std::string> torch_implementation_names();
+std::optional<TorchOptions> parse_torch_implementation(const std::string& name);
+
+}  // namespace attncheck::torch_impl
