@@ -166,7 +166,7 @@ int run_golden_expand(const GoldenOptions& options, std::ostream& out) {
 int run_golden_run(const GoldenOptions& options, std::ostream& out) {
   const golden::Golden golden = golden::read_golden(options.golden_file);
   const auto implementation = properties::open_implementation(options.implementation);
-  golden::write_candidate(options.output, implementation->run(golden.test_case), Precision::fp64,
+  golden::write_candidate(options.output, implementation->run(golden.test_case), implementation->precision(),
                           implementation->sharded() ? golden.test_case.plan.tp_size : 1, options.implementation);
   out << fmt::format("wrote {}: {} on {}\n", options.output, options.implementation, options.golden_file);
   return kExitOk;
@@ -197,7 +197,7 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out) {
       continue;
     }
     const CompareReport report =
-        compare(golden.test_case, golden::expected_tensors(golden, sharded), actual, Precision::fp64);
+        compare(golden.test_case, golden::expected_tensors(golden, sharded), actual, implementation->precision());
     if (!report.passed()) ++failed;
     if (options.json) {
       nlohmann::json entry = render_json(report);

@@ -42,6 +42,19 @@ class TorchImplementation : public Implementation {
       : name_(std::move(name)), options_(options) {}
   const std::string& name() const override { return name_; }
   bool sharded() const override { return true; }
+  Precision precision() const override {
+    switch (options_.element_type) {
+      case torch_impl::ElementType::fp64:
+        return Precision::fp64;
+      case torch_impl::ElementType::fp32:
+        return Precision::fp32;
+      case torch_impl::ElementType::bf16:
+        return Precision::bf16;
+      case torch_impl::ElementType::fp16:
+        return Precision::fp16;
+    }
+    return Precision::fp64;
+  }
   NamedTensors run(const Case& test_case) override {
     try {
       return named_tensors(torch_impl::run_torch(test_case, options_, name_));

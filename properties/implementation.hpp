@@ -29,6 +29,9 @@ class Implementation {
   // Whether it reports per-rank gradients (runs the case's TP plan). One that does not is compared on
   // out, decode/out and the full gradients only.
   virtual bool sharded() const = 0;
+  // The precision it computes in; only fp64 can be compared until DESIGN §3's low-precision yardstick
+  // exists (core/compare.hpp), so the others are reported as unsupported by the checks.
+  virtual Precision precision() const { return Precision::fp64; }
   // Forward, backward and decoding of the case, as tensors under their golden-file names ("out",
   // "grads/q_proj", "decode/out", "ranks/1/grads/k_proj"; golden/SCHEMA.md). Unsupported when it
   // cannot run the case; any other exception is the implementation failing.

@@ -1,5 +1,6 @@
 #include "torch_impl/parallel_self_attention.hpp"
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -27,6 +28,36 @@ torch::Dtype dtype_of(ElementType type) {
 std::vector<std::int64_t> sizes_of(const Shape& shape) {
   return {shape.begin(), shape.end()};
 }
+
+// Only the chosen scaled_dot_product_attention backend enabled while it lives (CUDA: flash,
+// memory-efficient or cuDNN each a separate implementation name), the previous choice restored after.
+class SdpaBackendGuard {
+ public:
+  explicit SdpaBackendGuard(SdpaBackend backend) : active_(backend != SdpaBackend::any) {
+    if (!active_) return;
+    at::Context& context = at::globalContext();
+    saved_ = {context.userEnabledFlashSDP(), context.userEnabledMemEfficientSDP(), context.userEnabledMathSDP(),
+              context.userEnabledCuDNNSDP()};
+    context.setSDPUseFlash(backend == SdpaBackend::flash);
+    context.setSDPUseMemEfficient(backend == SdpaBackend::efficient);
+    context.setSDPUseMath(false);
+    context.setSDPUseCuDNN(backend == SdpaBackend::cudnn);
+  }
+  ~SdpaBackendGuard() {
+    if (!active_) return;
+    at::Context& context = at::globalContext();
+    context.setSDPUseFlash(saved_[0]);
+    context.setSDPUseMemEfficient(saved_[1]);
+    context.setSDPUseMath(saved_[2]);
+    context.setSDPUseCuDNN(saved_[3]);
+  }
+  SdpaBackendGuard(const SdpaBackendGuard&) = delete;
+  SdpaBackendGuard& operator=(const SdpaBackendGuard&) = delete;
+
+ private:
+  bool active_;
+  std::array<bool, 4> saved_{};
+};
 
 }  // namespace
 
@@ -132,8 +163,16 @@ torch::Tensor ParallelSelfAttention::attend(const torch::Tensor& q, const torch:
     if (!has_key.all().item<bool>()) {
       throw TorchUnsupported("a query that sees no key: scaled_dot_product_attention leaves that row undefined");
     }
-    return at::scaled_dot_product_attention(q, k, v, visible, /*dropout_p=*/0.0, /*is_causal=*/false, g.scale(),
-                                            /*enable_gqa=*/true);
+    const SdpaBackendGuard backend(options_.cuda ? options_.backend : SdpaBackend::any);
+    try {
+      return at::scaled_dot_product_attention(q, k, v, visible, /*dropout_p=*/0.0, /*is_causal=*/false, g.scale(),
+                                              /*enable_gqa=*/true);
+    } catch (const c10::Error& error) {
+      // A backend that refuses the inputs (head_dim over its limit, a mask it cannot take, the type) is
+      // unsupported for this case: "No available kernel" is torch's message for that.
+      if (options_.backend != SdpaBackend::any) throw TorchUnsupported(error.what_without_backtrace());
+      throw;
+    }
   }
   // math: KV heads repeated for their groups (query head h reads KV head h / group).
   const std::int64_t group = num_heads_ / num_kv_heads_;
