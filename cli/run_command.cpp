@@ -45,29 +45,32 @@ int run_run(const RunOptions& options, std::ostream& out) {
   std::vector<std::unique_ptr<properties::Implementation>> opened;
   for (const std::string& name : implementations) opened.push_back(properties::open_implementation(name));
 
-  out << fmt::format("{:<34} {:<14} {:<6} {:<34} {:>10}\n", "golden", "implementation", "result", "worst tensor",
+  out << fmt::format("{:<34} {:<20} {:<6} {:<34} {:>10}\n", "golden", "implementation", "result", "worst tensor",
                      "ulps");
   int failures = 0;
+  int unsupported = 0;
   for (const std::string& path : goldens) {
     const golden::Golden golden = golden::read_golden(path);
     const std::string golden_name = std::filesystem::path(path).filename().string();
     for (const auto& implementation : opened) {
       if (implementation->precision() != Precision::fp64) {
-        out << fmt::format("{:<34} {:<14} {:<6} computes in {}: no tolerance model below fp64 yet\n", golden_name,
+        out << fmt::format("{:<34} {:<20} {:<6} computes in {}: no tolerance model below fp64 yet\n", golden_name,
                            implementation->name(), "unsup.", to_string(implementation->precision()));
+        ++unsupported;
         continue;
       }
       NamedTensors actual;
       try {
         actual = implementation->run(golden.test_case);
-      } catch (const properties::Unsupported& unsupported) {
-        out << fmt::format("{:<34} {:<14} {:<6} {}\n", golden_name, implementation->name(), "unsup.", unsupported.what());
+      } catch (const properties::Unsupported& refusal) {
+        out << fmt::format("{:<34} {:<20} {:<6} {}\n", golden_name, implementation->name(), "unsup.", refusal.what());
+        ++unsupported;
         continue;
       } catch (const InputError&) {
         throw;
       } catch (const std::exception& crash) {
         ++failures;
-        out << fmt::format("{:<34} {:<14} {:<6} raised: {}\n", golden_name, implementation->name(), "FAIL", crash.what());
+        out << fmt::format("{:<34} {:<20} {:<6} raised: {}\n", golden_name, implementation->name(), "FAIL", crash.what());
         continue;
       }
       const CompareReport report =
@@ -77,13 +80,14 @@ int run_run(const RunOptions& options, std::ostream& out) {
           std::max_element(report.tensors.begin(), report.tensors.end(),
                            [](const TensorReport& a, const TensorReport& b) { return a.error_ulps < b.error_ulps; });
       if (!report.passed()) ++failures;
-      out << fmt::format("{:<34} {:<14} {:<6} {:<34} {:>10.3g}\n", golden_name, implementation->name(),
+      out << fmt::format("{:<34} {:<20} {:<6} {:<34} {:>10.3g}\n", golden_name, implementation->name(),
                          report.passed() ? "pass" : "FAIL", worst->name, worst->error_ulps);
     }
   }
   const std::size_t runs = goldens.size() * implementations.size();
-  out << fmt::format("{} of {} (golden, implementation) pairs pass; tolerance {} ulps of each tensor's scale\n",
-                     runs - failures, runs, kFp64ToleranceUlps);
+  out << fmt::format("{} of {} (golden, implementation) pairs pass, {} unsupported; tolerance {} ulps of each tensor's "
+                     "scale\n",
+                     runs - failures - unsupported, runs, unsupported, kFp64ToleranceUlps);
   return failures == 0 ? kExitOk : kExitCheckFailed;
 }
 
