@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "cli/exit_codes.hpp"
+#include "properties/checks.hpp"
 #include "properties/implementation.hpp"
 #include "core/compare.hpp"
 #include "core/input_error.hpp"
@@ -196,8 +197,11 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out) {
       }
       continue;
     }
+    const Precision precision = implementation->precision();
+    const NamedTensors yardstick =
+        precision == Precision::fp64 ? NamedTensors{} : properties::yardstick_tensors(golden.test_case, precision);
     const CompareReport report =
-        compare(golden.test_case, golden::expected_tensors(golden, sharded), actual, implementation->precision());
+        compare(golden.test_case, golden::expected_tensors(golden, sharded), actual, precision, &yardstick);
     if (!report.passed()) ++failed;
     if (options.json) {
       nlohmann::json entry = render_json(report);
@@ -230,7 +234,10 @@ int run_compare(const GoldenOptions& options, std::ostream& out) {
   // gradients; leaving them out without saying so is a failure, not a way around the check.
   const bool skip_ranks = candidate.tp_size == 1 && golden.test_case.plan.tp_size > 1;
   const NamedTensors expected = golden::expected_tensors(golden, !skip_ranks);
-  const CompareReport report = compare(golden.test_case, expected, candidate.tensors, candidate.precision);
+  const NamedTensors yardstick = candidate.precision == Precision::fp64
+                                     ? NamedTensors{}
+                                     : properties::yardstick_tensors(golden.test_case, candidate.precision);
+  const CompareReport report = compare(golden.test_case, expected, candidate.tensors, candidate.precision, &yardstick);
   if (options.json) {
     nlohmann::json json = render_json(report);
     json["rank_gradients_compared"] = !skip_ranks;

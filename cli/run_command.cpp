@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "cli/exit_codes.hpp"
+#include "properties/checks.hpp"
 #include "properties/implementation.hpp"
 #include "core/compare.hpp"
 #include "core/input_error.hpp"
@@ -53,12 +54,6 @@ int run_run(const RunOptions& options, std::ostream& out) {
     const golden::Golden golden = golden::read_golden(path);
     const std::string golden_name = std::filesystem::path(path).filename().string();
     for (const auto& implementation : opened) {
-      if (implementation->precision() != Precision::fp64) {
-        out << fmt::format("{:<34} {:<20} {:<6} computes in {}: no tolerance model below fp64 yet\n", golden_name,
-                           implementation->name(), "unsup.", to_string(implementation->precision()));
-        ++unsupported;
-        continue;
-      }
       NamedTensors actual;
       try {
         actual = implementation->run(golden.test_case);
@@ -73,9 +68,11 @@ int run_run(const RunOptions& options, std::ostream& out) {
         out << fmt::format("{:<34} {:<20} {:<6} raised: {}\n", golden_name, implementation->name(), "FAIL", crash.what());
         continue;
       }
-      const CompareReport report =
-          compare(golden.test_case, golden::expected_tensors(golden, implementation->sharded()), actual,
-                  implementation->precision());
+      const Precision precision = implementation->precision();
+      const NamedTensors yardstick =
+          precision == Precision::fp64 ? NamedTensors{} : properties::yardstick_tensors(golden.test_case, precision);
+      const CompareReport report = compare(golden.test_case, golden::expected_tensors(golden, implementation->sharded()),
+                                           actual, precision, &yardstick);
       const auto worst =
           std::max_element(report.tensors.begin(), report.tensors.end(),
                            [](const TensorReport& a, const TensorReport& b) { return a.error_ulps < b.error_ulps; });

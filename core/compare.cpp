@@ -104,12 +104,32 @@ bool is_gradient(const std::string& name) {
   return name.starts_with("grads/") || (name.starts_with("ranks/") && name.find("/grads/") != std::string::npos);
 }
 
+// The largest |a - b| of two same-shaped tensors (infinity if either holds a non-finite value).
+double max_difference(const Tensor& a, const Tensor& b) {
+  double worst = 0.0;
+  for (std::size_t i = 0; i < a.values.size(); ++i) {
+    const double difference = std::fabs(a.values[i] - b.values[i]);
+    worst = std::isfinite(difference) ? std::max(worst, difference) : std::numeric_limits<double>::infinity();
+  }
+  return worst;
+}
+
 TensorReport compare_tensor(const Case& test_case, const std::string& name, const Tensor& expected,
-                            const Tensor* actual, Precision precision, double scale_floor) {
+                            const Tensor* actual, Precision precision, double scale_floor,
+                            std::optional<double> yardstick_error) {
   TensorReport report{.name = name, .expected_shape = expected.shape};
   report.scale = std::max(max_abs(expected), scale_floor);
-  report.tolerance = (precision == Precision::fp64 ? kFp64ToleranceUlps : 0.0) * epsilon(precision) *
-                     std::max(report.scale, std::numeric_limits<double>::min());
+  const double unit = epsilon(precision) * std::max(report.scale, std::numeric_limits<double>::min());
+  if (precision == Precision::fp64) {
+    report.tolerance = kFp64ToleranceUlps * unit;
+  } else {
+    // DESIGN §3: k times the naive same-precision implementation's error, plus the output's own rounding.
+    const double k = is_gradient(name) ? kYardstickFactorGradients : kYardstickFactorOutputs;
+    // A tensor the yardstick lacks is held to the floor alone (a missing yardstick tensor is the
+    // caller's bug to fix, not a reason to pass anything).
+    report.yardstick_error = yardstick_error.value_or(0.0);
+    report.tolerance = k * report.yardstick_error + kYardstickFloorUlps * unit;
+  }
   if (actual == nullptr) {
     report.status = TensorStatus::missing;
     return report;
@@ -227,12 +247,12 @@ bool CompareReport::passed() const {
 }
 
 CompareReport compare(const Case& test_case, const NamedTensors& expected, const NamedTensors& actual,
-                      Precision precision) {
-  if (precision != Precision::fp64) {
+                      Precision precision, const NamedTensors* yardstick) {
+  if (precision != Precision::fp64 && yardstick == nullptr) {
     ViolationList violations;
     violations.add("precision", std::string(to_string(precision)),
-                   "only fp64 candidates can be compared yet: lower precisions need the emulated "
-                   "same-precision yardstick (DESIGN §3), which is not built",
+                   "a candidate below fp64 is compared with the emulated same-precision yardstick "
+                   "(reference/emulated_layer.hpp), which this caller did not supply",
                    "fp64");
     violations.throw_if_any("unsupported comparison");
   }
@@ -261,7 +281,17 @@ CompareReport compare(const Case& test_case, const NamedTensors& expected, const
     const bool sketch_tensor = name.ends_with(kSketchSuffix);
     const double scale_floor =
         is_gradient(name) ? kGradientScaleFloor * (sketch_tensor ? largest_sketch : largest_gradient) : 0.0;
-    report.tensors.push_back(compare_tensor(test_case, name, tensor, candidate, precision, scale_floor));
+    std::optional<double> yardstick_error;
+    if (precision != Precision::fp64) {
+      // The yardstick is held to the expected values exactly as the candidate is (sketched likewise).
+      const std::string base = sketch_tensor ? name.substr(0, name.size() - kSketchSuffix.size()) : name;
+      if (const auto naive = yardstick->find(base); naive != yardstick->end()) {
+        const Tensor naive_tensor = sketch_tensor ? sketch(base, naive->second) : naive->second;
+        if (naive_tensor.shape == tensor.shape) yardstick_error = max_difference(naive_tensor, tensor);
+      }
+    }
+    report.tensors.push_back(
+        compare_tensor(test_case, name, tensor, candidate, precision, scale_floor, yardstick_error));
   }
   return report;
 }
@@ -286,8 +316,13 @@ std::string render_text(const CompareReport& report) {
                         compared ? fmt::format("{:.3g}", t.error_ulps) : "-", compared ? to_string(t.worst_index) : "-",
                         detail);
   }
-  text += failed == 0 ? fmt::format("PASS: {} tensors within {} ulps of their scale ({})\n", report.tensors.size(),
-                                    kFp64ToleranceUlps, to_string(report.precision))
+  const std::string rule =
+      report.precision == Precision::fp64
+          ? fmt::format("{} ulps of their scale (fp64)", kFp64ToleranceUlps)
+          : fmt::format("{} x (outputs) / {} x (gradients) the emulated naive {} implementation's error + {} ulps",
+                        kYardstickFactorOutputs, kYardstickFactorGradients, to_string(report.precision),
+                        kYardstickFloorUlps);
+  text += failed == 0 ? fmt::format("PASS: {} tensors within {}\n", report.tensors.size(), rule)
                       : fmt::format("FAIL: {} of {} tensors\n", failed, report.tensors.size());
   return text;
 }
@@ -301,6 +336,7 @@ nlohmann::json render_json(const CompareReport& report) {
                        {"expected_shape", t.expected_shape},
                        {"actual_shape", t.actual_shape},
                        {"scale", t.scale},
+                       {"yardstick_error", t.yardstick_error},
                        {"max_error", finite_error ? nlohmann::json(t.max_error) : nlohmann::json("inf")},
                        {"error_ulps", finite_error ? nlohmann::json(t.error_ulps) : nlohmann::json("inf")},
                        {"tolerance", t.tolerance},

@@ -97,10 +97,30 @@ TEST(Compare, MissingWrongShapeAndNonFiniteAreNamedFailures) {
   EXPECT_EQ(json["tensors"].size(), report.tensors.size());
 }
 
-TEST(Compare, LowerPrecisionsAreRefusedUntilTheirYardstickExists) {
+TEST(Compare, LowerPrecisionsNeedTheirYardstick) {
   const Case test_case = make_case();
   const NamedTensors expected = named_tensors(reference::run_reference(test_case));
   EXPECT_THROW(compare(test_case, expected, expected, Precision::bf16), InputError);
+}
+
+// Below fp64 the tolerance is k x the yardstick's error (k = 2 outputs) + 4 ulps at the tensor's scale.
+TEST(Compare, BelowFp64TheToleranceIsKTimesTheYardsticksError) {
+  const Case test_case = make_case();
+  const NamedTensors expected = named_tensors(reference::run_reference(test_case));
+  const Tensor& out = expected.at("out");
+  double scale = 0.0;
+  for (double value : out.values) scale = std::max(scale, std::fabs(value));
+  const double floor = kYardstickFloorUlps * std::ldexp(1.0, -23) * scale;
+  const double yardstick_error = 100 * floor;  // well above the floor
+  NamedTensors yardstick = expected;
+  yardstick["out"].values[3] += yardstick_error;
+  NamedTensors within = expected, beyond = expected;
+  within["out"].values[5] += kYardstickFactorOutputs * yardstick_error;             // at the limit
+  beyond["out"].values[5] += 1.01 * (kYardstickFactorOutputs * yardstick_error + floor);
+  EXPECT_EQ(find(compare(test_case, expected, within, Precision::fp32, &yardstick), "out").status, TensorStatus::ok);
+  const TensorReport over = find(compare(test_case, expected, beyond, Precision::fp32, &yardstick), "out");
+  EXPECT_EQ(over.status, TensorStatus::mismatch);
+  EXPECT_NEAR(over.yardstick_error, yardstick_error, 1e-12 * scale);  // (x + e) - x rounds
 }
 
 }  // namespace

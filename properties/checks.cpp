@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "reference/emulated_layer.hpp"
 #include "reference/reference.hpp"
 
 namespace attncheck::properties {
@@ -12,14 +13,12 @@ NamedTensors oracle_tensors(const Case& test_case, bool sharded) {
   return tensors;
 }
 
+NamedTensors yardstick_tensors(const Case& test_case, Precision precision) {
+  return named_tensors(reference::run_emulated(test_case, precision));
+}
+
 CheckOutcome check_matches_reference(Implementation& implementation, const Case& test_case) {
   CheckOutcome outcome{.property = "matches-reference"};
-  if (implementation.precision() != Precision::fp64) {
-    return {.verdict = Verdict::unsupported, .property = outcome.property,
-            .detail = fmt::format("{} computes in {}: only fp64 can be compared until the low-precision "
-                                  "yardstick of DESIGN §3 exists",
-                                  implementation.name(), to_string(implementation.precision()))};
-  }
   NamedTensors expected;
   try {
     expected = oracle_tensors(test_case, implementation.sharded());
@@ -38,7 +37,10 @@ CheckOutcome check_matches_reference(Implementation& implementation, const Case&
             .property = outcome.property,
             .detail = fmt::format("{} raised: {}", implementation.name(), error.what())};
   }
-  CompareReport report = compare(test_case, expected, actual, Precision::fp64);
+  const Precision precision = implementation.precision();
+  const NamedTensors yardstick =
+      precision == Precision::fp64 ? NamedTensors{} : yardstick_tensors(test_case, precision);
+  CompareReport report = compare(test_case, expected, actual, precision, &yardstick);
   if (!report.passed()) {
     outcome.verdict = Verdict::fail;
     int listed = 0;

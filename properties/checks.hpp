@@ -28,4 +28,8 @@ CheckOutcome check_matches_reference(Implementation& implementation, const Case&
 // gradients for an unsharded implementation.
 NamedTensors oracle_tensors(const Case& test_case, bool sharded);
 
+// The yardstick below fp64: the emulated naive implementation in that precision
+// (reference/emulated_layer.hpp), named as compare() wants it.
+NamedTensors yardstick_tensors(const Case& test_case, Precision precision);
+
 }  // namespace attncheck::properties

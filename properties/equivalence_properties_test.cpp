@@ -9,6 +9,7 @@
 #include "properties/checks.hpp"
 #include "properties/generators.hpp"
 #include "properties/property_test_support.hpp"
+#include "reference/emulated_layer.hpp"
 #include "reference/reference.hpp"
 
 namespace attncheck::properties {
@@ -119,6 +120,20 @@ RC_GTEST_PROP(Properties, InvalidGeometriesAreRejectedWithoutNumbers, ()) {
     RC_ASSERT(!error.violations().empty());  // it names what is wrong
   }
   RC_ASSERT(rejected);
+}
+
+}  // namespace
+}  // namespace attncheck::properties
+
+namespace attncheck::properties {
+namespace {
+
+// The low-precision yardstick (reference/emulated_layer) is a second, naive implementation of the layer
+// (loops and plain GEMMs, hand-written backward); run in fp64 it must be the reference.
+RC_GTEST_PROP(Properties, TheEmulatedYardstickInFp64IsTheReference, ()) {
+  const Case test_case = make_case(*case_specs());
+  testing::assert_close(test_case, oracle_tensors(test_case, /*sharded=*/true),
+                        named_tensors(reference::run_emulated(test_case, Precision::fp64)));
 }
 
 }  // namespace

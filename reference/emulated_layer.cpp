@@ -1,0 +1,291 @@
+#include "reference/emulated_layer.hpp"
+
+#include <Eigen/Core>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "core/tp_shard.hpp"
+#include "reference/attention_head.hpp"
+
+namespace attncheck::reference {
+
+namespace {
+
+template <typename S>
+using Mat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename S>
+using Row = Eigen::Matrix<S, 1, Eigen::Dynamic>;
+
+// Rounding of every operation's result to the storage type (bf16 or fp16; nothing for fp32 / fp64).
+struct Storage {
+  Precision precision = Precision::fp32;
+
+  float round(float value) const {
+    if (precision == Precision::fp16) return static_cast<float>(static_cast<_Float16>(value));
+    if (precision == Precision::bf16) {
+      if (std::isnan(value)) return value;
+      const auto bits = std::bit_cast<std::uint32_t>(value);
+      const std::uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;  // nearest, ties even
+      return std::bit_cast<float>(rounded);
+    }
+    return value;
+  }
+  double round(double value) const { return value; }  // the fp64 run rounds nothing
+
+  template <typename S>
+  Mat<S> operator()(Mat<S> matrix) const {
+    if (precision == Precision::bf16 || precision == Precision::fp16) {
+      for (S& value : matrix.reshaped()) value = round(value);
+    }
+    return matrix;
+  }
+};
+
+template <typename S>
+Mat<S> load(const Tensor& tensor, std::int64_t rows) {
+  const Eigen::Map<const Mat<double>> map(tensor.data(), rows, tensor.numel() / rows);
+  return map.template cast<S>();
+}
+
+template <typename S>
+Tensor save(const Mat<S>& matrix, Shape shape) {
+  Tensor tensor(std::move(shape));
+  Eigen::Map<Mat<double>>(tensor.data(), matrix.rows(), matrix.cols()) = matrix.template cast<double>();
+  return tensor;
+}
+
+template <typename S>
+Tensor save_row(const Row<S>& row) {
+  Tensor tensor({row.size()});
+  for (Eigen::Index i = 0; i < row.size(); ++i) tensor.values[i] = static_cast<double>(row[i]);
+  return tensor;
+}
+
+// The layer's intermediates a backward pass needs.
+template <typename S>
+struct Forward {
+  Mat<S> q_in, k_in;        // projections before QK-norm [tokens, heads * d]
+  Mat<S> q_inv, k_inv;      // 1 / rms per token and head
+  Mat<S> q, k, v;           // after norm and RoPE
+  std::vector<Mat<S>> p;    // probabilities per (batch, query head) [seq, seq]
+  std::vector<Mat<S>> tanh; // tanh(score / softcap) per (batch, query head), when softcapped
+  Mat<S> context;           // [tokens, query width]
+  Mat<S> out;
+};
+
+template <typename S>
+class EmulatedLayer {
+ public:
+  EmulatedLayer(const Case& c, Precision precision)
+      : c_(c), g_(c.geometry()), store_{precision}, d_(g_.head_dim()), tokens_(c.inputs.batch * c.inputs.seq) {}
+
+  Result run() {
+    x_ = load<S>(c_.inputs.x, tokens_);
+    Forward<S> f = forward();
+    Result result;
+    result.out = save<S>(f.out, {c_.inputs.batch, c_.inputs.seq, g_.hidden_size()});
+    result.gradients = backward(f);
+    return result;
+  }
+
+ private:
+  // x @ w^T + b, each product accumulated in S, the result stored.
+  Mat<S> linear(const Mat<S>& x, const Tensor& weight, const std::optional<Tensor>& bias) const {
+    Mat<S> out = x * load<S>(weight, weight.shape[0]).transpose();
+    if (bias) out.rowwise() += load<S>(*bias, 1).row(0);
+    return store_(std::move(out));
+  }
+
+  void normalise(Mat<S>& rows, const Tensor& weight, Mat<S>& inverse_rms, std::int64_t heads) const {
+    Row<S> factor = load<S>(weight, 1).row(0);
+    if (g_.qk_norm() == QkNorm::rms_one_plus) factor.array() += S(1);
+    inverse_rms.resize(rows.rows(), heads);
+    for (Eigen::Index t = 0; t < rows.rows(); ++t) {
+      for (std::int64_t h = 0; h < heads; ++h) {
+        auto channels = rows.row(t).segment(h * d_, d_);
+        const S inv = S(1) / std::sqrt(channels.squaredNorm() / S(d_) + S(g_.qk_norm_eps()));
+        inverse_rms(t, h) = inv;
+        channels = (channels.array() * inv * factor.array()).matrix();
+      }
+    }
+    rows = store_(std::move(rows));
+  }
+
+  // RoPE in S: the angle rounded as S arithmetic rounds it. sign -1 rotates back (the transpose).
+  void rotate(Mat<S>& rows, std::int64_t heads, S sign) const {
+    const std::int64_t pairs = g_.rotary_dim() / 2;
+    for (Eigen::Index t = 0; t < rows.rows(); ++t) {
+      const S position = static_cast<S>(c_.inputs.positions[t]);
+      for (std::int64_t i = 0; i < pairs; ++i) {
+        const S frequency = static_cast<S>(std::pow(static_cast<S>(g_.rope_theta()), S(-2) * S(i) / S(g_.rotary_dim())));
+        const S angle = position * frequency;
+        const S cos = store_.round(std::cos(angle));
+        const S sin = sign * store_.round(std::sin(angle));
+        for (std::int64_t h = 0; h < heads; ++h) {
+          S* channels = rows.row(t).data() + h * d_;
+          S& a = channels[g_.rope_style() == RopeStyle::interleaved ? 2 * i : i];
+          S& b = channels[g_.rope_style() == RopeStyle::interleaved ? 2 * i + 1 : i + pairs];
+          const S rotated_a = store_.round(a * cos - b * sin);
+          const S rotated_b = store_.round(b * cos + a * sin);
+          a = rotated_a;
+          b = rotated_b;
+        }
+      }
+    }
+  }
+
+  Forward<S> forward() {
+    const Parameters& w = c_.weights;
+    Forward<S> f;
+    f.q = linear(x_, w.q_proj, w.q_bias);
+    f.k = linear(x_, w.k_proj, w.k_bias);
+    f.v = linear(x_, w.v_proj, w.v_bias);
+    if (g_.qk_norm() != QkNorm::none) {
+      f.q_in = f.q;
+      f.k_in = f.k;
+      normalise(f.q, *w.q_norm, f.q_inv, g_.num_heads());
+      normalise(f.k, *w.k_norm, f.k_inv, g_.num_kv_heads());
+    }
+    rotate(f.q, g_.num_heads(), S(1));
+    rotate(f.k, g_.num_kv_heads(), S(1));
+    const std::int64_t batch = c_.inputs.batch, seq = c_.inputs.seq;
+    f.context = Mat<S>::Zero(tokens_, g_.query_width());
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const MaskSpec mask = MaskSpec::for_geometry(g_, seq, seq, c_.inputs.key_lengths[b]);
+      for (std::int64_t h = 0; h < g_.num_heads(); ++h) {
+        const std::int64_t kv = h / g_.group_size();
+        const Mat<S> q = f.q.block(b * seq, h * d_, seq, d_);
+        const Mat<S> k = f.k.block(b * seq, kv * d_, seq, d_);
+        Mat<S> scores = store_(Mat<S>(q * k.transpose() * S(g_.scale())));
+        Mat<S> tanh_values;
+        if (g_.softcap()) {
+          const S cap = S(*g_.softcap());
+          tanh_values = store_(Mat<S>((scores.array() / cap).tanh().matrix()));
+          scores = store_(Mat<S>(tanh_values * cap));
+        }
+        Mat<S> p = Mat<S>::Zero(seq, seq);
+        for (std::int64_t i = 0; i < seq; ++i) {
+          const KeyInterval keys = mask.visible_keys(i);
+          if (keys.end <= keys.begin) continue;  // a query that sees no key outputs 0
+          auto visible = scores.row(i).segment(keys.begin, keys.end - keys.begin);
+          const S maximum = visible.maxCoeff();
+          Row<S> e = (visible.array() - maximum).exp().matrix();
+          for (S& value : e) value = store_.round(value);
+          const S sum = e.sum();
+          p.row(i).segment(keys.begin, keys.end - keys.begin) = e / sum;
+        }
+        p = store_(std::move(p));
+        f.context.block(b * seq, h * d_, seq, d_) = store_(Mat<S>(p * f.v.block(b * seq, kv * d_, seq, d_)));
+        f.p.push_back(std::move(p));
+        f.tanh.push_back(std::move(tanh_values));
+      }
+    }
+    f.out = store_(Mat<S>(f.context * load<S>(w.o_proj, w.o_proj.shape[0]).transpose()));
+    if (w.o_bias) f.out = store_(Mat<S>(f.out.rowwise() + load<S>(*w.o_bias, 1).row(0)));
+    return f;
+  }
+
+  void normalise_backward(Mat<S>& gradient, const Mat<S>& input, const Mat<S>& inverse_rms, const Tensor& weight,
+                          std::int64_t heads, Row<S>& weight_gradient) const {
+    Row<S> factor = load<S>(weight, 1).row(0);
+    if (g_.qk_norm() == QkNorm::rms_one_plus) factor.array() += S(1);
+    for (Eigen::Index t = 0; t < gradient.rows(); ++t) {
+      for (std::int64_t h = 0; h < heads; ++h) {
+        const Row<S> n = input.row(t).segment(h * d_, d_) * inverse_rms(t, h);
+        auto dy = gradient.row(t).segment(h * d_, d_);
+        weight_gradient.array() += dy.array() * n.array();
+        const Row<S> dn = (dy.array() * factor.array()).matrix();
+        const S mean = dn.dot(n) / S(d_);
+        dy = inverse_rms(t, h) * (dn - mean * n);
+      }
+    }
+    gradient = store_(std::move(gradient));
+  }
+
+  Gradients backward(const Forward<S>& f) {
+    const Parameters& w = c_.weights;
+    const std::int64_t batch = c_.inputs.batch, seq = c_.inputs.seq;
+    const Mat<S> d_out = load<S>(c_.inputs.dout, tokens_);
+    Parameters grads;
+    grads.o_proj = save<S>(store_(Mat<S>(d_out.transpose() * f.context)), w.o_proj.shape);
+    if (w.o_bias) grads.o_bias = save_row<S>(store_(Mat<S>(d_out.colwise().sum())).row(0));
+    const Mat<S> d_context = store_(Mat<S>(d_out * load<S>(w.o_proj, w.o_proj.shape[0])));
+    Mat<S> d_q = Mat<S>::Zero(tokens_, g_.query_width());
+    Mat<S> d_k = Mat<S>::Zero(tokens_, g_.kv_width());
+    Mat<S> d_v = Mat<S>::Zero(tokens_, g_.kv_width());
+    std::size_t index = 0;
+    for (std::int64_t b = 0; b < batch; ++b) {
+      for (std::int64_t h = 0; h < g_.num_heads(); ++h, ++index) {
+        const std::int64_t kv = h / g_.group_size();
+        const Mat<S>& p = f.p[index];
+        const Mat<S> dc = d_context.block(b * seq, h * d_, seq, d_);
+        const Mat<S> v = f.v.block(b * seq, kv * d_, seq, d_);
+        d_v.block(b * seq, kv * d_, seq, d_) += store_(Mat<S>(p.transpose() * dc));
+        const Mat<S> dp = store_(Mat<S>(dc * v.transpose()));
+        using Column = Eigen::Matrix<S, Eigen::Dynamic, 1>;
+        const Column weighted = (p.array() * dp.array()).rowwise().sum().matrix();  // sum_j p_ij dp_ij
+        Mat<S> ds = Mat<S>(p.array() * (dp.colwise() - weighted).array());
+        if (g_.softcap()) ds = Mat<S>(ds.array() * (S(1) - f.tanh[index].array().square()));
+        ds = store_(Mat<S>(ds * S(g_.scale())));
+        d_q.block(b * seq, h * d_, seq, d_) = store_(Mat<S>(ds * f.k.block(b * seq, kv * d_, seq, d_)));
+        d_k.block(b * seq, kv * d_, seq, d_) += store_(Mat<S>(ds.transpose() * f.q.block(b * seq, h * d_, seq, d_)));
+      }
+    }
+    d_k = store_(std::move(d_k));
+    d_v = store_(std::move(d_v));
+    rotate(d_q, g_.num_heads(), S(-1));
+    rotate(d_k, g_.num_kv_heads(), S(-1));
+    if (g_.qk_norm() != QkNorm::none) {
+      Row<S> d_q_norm = Row<S>::Zero(d_), d_k_norm = Row<S>::Zero(d_);
+      normalise_backward(d_q, f.q_in, f.q_inv, *w.q_norm, g_.num_heads(), d_q_norm);
+      normalise_backward(d_k, f.k_in, f.k_inv, *w.k_norm, g_.num_kv_heads(), d_k_norm);
+      grads.q_norm = save_row<S>(store_(Mat<S>(d_q_norm)).row(0));
+      grads.k_norm = save_row<S>(store_(Mat<S>(d_k_norm)).row(0));
+    }
+    Mat<S> dx = Mat<S>::Zero(tokens_, g_.hidden_size());
+    const auto projection = [&](const Mat<S>& d, const Tensor& weight, Tensor& d_weight, const std::optional<Tensor>& bias,
+                                std::optional<Tensor>& d_bias) {
+      d_weight = save<S>(store_(Mat<S>(d.transpose() * x_)), weight.shape);
+      if (bias) d_bias = save_row<S>(store_(Mat<S>(d.colwise().sum())).row(0));
+      dx += d * load<S>(weight, weight.shape[0]);
+    };
+    projection(d_q, w.q_proj, grads.q_proj, w.q_bias, grads.q_bias);
+    projection(d_k, w.k_proj, grads.k_proj, w.k_bias, grads.k_bias);
+    projection(d_v, w.v_proj, grads.v_proj, w.v_bias, grads.v_bias);
+    return Gradients{.x = save<S>(store_(std::move(dx)), c_.inputs.x.shape), .params = std::move(grads)};
+  }
+
+  const Case& c_;
+  const Geometry& g_;
+  Storage store_;
+  std::int64_t d_;
+  std::int64_t tokens_;
+  Mat<S> x_;
+};
+
+}  // namespace
+
+Result run_emulated(const Case& test_case, Precision precision) {
+  validate_case(test_case);
+  Result result = precision == Precision::fp64 ? EmulatedLayer<double>(test_case, precision).run()
+                                               : EmulatedLayer<float>(test_case, precision).run();
+  result.implementation = "emulated-" + std::string(to_string(precision));
+  const Inputs& inputs = test_case.inputs;
+  if (!inputs.decode.empty()) {  // the full forward's first rows: the same arithmetic per query
+    const std::int64_t total = inputs.decode.total(), hidden = test_case.geometry().hidden_size();
+    Tensor decode({inputs.batch, total, hidden});
+    for (std::int64_t b = 0; b < inputs.batch; ++b) {
+      std::copy_n(result.out.values.begin() + b * inputs.seq * hidden, total * hidden,
+                  decode.values.begin() + b * total * hidden);
+    }
+    result.decode_out = std::move(decode);
+  }
+  result.rank_gradients = rank_slices(result.gradients->params, test_case.plan);  // named as reference-tp names them
+  return result;
+}
+
+}  // namespace attncheck::reference

@@ -1,0 +1,20 @@
+// DESIGN §3's yardstick for low-precision implementations: a naive implementation of the whole layer
+// in that precision, emulated on the CPU. fp32: every operation in float (Eigen's float GEMMs
+// accumulate in float). bf16 and fp16: operations in float and every operation's result rounded to
+// bf16 / fp16, as GPU kernels that store in half precision and accumulate in fp32 do. "Naive" also in
+// RoPE: the angle is position x frequency in float, as transformers computes it. fp64 runs the same
+// code in double, which is how it is tested against the reference.
+//
+// Unsharded: per-rank gradients are the slices of the full ones (their error is the same), and the
+// decode output is the full forward's first rows (the same arithmetic per query).
+#pragma once
+
+#include "core/case.hpp"
+#include "core/precision.hpp"
+#include "core/result.hpp"
+
+namespace attncheck::reference {
+
+Result run_emulated(const Case& test_case, Precision precision);
+
+}  // namespace attncheck::reference
