@@ -8,12 +8,12 @@
 #include <filesystem>
 
 #include "cli/exit_codes.hpp"
-#include "properties/checks.hpp"
-#include "properties/implementation.hpp"
 #include "core/compare.hpp"
 #include "core/input_error.hpp"
 #include "core/input_generation.hpp"
 #include "golden/golden_file.hpp"
+#include "properties/checks.hpp"
+#include "properties/implementation.hpp"
 #include "reference/reference.hpp"
 
 namespace attncheck::cli {
@@ -189,8 +189,8 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out) {
       // An implementation that crashes on a valid golden fails it; the message is the report.
       ++failed;
       if (options.json) {
-        files.push_back({{"golden", file}, {"implementation", options.implementation}, {"passed", false},
-                         {"error", error.what()}});
+        files.push_back(
+            {{"golden", file}, {"implementation", options.implementation}, {"passed", false}, {"error", error.what()}});
       } else {
         out << fmt::format("== {} vs {}: FAIL: {} raised: {}\n", file, options.implementation, options.implementation,
                            error.what());
@@ -198,8 +198,7 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out) {
       continue;
     }
     const Precision precision = implementation->precision();
-    const NamedTensors yardstick =
-        precision == Precision::fp64 ? NamedTensors{} : properties::yardstick_tensors(golden.test_case, precision);
+    const NamedTensors yardstick = properties::yardstick_tensors(golden.test_case, precision);
     const CompareReport report =
         compare(golden.test_case, golden::expected_tensors(golden, sharded), actual, precision, &yardstick);
     if (!report.passed()) ++failed;
@@ -234,9 +233,7 @@ int run_compare(const GoldenOptions& options, std::ostream& out) {
   // gradients; leaving them out without saying so is a failure, not a way around the check.
   const bool skip_ranks = candidate.tp_size == 1 && golden.test_case.plan.tp_size > 1;
   const NamedTensors expected = golden::expected_tensors(golden, !skip_ranks);
-  const NamedTensors yardstick = candidate.precision == Precision::fp64
-                                     ? NamedTensors{}
-                                     : properties::yardstick_tensors(golden.test_case, candidate.precision);
+  const NamedTensors yardstick = properties::yardstick_tensors(golden.test_case, candidate.precision);
   const CompareReport report = compare(golden.test_case, expected, candidate.tensors, candidate.precision, &yardstick);
   if (options.json) {
     nlohmann::json json = render_json(report);

@@ -6,11 +6,11 @@
 #include <filesystem>
 
 #include "cli/exit_codes.hpp"
-#include "properties/checks.hpp"
-#include "properties/implementation.hpp"
 #include "core/compare.hpp"
 #include "core/input_error.hpp"
 #include "golden/golden_file.hpp"
+#include "properties/checks.hpp"
+#include "properties/implementation.hpp"
 
 namespace attncheck::cli {
 
@@ -65,14 +65,14 @@ int run_run(const RunOptions& options, std::ostream& out) {
         throw;
       } catch (const std::exception& crash) {
         ++failures;
-        out << fmt::format("{:<34} {:<20} {:<6} raised: {}\n", golden_name, implementation->name(), "FAIL", crash.what());
+        out << fmt::format("{:<34} {:<20} {:<6} raised: {}\n", golden_name, implementation->name(), "FAIL",
+                           crash.what());
         continue;
       }
       const Precision precision = implementation->precision();
-      const NamedTensors yardstick =
-          precision == Precision::fp64 ? NamedTensors{} : properties::yardstick_tensors(golden.test_case, precision);
-      const CompareReport report = compare(golden.test_case, golden::expected_tensors(golden, implementation->sharded()),
-                                           actual, precision, &yardstick);
+      const NamedTensors yardstick = properties::yardstick_tensors(golden.test_case, precision);
+      const CompareReport report = compare(
+          golden.test_case, golden::expected_tensors(golden, implementation->sharded()), actual, precision, &yardstick);
       const auto worst =
           std::max_element(report.tensors.begin(), report.tensors.end(),
                            [](const TensorReport& a, const TensorReport& b) { return a.error_ulps < b.error_ulps; });
@@ -82,9 +82,10 @@ int run_run(const RunOptions& options, std::ostream& out) {
     }
   }
   const std::size_t runs = goldens.size() * implementations.size();
-  out << fmt::format("{} of {} (golden, implementation) pairs pass, {} unsupported; tolerance {} ulps of each tensor's "
-                     "scale\n",
-                     runs - failures - unsupported, runs, unsupported, kFp64ToleranceUlps);
+  out << fmt::format(
+      "{} of {} (golden, implementation) pairs pass, {} unsupported; tolerance {} ulps of each tensor's "
+      "scale\n",
+      runs - failures - unsupported, runs, unsupported, kFp64ToleranceUlps);
   return failures == 0 ? kExitOk : kExitCheckFailed;
 }
 

@@ -29,7 +29,7 @@ CheckOutcome check_matches_reference(Implementation& implementation, const Case&
 NamedTensors oracle_tensors(const Case& test_case, bool sharded);
 
 // The yardstick below fp64: the emulated naive implementation in that precision
-// (reference/emulated_layer.hpp), named as compare() wants it.
+// (reference/emulated_layer.hpp), named as compare() wants it; empty for fp64.
 NamedTensors yardstick_tensors(const Case& test_case, Precision precision);
 
 }  // namespace attncheck::properties

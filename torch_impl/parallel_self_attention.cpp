@@ -9,8 +9,6 @@
 
 namespace attncheck::torch_impl {
 
-namespace {
-
 torch::Dtype dtype_of(ElementType type) {
   switch (type) {
     case ElementType::fp64:
@@ -24,6 +22,8 @@ torch::Dtype dtype_of(ElementType type) {
   }
   return torch::kFloat64;
 }
+
+namespace {
 
 std::vector<std::int64_t> sizes_of(const Shape& shape) {
   return {shape.begin(), shape.end()};

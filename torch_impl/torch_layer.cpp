@@ -16,8 +16,8 @@ torch::Tensor index_tensor(const std::vector<std::int64_t>& values, torch::Devic
 
 // The decode schedule's calls (prefill, then each step), every rank with its own cache.
 Tensor run_decode(const Case& test_case, std::vector<std::unique_ptr<ParallelSelfAttention>>& ranks,
-                  const torch::TensorOptions& options, const torch::Tensor& x, const torch::Tensor& positions,
-                  const torch::Tensor& key_lengths, const torch::Tensor& o_bias) {
+                  const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& key_lengths,
+                  const torch::Tensor& o_bias) {
   const torch::NoGradGuard no_grad;
   const DecodeSchedule& decode = test_case.inputs.decode;
   std::vector<std::int64_t> calls;
@@ -38,7 +38,6 @@ Tensor run_decode(const Case& test_case, std::vector<std::unique_ptr<ParallelSel
     outputs.push_back(out);
     start += count;
   }
-  (void)options;
   return from_torch(torch::cat(outputs, 1));
 }
 
@@ -50,12 +49,8 @@ Result run_torch(const Case& test_case, const TorchOptions& options, const std::
   const TpPlan& plan = test_case.plan;
   const Inputs& inputs = test_case.inputs;
   const torch::Device device = options.cuda ? torch::kCUDA : torch::kCPU;
-  const torch::TensorOptions tensor_options = torch::TensorOptions()
-                                                  .dtype(options.element_type == ElementType::fp64   ? torch::kFloat64
-                                                         : options.element_type == ElementType::fp32 ? torch::kFloat32
-                                                         : options.element_type == ElementType::bf16 ? torch::kBFloat16
-                                                                                                     : torch::kFloat16)
-                                                  .device(device);
+  const torch::TensorOptions tensor_options =
+      torch::TensorOptions().dtype(dtype_of(options.element_type)).device(device);
 
   const torch::Tensor x = to_torch(inputs.x, tensor_options).requires_grad_(true);
   const torch::Tensor positions = index_tensor(inputs.positions, device).view({inputs.batch, inputs.seq});
@@ -86,8 +81,8 @@ Result run_torch(const Case& test_case, const TorchOptions& options, const std::
   result.gradients = Gradients{.x = from_torch(x.grad()), .params = assemble_gradients(partials, plan)};
   result.rank_gradients = reduce_rank_gradients(partials, plan);
   if (!inputs.decode.empty()) {
-    result.decode_out = run_decode(test_case, ranks, tensor_options, x.detach(), positions, key_lengths,
-                                   o_bias.defined() ? o_bias.detach() : o_bias);
+    result.decode_out =
+        run_decode(test_case, ranks, x.detach(), positions, key_lengths, o_bias.defined() ? o_bias.detach() : o_bias);
   }
   return result;
 }
