@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -40,6 +41,9 @@ inline constexpr double kFp64ToleranceUlps = 65536.0;
 inline constexpr double kYardstickFactorOutputs = 2.0;
 inline constexpr double kYardstickFactorGradients = 3.0;
 inline constexpr double kYardstickFloorUlps = 4.0;
+// A yardstick may hold further runs of the naive implementation as "<name>#run<i>" (i = 1, 2, ...):
+// its error on a tensor is then the largest of all runs'.
+inline constexpr std::string_view kYardstickRunSuffix = "#run";
 
 using NamedTensors = std::map<std::string, Tensor>;
 

@@ -15,7 +15,15 @@ NamedTensors oracle_tensors(const Case& test_case, bool sharded) {
 
 NamedTensors yardstick_tensors(const Case& test_case, Precision precision) {
   if (precision == Precision::fp64) return {};  // fp64 needs none (core/compare.hpp)
-  return named_tensors(reference::run_emulated(test_case, precision));
+  // The nearest-rounded run and kJitteredRuns jittered ones (reference/emulated_layer.hpp says why).
+  constexpr int kJitteredRuns = 8;
+  NamedTensors yardstick = named_tensors(reference::run_emulated(test_case, precision));
+  for (int run = 1; run <= kJitteredRuns; ++run) {
+    for (auto& [name, tensor] : named_tensors(reference::run_emulated(test_case, precision, run))) {
+      yardstick[fmt::format("{}{}{}", name, kYardstickRunSuffix, run)] = std::move(tensor);
+    }
+  }
+  return yardstick;
 }
 
 CheckOutcome check_matches_reference(Implementation& implementation, const Case& test_case) {

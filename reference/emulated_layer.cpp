@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <vector>
 
+#include "core/splitmix_stream.hpp"
 #include "core/tp_shard.hpp"
 #include "reference/attention_head.hpp"
 
@@ -20,11 +22,14 @@ using Mat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 template <typename S>
 using Row = Eigen::Matrix<S, 1, Eigen::Dynamic>;
 
-// Rounding of every operation's result to the storage type (bf16 or fp16; nothing for fp32 / fp64).
+// Rounding of every operation's result to the storage type (bf16 or fp16; nothing more for fp32 /
+// fp64), and, for the jittered runs, a random nudge of one ulp on half of the results: a stand-in
+// for the rounding any other correct implementation might do there (EmulationVariant).
 struct Storage {
   Precision precision = Precision::fp32;
+  SplitMixStream* jitter = nullptr;  // null: round to nearest only
 
-  float round(float value) const {
+  float nearest(float value) const {
     if (precision == Precision::fp16) return static_cast<float>(static_cast<_Float16>(value));
     if (precision == Precision::bf16) {
       if (std::isnan(value)) return value;
@@ -34,11 +39,31 @@ struct Storage {
     }
     return value;
   }
+
+  // One ulp of the storage precision away from zero or towards it.
+  float step(float value, bool away) const {
+    if (precision == Precision::bf16) {
+      const auto bits = std::bit_cast<std::uint32_t>(value);
+      return std::bit_cast<float>(away ? bits + 0x10000u : bits - 0x10000u);
+    }
+    if (precision == Precision::fp16) {
+      const auto bits = std::bit_cast<std::uint16_t>(static_cast<_Float16>(value));
+      return static_cast<float>(std::bit_cast<_Float16>(static_cast<std::uint16_t>(away ? bits + 1 : bits - 1)));
+    }
+    const float infinity = std::numeric_limits<float>::infinity();
+    return std::nextafter(value, (value > 0) == away ? infinity : -infinity);
+  }
+
+  float round(float value) const {
+    value = nearest(value);
+    if (jitter == nullptr || value == 0.0f || !std::isfinite(value) || !jitter->coin()) return value;
+    return step(value, jitter->coin());
+  }
   double round(double value) const { return value; }  // the fp64 run rounds nothing
 
   template <typename S>
   Mat<S> operator()(Mat<S> matrix) const {
-    if (precision == Precision::bf16 || precision == Precision::fp16) {
+    if (precision == Precision::bf16 || precision == Precision::fp16 || jitter != nullptr) {
       for (S& value : matrix.reshaped()) value = round(value);
     }
     return matrix;
@@ -68,20 +93,27 @@ Tensor save_row(const Row<S>& row) {
 // The layer's intermediates a backward pass needs.
 template <typename S>
 struct Forward {
-  Mat<S> q_in, k_in;        // projections before QK-norm [tokens, heads * d]
-  Mat<S> q_inv, k_inv;      // 1 / rms per token and head
-  Mat<S> q, k, v;           // after norm and RoPE
-  std::vector<Mat<S>> p;    // probabilities per (batch, query head) [seq, seq]
-  std::vector<Mat<S>> tanh; // tanh(score / softcap) per (batch, query head), when softcapped
-  Mat<S> context;           // [tokens, query width]
+  Mat<S> q_in, k_in;         // projections before QK-norm [tokens, heads * d]
+  Mat<S> q_inv, k_inv;       // 1 / rms per token and head
+  Mat<S> q, k, v;            // after norm and RoPE
+  std::vector<Mat<S>> p;     // probabilities per (batch, query head) [seq, seq]
+  std::vector<Mat<S>> tanh;  // tanh(score / softcap) per (batch, query head), when softcapped
+  Mat<S> context;            // [tokens, query width]
   Mat<S> out;
 };
 
 template <typename S>
 class EmulatedLayer {
  public:
-  EmulatedLayer(const Case& c, Precision precision)
-      : c_(c), g_(c.geometry()), store_{precision}, d_(g_.head_dim()), tokens_(c.inputs.batch * c.inputs.seq) {}
+  EmulatedLayer(const Case& c, Precision precision, std::uint64_t jitter_seed)
+      : c_(c), g_(c.geometry()), store_{precision}, d_(g_.head_dim()), tokens_(c.inputs.batch * c.inputs.seq) {
+    if (jitter_seed != 0) {
+      jitter_.emplace(jitter_seed, "attncheck-emulated-jitter");
+      store_.jitter = &*jitter_;
+    }
+  }
+  EmulatedLayer(const EmulatedLayer&) = delete;
+  EmulatedLayer& operator=(const EmulatedLayer&) = delete;
 
   Result run() {
     x_ = load<S>(c_.inputs.x, tokens_);
@@ -121,7 +153,8 @@ class EmulatedLayer {
     for (Eigen::Index t = 0; t < rows.rows(); ++t) {
       const S position = static_cast<S>(c_.inputs.positions[t]);
       for (std::int64_t i = 0; i < pairs; ++i) {
-        const S frequency = static_cast<S>(std::pow(static_cast<S>(g_.rope_theta()), S(-2) * S(i) / S(g_.rotary_dim())));
+        const S frequency =
+            static_cast<S>(std::pow(static_cast<S>(g_.rope_theta()), S(-2) * S(i) / S(g_.rotary_dim())));
         const S angle = position * frequency;
         const S cos = store_.round(std::cos(angle));
         const S sin = sign * store_.round(std::sin(angle));
@@ -247,8 +280,8 @@ class EmulatedLayer {
       grads.k_norm = save_row<S>(store_(Mat<S>(d_k_norm)).row(0));
     }
     Mat<S> dx = Mat<S>::Zero(tokens_, g_.hidden_size());
-    const auto projection = [&](const Mat<S>& d, const Tensor& weight, Tensor& d_weight, const std::optional<Tensor>& bias,
-                                std::optional<Tensor>& d_bias) {
+    const auto projection = [&](const Mat<S>& d, const Tensor& weight, Tensor& d_weight,
+                                const std::optional<Tensor>& bias, std::optional<Tensor>& d_bias) {
       d_weight = save<S>(store_(Mat<S>(d.transpose() * x_)), weight.shape);
       if (bias) d_bias = save_row<S>(store_(Mat<S>(d.colwise().sum())).row(0));
       dx += d * load<S>(weight, weight.shape[0]);
@@ -261,6 +294,7 @@ class EmulatedLayer {
 
   const Case& c_;
   const Geometry& g_;
+  std::optional<SplitMixStream> jitter_;
   Storage store_;
   std::int64_t d_;
   std::int64_t tokens_;
@@ -269,10 +303,10 @@ class EmulatedLayer {
 
 }  // namespace
 
-Result run_emulated(const Case& test_case, Precision precision) {
+Result run_emulated(const Case& test_case, Precision precision, std::uint64_t jitter_seed) {
   validate_case(test_case);
-  Result result = precision == Precision::fp64 ? EmulatedLayer<double>(test_case, precision).run()
-                                               : EmulatedLayer<float>(test_case, precision).run();
+  Result result = precision == Precision::fp64 ? EmulatedLayer<double>(test_case, precision, 0).run()
+                                               : EmulatedLayer<float>(test_case, precision, jitter_seed).run();
   result.implementation = "emulated-" + std::string(to_string(precision));
   const Inputs& inputs = test_case.inputs;
   if (!inputs.decode.empty()) {  // the full forward's first rows: the same arithmetic per query
