@@ -198,9 +198,9 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out) {
       continue;
     }
     const Precision precision = implementation->precision();
-    const NamedTensors yardstick = properties::yardstick_tensors(golden.test_case, precision);
-    const CompareReport report =
-        compare(golden.test_case, golden::expected_tensors(golden, sharded), actual, precision, &yardstick);
+    const NamedTensors expected = golden::expected_tensors(golden, sharded);
+    const YardstickErrors yardstick = properties::yardstick_errors(golden.test_case, expected, precision);
+    const CompareReport report = compare(golden.test_case, expected, actual, precision, &yardstick);
     if (!report.passed()) ++failed;
     if (options.json) {
       nlohmann::json entry = render_json(report);
@@ -233,7 +233,7 @@ int run_compare(const GoldenOptions& options, std::ostream& out) {
   // gradients; leaving them out without saying so is a failure, not a way around the check.
   const bool skip_ranks = candidate.tp_size == 1 && golden.test_case.plan.tp_size > 1;
   const NamedTensors expected = golden::expected_tensors(golden, !skip_ranks);
-  const NamedTensors yardstick = properties::yardstick_tensors(golden.test_case, candidate.precision);
+  const YardstickErrors yardstick = properties::yardstick_errors(golden.test_case, expected, candidate.precision);
   const CompareReport report = compare(golden.test_case, expected, candidate.tensors, candidate.precision, &yardstick);
   if (options.json) {
     nlohmann::json json = render_json(report);

@@ -70,9 +70,9 @@ int run_run(const RunOptions& options, std::ostream& out) {
         continue;
       }
       const Precision precision = implementation->precision();
-      const NamedTensors yardstick = properties::yardstick_tensors(golden.test_case, precision);
-      const CompareReport report = compare(
-          golden.test_case, golden::expected_tensors(golden, implementation->sharded()), actual, precision, &yardstick);
+      const NamedTensors expected = golden::expected_tensors(golden, implementation->sharded());
+      const YardstickErrors yardstick = properties::yardstick_errors(golden.test_case, expected, precision);
+      const CompareReport report = compare(golden.test_case, expected, actual, precision, &yardstick);
       const auto worst =
           std::max_element(report.tensors.begin(), report.tensors.end(),
                            [](const TensorReport& a, const TensorReport& b) { return a.error_ulps < b.error_ulps; });

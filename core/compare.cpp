@@ -246,8 +246,23 @@ bool CompareReport::passed() const {
                      [](const TensorReport& t) { return t.status == TensorStatus::ok; });
 }
 
+void add_yardstick_run(const Case& test_case, const NamedTensors& expected, const NamedTensors& run,
+                       YardstickErrors& errors) {
+  for (const auto& [name, tensor] : expected) {
+    const bool sketch_tensor = name.ends_with(kSketchSuffix);
+    const std::string base = sketch_tensor ? name.substr(0, name.size() - kSketchSuffix.size()) : name;
+    const auto naive = run.find(base);
+    if (naive == run.end()) continue;
+    const Tensor naive_tensor = sketch_tensor ? sketch(base, naive->second) : naive->second;
+    if (naive_tensor.shape != tensor.shape) continue;
+    double& error = errors[name];
+    error = std::max(error, max_difference(naive_tensor, tensor));
+  }
+  (void)test_case;
+}
+
 CompareReport compare(const Case& test_case, const NamedTensors& expected, const NamedTensors& actual,
-                      Precision precision, const NamedTensors* yardstick) {
+                      Precision precision, const YardstickErrors* yardstick) {
   if (precision != Precision::fp64 && yardstick == nullptr) {
     ViolationList violations;
     violations.add("precision", std::string(to_string(precision)),
@@ -283,16 +298,8 @@ CompareReport compare(const Case& test_case, const NamedTensors& expected, const
         is_gradient(name) ? kGradientScaleFloor * (sketch_tensor ? largest_sketch : largest_gradient) : 0.0;
     std::optional<double> yardstick_error;
     if (precision != Precision::fp64) {
-      // The yardstick is held to the expected values exactly as the candidate is (sketched likewise).
-      const std::string base = sketch_tensor ? name.substr(0, name.size() - kSketchSuffix.size()) : name;
-      for (int run = 0;; ++run) {
-        const std::string run_name = run == 0 ? base : fmt::format("{}{}{}", base, kYardstickRunSuffix, run);
-        const auto naive = yardstick->find(run_name);
-        if (naive == yardstick->end()) break;
-        const Tensor naive_tensor = sketch_tensor ? sketch(base, naive->second) : naive->second;
-        if (naive_tensor.shape == tensor.shape) {
-          yardstick_error = std::max(yardstick_error.value_or(0.0), max_difference(naive_tensor, tensor));
-        }
+      if (const auto found_error = yardstick->find(name); found_error != yardstick->end()) {
+        yardstick_error = found_error->second;
       }
     }
     report.tensors.push_back(

@@ -41,9 +41,6 @@ inline constexpr double kFp64ToleranceUlps = 65536.0;
 inline constexpr double kYardstickFactorOutputs = 2.0;
 inline constexpr double kYardstickFactorGradients = 3.0;
 inline constexpr double kYardstickFloorUlps = 4.0;
-// A yardstick may hold further runs of the naive implementation as "<name>#run<i>" (i = 1, 2, ...):
-// its error on a tensor is then the largest of all runs'.
-inline constexpr std::string_view kYardstickRunSuffix = "#run";
 
 using NamedTensors = std::map<std::string, Tensor>;
 
@@ -79,10 +76,18 @@ struct CompareReport {
 
 // Compares every expected tensor with the actual one of the same name (extra actual tensors are
 // ignored). The case supplies the layouts for localisation.
-// precision below fp64 needs `yardstick`: the emulated naive implementation's tensors in that precision
-// (reference::run_emulated, under the same names); InputError without it.
+// The yardstick's error per expected tensor name: the largest |naive - expected| over its runs.
+using YardstickErrors = std::map<std::string, double>;
+
+// Folds one run of the naive implementation into `errors` (sketching it where `expected` holds a
+// sketch), so that no run needs to be kept in memory.
+void add_yardstick_run(const Case& test_case, const NamedTensors& expected, const NamedTensors& run,
+                       YardstickErrors& errors);
+
+// precision below fp64 needs `yardstick`: the emulated naive implementation's errors in that precision
+// (add_yardstick_run over reference::run_emulated runs); InputError without it.
 CompareReport compare(const Case& test_case, const NamedTensors& expected, const NamedTensors& actual,
-                      Precision precision, const NamedTensors* yardstick = nullptr);
+                      Precision precision, const YardstickErrors* yardstick = nullptr);
 
 std::string render_text(const CompareReport& report);  // a table for people
 nlohmann::json render_json(const CompareReport& report);

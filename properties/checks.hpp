@@ -28,8 +28,8 @@ CheckOutcome check_matches_reference(Implementation& implementation, const Case&
 // gradients for an unsharded implementation.
 NamedTensors oracle_tensors(const Case& test_case, bool sharded);
 
-// The yardstick below fp64: the emulated naive implementation in that precision
-// (reference/emulated_layer.hpp), named as compare() wants it; empty for fp64.
-NamedTensors yardstick_tensors(const Case& test_case, Precision precision);
+// The yardstick below fp64: the errors against `expected` of the emulated naive implementation in that
+// precision (reference/emulated_layer.hpp), worst of its runs, as compare() wants them; empty for fp64.
+YardstickErrors yardstick_errors(const Case& test_case, const NamedTensors& expected, Precision precision);
 
 }  // namespace attncheck::properties
