@@ -246,8 +246,7 @@ bool CompareReport::passed() const {
                      [](const TensorReport& t) { return t.status == TensorStatus::ok; });
 }
 
-void add_yardstick_run(const Case& test_case, const NamedTensors& expected, const NamedTensors& run,
-                       YardstickErrors& errors) {
+void add_yardstick_run(const NamedTensors& expected, const NamedTensors& run, YardstickErrors& errors) {
   for (const auto& [name, tensor] : expected) {
     const bool sketch_tensor = name.ends_with(kSketchSuffix);
     const std::string base = sketch_tensor ? name.substr(0, name.size() - kSketchSuffix.size()) : name;
@@ -258,7 +257,6 @@ void add_yardstick_run(const Case& test_case, const NamedTensors& expected, cons
     double& error = errors[name];
     error = std::max(error, max_difference(naive_tensor, tensor));
   }
-  (void)test_case;
 }
 
 CompareReport compare(const Case& test_case, const NamedTensors& expected, const NamedTensors& actual,

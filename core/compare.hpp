@@ -81,8 +81,7 @@ using YardstickErrors = std::map<std::string, double>;
 
 // Folds one run of the naive implementation into `errors` (sketching it where `expected` holds a
 // sketch), so that no run needs to be kept in memory.
-void add_yardstick_run(const Case& test_case, const NamedTensors& expected, const NamedTensors& run,
-                       YardstickErrors& errors);
+void add_yardstick_run(const NamedTensors& expected, const NamedTensors& run, YardstickErrors& errors);
 
 // precision below fp64 needs `yardstick`: the emulated naive implementation's errors in that precision
 // (add_yardstick_run over reference::run_emulated runs); InputError without it.

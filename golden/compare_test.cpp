@@ -115,9 +115,9 @@ TEST(Compare, BelowFp64TheToleranceIsKTimesTheYardsticksError) {
   NamedTensors naive_run = expected;
   naive_run["out"].values[3] += yardstick_error;
   YardstickErrors yardstick;
-  add_yardstick_run(test_case, expected, naive_run, yardstick);
+  add_yardstick_run(expected, naive_run, yardstick);
   NamedTensors within = expected, beyond = expected;
-  within["out"].values[5] += kYardstickFactorOutputs * yardstick_error;             // at the limit
+  within["out"].values[5] += kYardstickFactorOutputs * yardstick_error;  // at the limit
   beyond["out"].values[5] += 1.01 * (kYardstickFactorOutputs * yardstick_error + floor);
   EXPECT_EQ(find(compare(test_case, expected, within, Precision::fp32, &yardstick), "out").status, TensorStatus::ok);
   const TensorReport over = find(compare(test_case, expected, beyond, Precision::fp32, &yardstick), "out");

@@ -20,7 +20,7 @@ YardstickErrors yardstick_errors(const Case& test_case, const NamedTensors& expe
   // one at a time: a Qwen3-32B layer's gradients are 0.8 GB a run.
   constexpr int kJitteredRuns = 8;
   for (int run = 0; run <= kJitteredRuns; ++run) {
-    add_yardstick_run(test_case, expected, named_tensors(reference::run_emulated(test_case, precision, run)), errors);
+    add_yardstick_run(expected, named_tensors(reference::run_emulated(test_case, precision, run)), errors);
   }
   return errors;
 }
