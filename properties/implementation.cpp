@@ -72,11 +72,11 @@ class TorchImplementation : public Implementation {
 }  // namespace
 
 std::vector<std::string> implementation_names() {
-  // The fp64 implementations: until the low-precision yardstick exists (DESIGN §3), only fp64 results
-  // can be held to the reference.
+  // What runs on any machine. The torch-cuda-* names (torch_impl/torch_options.hpp) are left out: on a
+  // machine without a GPU they could only answer "unsupported"; ci/gpu-check names them explicitly.
   std::vector<std::string> names = {"reference", "reference-tp"};
 #ifdef ATTNCHECK_HAS_TORCH
-  names.insert(names.end(), {"torch-cpu-fp64", "torch-cpu-fp64-sdpa"});
+  names.insert(names.end(), {"torch-cpu-fp64", "torch-cpu-fp64-sdpa", "torch-cpu-fp32"});
 #endif
   return names;
 }

@@ -3,10 +3,12 @@
 #include <Eigen/Core>
 
 #include <bit>
+#include <cfenv>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include "core/splitmix_stream.hpp"
@@ -24,7 +26,7 @@ using Row = Eigen::Matrix<S, 1, Eigen::Dynamic>;
 
 // Rounding of every operation's result to the storage type (bf16 or fp16; nothing more for fp32 /
 // fp64), and, for the jittered runs, a random nudge of one ulp on half of the results: a stand-in
-// for the rounding any other correct implementation might do there (EmulationVariant).
+// for the rounding any other correct implementation might do there (emulated_layer.hpp).
 struct Storage {
   Precision precision = Precision::fp32;
   SplitMixStream* jitter = nullptr;  // null: round to nearest only
@@ -90,6 +92,25 @@ Tensor save_row(const Row<S>& row) {
   return tensor;
 }
 
+// Rounds this thread's float operations in a direction while it lives (fp32 runs only; emulated_layer.hpp
+// says why only the softmax chain). No OpenMP region runs inside one: the mode is per thread.
+class RoundingScope {
+ public:
+  RoundingScope(Rounding rounding, Precision precision) : mode_(std::fegetround()) {
+    if (rounding == Rounding::nearest || precision != Precision::fp32) return;
+    const int mode = rounding == Rounding::upward     ? FE_UPWARD
+                     : rounding == Rounding::downward ? FE_DOWNWARD
+                                                      : FE_TOWARDZERO;
+    if (std::fesetround(mode) != 0) throw std::runtime_error("emulated layer: the rounding mode cannot be set");
+  }
+  RoundingScope(const RoundingScope&) = delete;
+  RoundingScope& operator=(const RoundingScope&) = delete;
+  ~RoundingScope() { std::fesetround(mode_); }
+
+ private:
+  int mode_;
+};
+
 // The layer's intermediates a backward pass needs.
 template <typename S>
 struct Forward {
@@ -105,10 +126,15 @@ struct Forward {
 template <typename S>
 class EmulatedLayer {
  public:
-  EmulatedLayer(const Case& c, Precision precision, std::uint64_t jitter_seed)
-      : c_(c), g_(c.geometry()), store_{precision}, d_(g_.head_dim()), tokens_(c.inputs.batch * c.inputs.seq) {
-    if (jitter_seed != 0) {
-      jitter_.emplace(jitter_seed, "attncheck-emulated-jitter");
+  EmulatedLayer(const Case& c, Precision precision, EmulationVariant variant)
+      : c_(c),
+        g_(c.geometry()),
+        store_{precision},
+        rounding_(variant.rounding),
+        d_(g_.head_dim()),
+        tokens_(c.inputs.batch * c.inputs.seq) {
+    if (variant.jitter_seed != 0) {
+      jitter_.emplace(variant.jitter_seed, "attncheck-emulated-jitter");
       store_.jitter = &*jitter_;
     }
   }
@@ -195,23 +221,26 @@ class EmulatedLayer {
         const Mat<S> k = f.k.block(b * seq, kv * d_, seq, d_);
         Mat<S> scores = store_(Mat<S>(q * k.transpose() * S(g_.scale())));
         Mat<S> tanh_values;
-        if (g_.softcap()) {
-          const S cap = S(*g_.softcap());
-          tanh_values = store_(Mat<S>((scores.array() / cap).tanh().matrix()));
-          scores = store_(Mat<S>(tanh_values * cap));
-        }
         Mat<S> p = Mat<S>::Zero(seq, seq);
-        for (std::int64_t i = 0; i < seq; ++i) {
-          const KeyInterval keys = mask.visible_keys(i);
-          if (keys.end <= keys.begin) continue;  // a query that sees no key outputs 0
-          auto visible = scores.row(i).segment(keys.begin, keys.end - keys.begin);
-          const S maximum = visible.maxCoeff();
-          Row<S> e = (visible.array() - maximum).exp().matrix();
-          for (S& value : e) value = store_.round(value);
-          const S sum = e.sum();
-          p.row(i).segment(keys.begin, keys.end - keys.begin) = e / sum;
+        {
+          const RoundingScope directed(rounding_, store_.precision);  // the softmax chain
+          if (g_.softcap()) {
+            const S cap = S(*g_.softcap());
+            tanh_values = store_(Mat<S>((scores.array() / cap).tanh().matrix()));
+            scores = store_(Mat<S>(tanh_values * cap));
+          }
+          for (std::int64_t i = 0; i < seq; ++i) {
+            const KeyInterval keys = mask.visible_keys(i);
+            if (keys.end <= keys.begin) continue;  // a query that sees no key outputs 0
+            auto visible = scores.row(i).segment(keys.begin, keys.end - keys.begin);
+            const S maximum = visible.maxCoeff();
+            Row<S> e = (visible.array() - maximum).exp().matrix();
+            for (S& value : e) value = store_.round(value);
+            const S sum = e.sum();
+            p.row(i).segment(keys.begin, keys.end - keys.begin) = e / sum;
+          }
+          p = store_(std::move(p));
         }
-        p = store_(std::move(p));
         f.context.block(b * seq, h * d_, seq, d_) = store_(Mat<S>(p * f.v.block(b * seq, kv * d_, seq, d_)));
         f.p.push_back(std::move(p));
         f.tanh.push_back(std::move(tanh_values));
@@ -259,11 +288,15 @@ class EmulatedLayer {
         const Mat<S> v = f.v.block(b * seq, kv * d_, seq, d_);
         d_v.block(b * seq, kv * d_, seq, d_) += store_(Mat<S>(p.transpose() * dc));
         const Mat<S> dp = store_(Mat<S>(dc * v.transpose()));
-        using Column = Eigen::Matrix<S, Eigen::Dynamic, 1>;
-        const Column weighted = (p.array() * dp.array()).rowwise().sum().matrix();  // sum_j p_ij dp_ij
-        Mat<S> ds = Mat<S>(p.array() * (dp.colwise() - weighted).array());
-        if (g_.softcap()) ds = Mat<S>(ds.array() * (S(1) - f.tanh[index].array().square()));
-        ds = store_(Mat<S>(ds * S(g_.scale())));
+        Mat<S> ds;
+        {
+          const RoundingScope directed(rounding_, store_.precision);  // the softmax chain's backward
+          using Column = Eigen::Matrix<S, Eigen::Dynamic, 1>;
+          const Column weighted = (p.array() * dp.array()).rowwise().sum().matrix();  // sum_j p_ij dp_ij
+          ds = Mat<S>(p.array() * (dp.colwise() - weighted).array());
+          if (g_.softcap()) ds = Mat<S>(ds.array() * (S(1) - f.tanh[index].array().square()));
+          ds = store_(Mat<S>(ds * S(g_.scale())));
+        }
         d_q.block(b * seq, h * d_, seq, d_) = store_(Mat<S>(ds * f.k.block(b * seq, kv * d_, seq, d_)));
         d_k.block(b * seq, kv * d_, seq, d_) += store_(Mat<S>(ds.transpose() * f.q.block(b * seq, h * d_, seq, d_)));
       }
@@ -296,6 +329,7 @@ class EmulatedLayer {
   const Geometry& g_;
   std::optional<SplitMixStream> jitter_;
   Storage store_;
+  Rounding rounding_;
   std::int64_t d_;
   std::int64_t tokens_;
   Mat<S> x_;
@@ -303,10 +337,14 @@ class EmulatedLayer {
 
 }  // namespace
 
-Result run_emulated(const Case& test_case, Precision precision, std::uint64_t jitter_seed) {
+Result run_emulated(const Case& test_case, Precision precision, EmulationVariant variant) {
   validate_case(test_case);
-  Result result = precision == Precision::fp64 ? EmulatedLayer<double>(test_case, precision, 0).run()
-                                               : EmulatedLayer<float>(test_case, precision, jitter_seed).run();
+  Result result;
+  if (precision == Precision::fp64) {
+    result = EmulatedLayer<double>(test_case, precision, {}).run();
+  } else {
+    result = EmulatedLayer<float>(test_case, precision, variant).run();
+  }
   result.implementation = "emulated-" + std::string(to_string(precision));
   const Inputs& inputs = test_case.inputs;
   if (!inputs.decode.empty()) {  // the full forward's first rows: the same arithmetic per query

@@ -17,11 +17,29 @@
 
 namespace attncheck::reference {
 
-// jitter_seed != 0: every operation's result is additionally moved by one ulp of the precision, in a
-// random direction, half of the time (seeded). Round-to-nearest is one correct rounding among many: behind
-// a saturated softmax, 1 - p_max keeps only a few bits in fp32, so which way p_max rounds moves the q/k
-// gradients by ~10x the nearest-rounded yardstick's own error (torch-cpu-fp32 showed it). The yardstick
-// is the worst of a nearest-rounded run and jittered ones (properties/checks.cpp).
-Result run_emulated(const Case& test_case, Precision precision, std::uint64_t jitter_seed = 0);
+// How one run of the yardstick rounds. Round-to-nearest is one correct rounding among many: behind a
+// saturated softmax, 1 - p_max keeps only a few bits in fp32, so which way p_max rounds moves the q/k
+// gradients by ~10x the nearest-rounded yardstick's own error (torch-cpu-fp32 showed it, with its own
+// operation order rounding the other way). The yardstick is therefore the worst of several runs
+// (properties/checks.cpp) that round differently:
+// - rounding (fp32 only): the IEEE rounding mode of the softmax chain — softcap, exp, the row sum, the
+//   normalisation, and their backward up to dS — where cancellation (1 - p_max, 1 - tanh^2) makes the
+//   direction matter. GEMMs and the rest round to nearest: directed rounding there biases every term
+//   of a long sum the same way, which no nearest-rounding implementation does (measured: 5-10x the
+//   nearest error on out). bf16/fp16 runs ignore it: their probabilities are stored rounded to nearest
+//   in half precision, and the jittered runs stand for other roundings there.
+// - jitter_seed != 0: every operation's result is additionally moved by one ulp of the precision, in a
+//   random direction, half of the time (seeded).
+enum class Rounding { nearest, upward, downward, toward_zero };
+inline constexpr Rounding kRoundings[] = {Rounding::nearest, Rounding::upward, Rounding::downward,
+                                          Rounding::toward_zero};
+
+struct EmulationVariant {
+  Rounding rounding = Rounding::nearest;
+  std::uint64_t jitter_seed = 0;
+};
+
+// fp64 ignores the variant: it rounds as the reference does (to nearest, no jitter).
+Result run_emulated(const Case& test_case, Precision precision, EmulationVariant variant = {});
 
 }  // namespace attncheck::reference

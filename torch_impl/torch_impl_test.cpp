@@ -1,13 +1,15 @@
 // The LibTorch implementation against the reference: autograd's gradients against the reference's
 // analytic ones on property-generated cases with every feature switched on (QK-norm, biases, softcap,
 // sliding window, partial RoPE, padding, decoding, TP with replicated KV heads), on both attention
-// paths; and the sdpa path's refusals reported as unsupported.
+// paths; the sdpa path's refusals reported as unsupported; and torch-cpu-fp32 within the yardstick.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include "core/compare.hpp"
 #include "core/tp_plan.hpp"
 #include "properties/checks.hpp"
 #include "properties/generators.hpp"
+#include "reference/emulated_layer.hpp"
 
 namespace attncheck::properties {
 namespace {
@@ -53,6 +55,33 @@ TEST(TorchCpuFp64Sdpa, SoftcapIsUnsupportedNotWrong) {
   const CheckOutcome outcome = check_matches_reference(*torch, make_case(spec));
   EXPECT_EQ(outcome.verdict, Verdict::unsupported) << outcome.detail;
   EXPECT_NE(outcome.detail.find("softcap"), std::string::npos) << outcome.detail;
+}
+
+// `attncheck fuzz --impl torch-cpu-fp32 --seed 2` failed at case 7,116 and shrank to this: one head,
+// window 2, outlier activations, so each query's softmax over at most two keys saturates and the q/k
+// gradients hang on which way p_max rounds. torch rounds it the way the nearest-rounded yardstick does
+// not; the downward-rounded run of the yardstick (reference/emulated_layer.hpp) does.
+TEST(TorchCpuFp32, SaturatedSoftmaxIsWithinTheYardstickOfEveryRounding) {
+  const CaseSpec spec{
+      .geometry =
+          {.hidden_size = 46, .num_heads = 1, .num_kv_heads = 1, .head_dim = 30, .qkv_bias = true, .sliding_window = 2},
+      .inputs = {.seed = 226814981,
+                 .batch = 1,
+                 .seq = 4,
+                 .activations = ActivationDistribution::outliers,
+                 .position_offset = 0,
+                 .decode = {.prefill = 1, .steps = {1}}}};
+  const Case test_case = make_case(spec);
+  const auto torch = open_implementation("torch-cpu-fp32");
+  const CheckOutcome outcome = check_matches_reference(*torch, test_case);
+  EXPECT_EQ(outcome.verdict, Verdict::pass) << outcome.detail;
+
+  // The case still needs more than round-to-nearest: held to the nearest-rounded run alone, it fails.
+  const NamedTensors expected = oracle_tensors(test_case, false);
+  YardstickErrors nearest_only;
+  add_yardstick_run(expected, named_tensors(reference::run_emulated(test_case, Precision::fp32)), nearest_only);
+  const CompareReport report = compare(test_case, expected, torch->run(test_case), Precision::fp32, &nearest_only);
+  EXPECT_FALSE(report.passed()) << "the regression no longer exercises the directed-rounding runs";
 }
 
 TEST(TorchCuda, WithoutADeviceItIsUnsupported) {

@@ -1,0 +1,74 @@
+// The yardstick's rounding variants (reference/emulated_layer.hpp): a directed mode really changes the
+// softmax chain's arithmetic without biasing the rest, fp32 only, and leaves the thread's mode as it was.
+#include <gtest/gtest.h>
+
+#include <cfenv>
+#include <cmath>
+
+#include "core/input_generation.hpp"
+#include "reference/emulated_layer.hpp"
+#include "reference/reference.hpp"
+
+namespace attncheck::reference {
+namespace {
+
+// Positions from 0: at large positions the float RoPE angle's error would swamp what is measured here.
+Case small_case() {
+  const Geometry geometry = resolve_geometry(
+      {.hidden_size = 48, .num_heads = 4, .num_kv_heads = 2, .head_dim = 16, .qk_norm = QkNorm::rms, .softcap = 5.0});
+  return generate_case(geometry, {.seed = 5, .batch = 2, .seq = 9, .position_offset = 0});
+}
+
+double max_difference(const Tensor& a, const Tensor& b) {
+  double worst = 0.0;
+  for (std::size_t i = 0; i < a.values.size(); ++i) worst = std::max(worst, std::fabs(a.values[i] - b.values[i]));
+  return worst;
+}
+
+TEST(EmulatedLayer, DirectedRoundingChangesTheSoftmaxChainOnly) {
+  const Case test_case = small_case();
+  const Result exact = run_reference(test_case);
+  const Result nearest = run_emulated(test_case, Precision::fp32);
+  const double nearest_error = std::max(max_difference(nearest.out, exact.out), 1e-7);
+  for (const Rounding rounding : {Rounding::upward, Rounding::downward, Rounding::toward_zero}) {
+    const Result directed = run_emulated(test_case, Precision::fp32, {.rounding = rounding});
+    EXPECT_GT(max_difference(directed.out, nearest.out), 0.0) << static_cast<int>(rounding);
+    EXPECT_GT(max_difference(directed.gradients->x, nearest.gradients->x), 0.0) << static_cast<int>(rounding);
+    // Directed rounding of every GEMM would bias long sums (5-10x the nearest error): kept out of them.
+    EXPECT_LT(max_difference(directed.out, exact.out), 3 * nearest_error) << static_cast<int>(rounding);
+  }
+  const Result up = run_emulated(test_case, Precision::fp32, {.rounding = Rounding::upward});
+  const Result down = run_emulated(test_case, Precision::fp32, {.rounding = Rounding::downward});
+  EXPECT_GT(max_difference(up.out, down.out), 0.0);
+}
+
+TEST(EmulatedLayer, HalfPrecisionsRoundToNearestOnly) {
+  const Case test_case = small_case();
+  for (const Precision precision : {Precision::bf16, Precision::fp16}) {
+    const Result nearest = run_emulated(test_case, precision);
+    const Result directed = run_emulated(test_case, precision, {.rounding = Rounding::downward});
+    EXPECT_EQ(max_difference(directed.out, nearest.out), 0.0) << to_string(precision);
+    EXPECT_EQ(max_difference(directed.gradients->x, nearest.gradients->x), 0.0) << to_string(precision);
+  }
+}
+
+TEST(EmulatedLayer, DirectedRunsRestoreTheRoundingMode) {
+  (void)run_emulated(small_case(), Precision::fp32, {.rounding = Rounding::downward});
+  EXPECT_EQ(std::fegetround(), FE_TONEAREST);
+  ASSERT_EQ(std::fesetround(FE_UPWARD), 0);
+  (void)run_emulated(small_case(), Precision::fp32, {.rounding = Rounding::toward_zero});
+  EXPECT_EQ(std::fegetround(), FE_UPWARD);
+  std::fesetround(FE_TONEAREST);
+}
+
+TEST(EmulatedLayer, JitterIsSeededAndMovesResults) {
+  const Case test_case = small_case();
+  const Result first = run_emulated(test_case, Precision::fp32, {.jitter_seed = 1});
+  const Result again = run_emulated(test_case, Precision::fp32, {.jitter_seed = 1});
+  const Result other = run_emulated(test_case, Precision::fp32, {.jitter_seed = 2});
+  EXPECT_EQ(max_difference(first.out, again.out), 0.0);
+  EXPECT_GT(max_difference(first.out, other.out), 0.0);
+}
+
+}  // namespace
+}  // namespace attncheck::reference
