@@ -20,6 +20,12 @@ if(ATTNCHECK_CUDA)
     set(CMAKE_CUDA_ARCHITECTURES 90 80)
   endif()
   enable_language(CUDA)
+  # CMake 3.25's NVIDIA module stops at C++17 (it then rejects CUDA_STANDARD 20, which targets inherit
+  # from CXX_STANDARD); nvcc 12+ takes -std=c++20, so tell CMake.
+  if(CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.0 AND NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
   set(CMAKE_CUDA_STANDARD 20)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   find_package(CUDAToolkit REQUIRED)

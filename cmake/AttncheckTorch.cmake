@@ -21,12 +21,15 @@ if(_attncheck_torch_status EQUAL 0)
   if(NOT DEFINED TORCH_CUDA_ARCH_LIST)
     set(TORCH_CUDA_ARCH_LIST "8.0;9.0")
   endif()
-  # TorchConfig sets CMAKE_CUDA_ARCHITECTURES to OFF in the caller's scope (with a warning): keep ours
-  # for attncheck's own CUDA targets.
+  # TorchConfig sets CMAKE_CUDA_ARCHITECTURES to OFF in the caller's scope (with a warning) and appends
+  # its own nvcc flags (-gencode lists, ONNX defines, diagnostics suppressed) to CMAKE_CUDA_FLAGS: keep
+  # ours for attncheck's own CUDA targets, which do not build against torch.
   set(_attncheck_cuda_architectures "${CMAKE_CUDA_ARCHITECTURES}")
+  set(_attncheck_cuda_flags "${CMAKE_CUDA_FLAGS}")
   unset(CMAKE_CUDA_ARCHITECTURES)
   find_package(Torch CONFIG QUIET PATHS ${_attncheck_torch_prefix} NO_DEFAULT_PATH)
   set(CMAKE_CUDA_ARCHITECTURES "${_attncheck_cuda_architectures}")
+  set(CMAKE_CUDA_FLAGS "${_attncheck_cuda_flags}")
   if(Torch_FOUND)
     set(_attncheck_torch_found ON)
   endif()

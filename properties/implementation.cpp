@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "properties/mutants/catalog.hpp"
@@ -10,6 +11,10 @@
 #include "reference/reference.hpp"
 #ifdef ATTNCHECK_HAS_TORCH
 #include "torch_impl/torch_layer.hpp"
+#endif
+#ifdef ATTNCHECK_HAS_CUDA
+#include "cuda_impl/cuda_layer.hpp"
+#include "cuda_impl/head_dim_dispatch.hpp"
 #endif
 
 namespace attncheck::properties {
@@ -69,11 +74,46 @@ class TorchImplementation : public Implementation {
 };
 #endif
 
+#ifdef ATTNCHECK_HAS_CUDA
+// The CUDA implementation (cuda_impl/): one rank, or (-tp) every rank of the plan in turn.
+class CudaImplementation : public Implementation {
+ public:
+  CudaImplementation(std::string name, cuda_impl::CudaOptions options) : name_(std::move(name)), options_(options) {}
+  const std::string& name() const override { return name_; }
+  bool sharded() const override { return options_.sharded; }
+  Precision precision() const override {
+    switch (options_.element_type) {
+      case cuda_impl::ElementType::fp32:
+        return Precision::fp32;
+      case cuda_impl::ElementType::bf16:
+        return Precision::bf16;
+      case cuda_impl::ElementType::fp16:
+        return Precision::fp16;
+    }
+    return Precision::fp32;
+  }
+  NamedTensors run(const Case& test_case) override {
+    try {
+      return named_tensors(cuda_impl::run_cuda(test_case, options_, name_));
+    } catch (const cuda_impl::CudaUnavailable& error) {
+      throw Unsupported(name_, error.what());
+    } catch (const cuda_impl::UnsupportedHeadDim& error) {
+      throw Unsupported(name_, error.what());
+    }
+  }
+
+ private:
+  std::string name_;
+  cuda_impl::CudaOptions options_;
+};
+#endif
+
 }  // namespace
 
 std::vector<std::string> implementation_names() {
-  // What runs on any machine. The torch-cuda-* names (torch_impl/torch_options.hpp) are left out: on a
-  // machine without a GPU they could only answer "unsupported"; ci/gpu-check names them explicitly.
+  // What runs on any machine. The torch-cuda-* and cuda-* names (torch_impl/torch_options.hpp,
+  // cuda_impl/cuda_layer.hpp) are left out: on a machine without a GPU they could only answer
+  // "unsupported"; ci/gpu-check names them explicitly.
   std::vector<std::string> names = {"reference", "reference-tp"};
 #ifdef ATTNCHECK_HAS_TORCH
   names.insert(names.end(), {"torch-cpu-fp64", "torch-cpu-fp64-sdpa", "torch-cpu-fp32"});
@@ -99,7 +139,22 @@ std::unique_ptr<Implementation> open_implementation(const std::string& name) {
     return std::make_unique<TorchImplementation>(name, *options);
   }
 #endif
+#ifdef ATTNCHECK_HAS_CUDA
+  if (const auto options = cuda_impl::parse_cuda_implementation(name)) {
+    return std::make_unique<CudaImplementation>(name, *options);
+  }
+#endif
   std::vector<std::string> valid = implementation_names();
+  std::vector<std::string> device_names;
+#ifdef ATTNCHECK_HAS_TORCH
+  device_names = torch_impl::torch_implementation_names();
+#endif
+#ifdef ATTNCHECK_HAS_CUDA
+  for (const std::string& cuda_name : cuda_impl::cuda_implementation_names()) device_names.push_back(cuda_name);
+#endif
+  for (const std::string& device_name : device_names) {
+    if (std::find(valid.begin(), valid.end(), device_name) == valid.end()) valid.push_back(device_name);
+  }
   const std::vector<std::string> mutants = mutant_names();
   valid.insert(valid.end(), mutants.begin(), mutants.end());
   valid.push_back("exec:COMMAND");

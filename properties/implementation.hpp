@@ -1,7 +1,7 @@
 // The implementations attncheck holds to the reference, by name: the fp64 references, the mutant
 // catalog (properties/mutants), and external processes (`exec:COMMAND`, properties/worker.hpp). The
 // golden commands, `attncheck run`, the property suite, the fuzzer and `attncheck mutants` all run
-// implementations through this one registry. (LibTorch and CUDA implementations join when they land.)
+// implementations through this one registry, as do the LibTorch (torch-*) and CUDA (cuda-*) ones.
 #pragma once
 
 #include <memory>
@@ -29,8 +29,8 @@ class Implementation {
   // Whether it reports per-rank gradients (runs the case's TP plan). One that does not is compared on
   // out, decode/out and the full gradients only.
   virtual bool sharded() const = 0;
-  // The precision it computes in; only fp64 can be compared until DESIGN §3's low-precision yardstick
-  // exists (core/compare.hpp), so the others are reported as unsupported by the checks.
+  // The precision it computes in; below fp64 the checks hold it to DESIGN §3's yardstick
+  // (core/compare.hpp, properties/checks.hpp).
   virtual Precision precision() const { return Precision::fp64; }
   // Forward, backward and decoding of the case, as tensors under their golden-file names ("out",
   // "grads/q_proj", "decode/out", "ranks/1/grads/k_proj"; golden/SCHEMA.md). Unsupported when it

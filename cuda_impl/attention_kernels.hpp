@@ -1,0 +1,53 @@
+// Host entry points of the attention kernels (cuda_impl/*.cu). Every buffer in AttentionParams is a
+// device pointer with the layout written there; the calls are asynchronous on `stream`.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+#include <type_traits>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "cuda_impl/attention_params.hpp"
+#include "cuda_impl/head_dim_dispatch.hpp"
+
+namespace attncheck::cuda_impl {
+
+// o and lse from q, k, v.
+void flash_forward(const AttentionParams& params, cudaStream_t stream);
+// d_row = rowsum(d_o * o), then d_q (accumulated into, float), d_k and d_v (overwritten) from q, k, v,
+// o, d_o and the forward's lse. d_k / d_v hold each KV head's gradient summed over its group.
+void flash_backward(const AttentionParams& params, cudaStream_t stream);
+
+// Throws std::invalid_argument naming the first inconsistent field (dimensions, group size, strides,
+// missing buffers); UnsupportedHeadDim for a head_dim the kernels do not handle.
+void validate_params(const AttentionParams& params, bool backward = false);
+
+template <typename T>
+struct ElementTag {
+  using type = T;
+};
+
+// Calls f(ElementTag<T>{}, HeadDimTag<...>{}) for the params' element type and head_dim. fp32 runs on
+// CUDA cores, where a fixed width gains little: it always takes the generic tile, which keeps the
+// number of instantiations (and nvcc's time on CI's two cores) down.
+template <typename F>
+void dispatch_element_and_head_dim(const AttentionParams& params, F&& f) {
+  switch (params.element_type) {
+    case ElementType::fp32:
+      if (params.head_dim < 2 || params.head_dim > kMaxHeadDim || params.head_dim % 2 != 0) {
+        throw UnsupportedHeadDim(params.head_dim);
+      }
+      return f(ElementTag<float>{}, HeadDimTag<kGenericCapacity, false>{});
+    case ElementType::bf16:
+      return dispatch_head_dim(params.head_dim, [&](auto tag) { f(ElementTag<__nv_bfloat16>{}, tag); });
+    case ElementType::fp16:
+      return dispatch_head_dim(params.head_dim, [&](auto tag) { f(ElementTag<__half>{}, tag); });
+  }
+  throw std::invalid_argument("AttentionParams.element_type: " + std::to_string(int(params.element_type)) +
+                              " is not fp32, bf16 or fp16");
+}
+
+}  // namespace attncheck::cuda_impl

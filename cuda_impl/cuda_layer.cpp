@@ -1,0 +1,447 @@
+#include "cuda_impl/cuda_layer.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <span>
+
+#include "core/tp_plan.hpp"
+#include "core/tp_shard.hpp"
+#include "cuda_impl/attention_kernels.hpp"
+#include "cuda_impl/cuda_check.hpp"
+#include "cuda_impl/device_buffer.hpp"
+#include "cuda_impl/gemm.hpp"
+#include "cuda_impl/layer_kernels.hpp"
+
+namespace attncheck::cuda_impl {
+namespace {
+
+// Host conversions. Inputs reach T through float; the generators' values are exact in bf16 and fp16
+// (core/input_generation.hpp), so that double rounding never changes a generated input.
+template <typename T>
+T to_element(double value) {
+  const float single = static_cast<float>(value);
+  if constexpr (std::is_same_v<T, float>) {
+    return single;
+  } else if constexpr (std::is_same_v<T, __half>) {
+    return __float2half_rn(single);
+  } else {
+    return __float2bfloat16_rn(single);
+  }
+}
+
+template <typename T>
+double to_double(T value) {
+  if constexpr (std::is_same_v<T, float>) {
+    return value;
+  } else if constexpr (std::is_same_v<T, __half>) {
+    return __half2float(value);
+  } else {
+    return __bfloat162float(value);
+  }
+}
+
+template <typename T>
+DeviceBuffer<T> upload(std::span<const double> values) {
+  std::vector<T> host(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) host[i] = to_element<T>(values[i]);
+  DeviceBuffer<T> buffer(host.size());
+  buffer.upload(host);
+  return buffer;
+}
+
+Tensor download(const DeviceBuffer<float>& buffer, Shape shape) {
+  const std::vector<float> host = buffer.download();
+  Tensor tensor(std::move(shape));
+  for (std::size_t i = 0; i < host.size(); ++i) tensor.values[i] = host[i];
+  return tensor;
+}
+
+// Rows [rows.begin, rows.end) of a row-major host matrix with `columns` columns.
+Tensor row_slice(const std::vector<float>& matrix, std::int64_t columns, IndexRange rows) {
+  Tensor tensor({rows.size(), columns});
+  for (std::int64_t i = 0; i < rows.size() * columns; ++i) tensor.values[i] = matrix[rows.begin * columns + i];
+  return tensor;
+}
+
+// Elements [range.begin, range.end) of a host vector, as a 1-d tensor.
+Tensor vector_slice(const std::vector<float>& values, IndexRange range) {
+  Tensor tensor({range.size()});
+  for (std::int64_t i = 0; i < range.size(); ++i) tensor.values[i] = values[range.begin + i];
+  return tensor;
+}
+
+// [tokens, rotary_dim / 2, 2] cos and sin of position x inv_freq, formed in fp64 as the reference forms
+// them (reference/rope.cpp), then stored as float.
+std::vector<double> rope_table(const Geometry& g, std::span<const std::int64_t> positions) {
+  const std::int64_t pairs = g.rotary_dim() / 2;
+  std::vector<double> table(positions.size() * pairs * 2);
+  for (std::int64_t i = 0; i < pairs; ++i) {
+    const double inv_freq = std::pow(g.rope_theta(), -2.0 * static_cast<double>(i) / g.rotary_dim());
+    for (std::size_t t = 0; t < positions.size(); ++t) {
+      const double angle = static_cast<double>(positions[t]) * inv_freq;
+      table[(t * pairs + i) * 2] = std::cos(angle);
+      table[(t * pairs + i) * 2 + 1] = std::sin(angle);
+    }
+  }
+  return table;
+}
+
+NormKind norm_kind(QkNorm norm) {
+  switch (norm) {
+    case QkNorm::none:
+      return NormKind::none;
+    case QkNorm::rms:
+      return NormKind::rms;
+    case QkNorm::rms_one_plus:
+      return NormKind::rms_one_plus;
+  }
+  return NormKind::none;
+}
+
+// One rank's weights on the device. qkv [qkv_rows, hidden] T: the rank's q_proj, k_proj, v_proj rows
+// stacked ([Q | K | V], GPT-NeoX's per-rank layout); qkv_bias [qkv_rows] float; o [hidden, query_width] T.
+template <typename T>
+struct RankWeights {
+  DeviceBuffer<T> qkv, o;
+  std::optional<DeviceBuffer<float>> qkv_bias, q_norm, k_norm;
+
+  explicit RankWeights(const Parameters& shard) {
+    std::vector<double> stacked;
+    for (const Tensor* part : {&shard.q_proj, &shard.k_proj, &shard.v_proj}) {
+      stacked.insert(stacked.end(), part->values.begin(), part->values.end());
+    }
+    qkv = upload<T>(stacked);
+    o = upload<T>(shard.o_proj.values);
+    if (shard.q_bias) {
+      std::vector<double> bias;
+      for (const auto* part : {&*shard.q_bias, &*shard.k_bias, &*shard.v_bias}) {
+        bias.insert(bias.end(), part->values.begin(), part->values.end());
+      }
+      qkv_bias = upload<float>(bias);
+    }
+    if (shard.q_norm) {
+      q_norm = upload<float>(shard.q_norm->values);
+      k_norm = upload<float>(shard.k_norm->values);
+    }
+  }
+};
+
+// What every rank shares: the case, its device inputs, the stream and the GEMM handle.
+template <typename T>
+struct Layer {
+  const Case& test_case;
+  const Geometry& g;
+  const TpPlan& plan;
+  ElementType type;
+  cudaStream_t stream;
+  Gemm& gemm;
+  std::int64_t batch, seq, tokens, hidden;
+  DeviceBuffer<std::int32_t> key_lengths;
+
+  AttentionParams attention(const RankPlan& rank, std::int64_t seq_q, std::int64_t seq_k) const {
+    AttentionParams p;
+    p.batch = std::int32_t(batch);
+    p.seq_q = std::int32_t(seq_q);
+    p.seq_k = std::int32_t(seq_k);
+    p.num_heads = std::int32_t(rank.q_heads.size());
+    p.num_kv_heads = std::int32_t(rank.kv_heads.size());
+    p.head_dim = std::int32_t(g.head_dim());
+    p.group_size = p.num_heads / p.num_kv_heads;
+    p.scale = float(g.scale());
+    p.softcap = float(g.softcap().value_or(0.0));
+    p.causal = g.causal();
+    p.window = std::int32_t(g.sliding_window().value_or(0));
+    p.key_lengths = key_lengths.data();
+    p.element_type = type;
+    return p;
+  }
+
+  QkNormRopeParams norm_rope(const RankPlan& rank, const RankWeights<T>& weights, std::int64_t count_tokens,
+                             const DeviceBuffer<float>& table, DeviceBuffer<float>& normalised,
+                             DeviceBuffer<float>& inverse_rms) const {
+    return {.tokens = std::int32_t(count_tokens),
+            .num_heads = std::int32_t(rank.q_heads.size()),
+            .num_kv_heads = std::int32_t(rank.kv_heads.size()),
+            .head_dim = std::int32_t(g.head_dim()),
+            .rotary_dim = std::int32_t(g.rotary_dim()),
+            .interleaved = g.rope_style() == RopeStyle::interleaved,
+            .norm = norm_kind(g.qk_norm()),
+            .norm_eps = float(g.qk_norm_eps()),
+            .q_norm_weight = weights.q_norm ? weights.q_norm->data() : nullptr,
+            .k_norm_weight = weights.k_norm ? weights.k_norm->data() : nullptr,
+            .cos_sin = table.data(),
+            .row_stride = rank.qkv_rows,
+            .k_column = std::int32_t(rank.query_width),
+            .normalised = normalised.data(),
+            .inverse_rms = inverse_rms.data()};
+  }
+
+  // qkv [count_tokens, qkv_rows] = x W_qkv^T + b, then QK-norm and RoPE in place.
+  DeviceBuffer<T> project(const RankPlan& rank, const RankWeights<T>& weights, const T* x, std::int64_t count_tokens,
+                          const QkNormRopeParams& norm_params) const {
+    DeviceBuffer<T> qkv(std::size_t(count_tokens * rank.qkv_rows));
+    gemm.run(stream, type, count_tokens, rank.qkv_rows, hidden, {x, hidden, Transpose::no},
+             {weights.qkv.data(), hidden, Transpose::yes}, qkv.data(), rank.qkv_rows, false);
+    if (weights.qkv_bias) {
+      add_bias(type, qkv.data(), count_tokens, rank.qkv_rows, rank.qkv_rows, weights.qkv_bias->data(), stream);
+    }
+    qk_norm_rope_forward(norm_params, type, qkv.data(), stream);
+    return qkv;
+  }
+
+  // Forward and backward of one rank: out_sum += its o_proj partial, dx_sum += its dx partial; returns
+  // its partial parameter gradients (o_bias's added by the caller).
+  Parameters forward_backward(const RankPlan& rank, const RankWeights<T>& weights, const DeviceBuffer<T>& x,
+                              const DeviceBuffer<T>& dout, const DeviceBuffer<float>& table, float* out_sum,
+                              float* dx_sum) const {
+    const std::int64_t qw = rank.query_width, kw = rank.kv_width, rows = rank.qkv_rows, d = g.head_dim();
+    const std::int64_t heads = rank.q_heads.size() + rank.kv_heads.size();
+    DeviceBuffer<float> normalised(std::size_t(tokens * heads * d)), inverse_rms(std::size_t(tokens * heads));
+    const QkNormRopeParams norm_params = norm_rope(rank, weights, tokens, table, normalised, inverse_rms);
+    DeviceBuffer<T> qkv = project(rank, weights, x.data(), tokens, norm_params);
+
+    DeviceBuffer<T> context(std::size_t(tokens * qw));
+    DeviceBuffer<float> lse(std::size_t(batch * rank.q_heads.size() * seq));
+    AttentionParams p = attention(rank, seq, seq);
+    p.q = qkv.data();
+    p.k = qkv.data() + qw;
+    p.v = qkv.data() + qw + kw;
+    p.q_row_stride = p.kv_row_stride = rows;
+    p.q_batch_stride = p.kv_batch_stride = seq * rows;
+    p.o = context.data();
+    p.o_row_stride = qw;
+    p.o_batch_stride = seq * qw;
+    p.lse = lse.data();
+    flash_forward(p, stream);
+    gemm.run(stream, type, tokens, hidden, qw, {context.data(), qw, Transpose::no},
+             {weights.o.data(), qw, Transpose::yes}, out_sum, hidden, true, 1.0f, 1.0f);
+
+    // Backward. d_context = dout W_o; dW_o = dout^T context.
+    DeviceBuffer<T> d_context(std::size_t(tokens * qw));
+    gemm.run(stream, type, tokens, qw, hidden, {dout.data(), hidden, Transpose::no},
+             {weights.o.data(), qw, Transpose::no}, d_context.data(), qw, false);
+    DeviceBuffer<float> d_o_proj(std::size_t(hidden * qw));
+    gemm.run(stream, type, hidden, qw, tokens, {dout.data(), hidden, Transpose::yes},
+             {context.data(), qw, Transpose::no}, d_o_proj.data(), qw, true);
+    // Attention backward into d_q (float, packed) and the K / V columns of d_qkv; then RoPE and the norm
+    // backward put dQ and dK into d_qkv's Q and K columns.
+    DeviceBuffer<float> d_q(std::size_t(tokens * qw)), d_row(std::size_t(batch * rank.q_heads.size() * seq));
+    d_q.zero();
+    DeviceBuffer<T> d_qkv(std::size_t(tokens * rows));
+    p.d_o = d_context.data();
+    p.d_q = d_q.data();
+    p.d_k = d_qkv.data() + qw;
+    p.d_v = d_qkv.data() + qw + kw;
+    p.d_row = d_row.data();
+    flash_backward(p, stream);
+    DeviceBuffer<float> d_q_norm{static_cast<std::size_t>(d)}, d_k_norm{static_cast<std::size_t>(d)};
+    d_q_norm.zero();
+    d_k_norm.zero();
+    qk_norm_rope_backward(norm_params, type, d_q.data(), qw, d_qkv.data(), d_q_norm.data(), d_k_norm.data(), stream);
+    DeviceBuffer<float> d_qkv_weight(std::size_t(rows * hidden));
+    gemm.run(stream, type, rows, hidden, tokens, {d_qkv.data(), rows, Transpose::yes},
+             {x.data(), hidden, Transpose::no}, d_qkv_weight.data(), hidden, true);
+    gemm.run(stream, type, tokens, hidden, rows, {d_qkv.data(), rows, Transpose::no},
+             {weights.qkv.data(), hidden, Transpose::no}, dx_sum, hidden, true, 1.0f, 1.0f);
+    std::optional<DeviceBuffer<float>> d_bias;
+    if (weights.qkv_bias) {
+      d_bias.emplace(std::size_t(rows));
+      column_sums(type, d_qkv.data(), tokens, rows, rows, d_bias->data(), stream);
+    }
+    check_cuda(cudaStreamSynchronize(stream), "rank forward/backward");
+
+    Parameters partial;
+    const std::vector<float> d_weight = d_qkv_weight.download();
+    partial.q_proj = row_slice(d_weight, hidden, {0, qw});
+    partial.k_proj = row_slice(d_weight, hidden, {qw, qw + kw});
+    partial.v_proj = row_slice(d_weight, hidden, {qw + kw, rows});
+    partial.o_proj = download(d_o_proj, {hidden, qw});
+    if (d_bias) {
+      const std::vector<float> bias = d_bias->download();
+      partial.q_bias = vector_slice(bias, {0, qw});
+      partial.k_bias = vector_slice(bias, {qw, qw + kw});
+      partial.v_bias = vector_slice(bias, {qw + kw, rows});
+    }
+    if (weights.q_norm) {
+      partial.q_norm = download(d_q_norm, {d});
+      partial.k_norm = download(d_k_norm, {d});
+    }
+    return partial;
+  }
+
+  // The decode schedule on one rank through a KV cache: decode_sum [batch, total, hidden] += its o_proj
+  // partial for every decoded token.
+  void decode(const RankPlan& rank, const RankWeights<T>& weights, float* decode_sum) const {
+    const Inputs& inputs = test_case.inputs;
+    const std::int64_t total = inputs.decode.total(), qw = rank.query_width, kw = rank.kv_width;
+    const std::int64_t rows = rank.qkv_rows, d = g.head_dim();
+    const std::int64_t heads = rank.q_heads.size() + rank.kv_heads.size();
+    // cache_k, cache_v [batch, total, kv_width] T
+    DeviceBuffer<T> cache_k(std::size_t(batch * total * kw)), cache_v(std::size_t(batch * total * kw));
+    std::vector<std::int64_t> calls;
+    if (inputs.decode.prefill > 0) calls.push_back(inputs.decode.prefill);
+    calls.insert(calls.end(), inputs.decode.steps.begin(), inputs.decode.steps.end());
+    std::int64_t start = 0;
+    for (const std::int64_t count : calls) {
+      // The call's tokens of every batch row, contiguous: x_step [batch * count, hidden].
+      std::vector<double> x_step;
+      std::vector<std::int64_t> positions;
+      for (std::int64_t b = 0; b < batch; ++b) {
+        const auto first = inputs.x.values.begin() + (b * seq + start) * hidden;
+        x_step.insert(x_step.end(), first, first + count * hidden);
+        const auto first_position = inputs.positions.begin() + b * seq + start;
+        positions.insert(positions.end(), first_position, first_position + count);
+      }
+      const DeviceBuffer<T> x = upload<T>(x_step);
+      const DeviceBuffer<float> table = upload<float>(rope_table(g, positions));
+      DeviceBuffer<float> normalised(std::size_t(batch * count * heads * d)),
+          inverse_rms(std::size_t(batch * count * heads));
+      const DeviceBuffer<T> qkv = project(rank, weights, x.data(), batch * count,
+                                          norm_rope(rank, weights, batch * count, table, normalised, inverse_rms));
+      for (std::int64_t b = 0; b < batch; ++b) {  // append K and V to the cache
+        for (const std::int64_t column : {qw, qw + kw}) {
+          T* cache = (column == qw ? cache_k : cache_v).data() + (b * total + start) * kw;
+          check_cuda(cudaMemcpy2DAsync(cache, kw * sizeof(T), qkv.data() + b * count * rows + column, rows * sizeof(T),
+                                       kw * sizeof(T), count, cudaMemcpyDeviceToDevice, stream),
+                     "KV-cache append");
+        }
+      }
+      DeviceBuffer<T> context(std::size_t(batch * count * qw));
+      AttentionParams p = attention(rank, count, start + count);
+      p.q = qkv.data();
+      p.q_row_stride = rows;
+      p.q_batch_stride = count * rows;
+      p.k = cache_k.data();
+      p.v = cache_v.data();
+      p.kv_row_stride = kw;
+      p.kv_batch_stride = total * kw;
+      p.o = context.data();
+      p.o_row_stride = qw;
+      p.o_batch_stride = count * qw;
+      flash_forward(p, stream);
+      for (std::int64_t b = 0; b < batch; ++b) {
+        gemm.run(stream, type, count, hidden, qw, {context.data() + b * count * qw, qw, Transpose::no},
+                 {weights.o.data(), qw, Transpose::yes}, decode_sum + (b * total + start) * hidden, hidden, true, 1.0f,
+                 1.0f);
+      }
+      check_cuda(cudaStreamSynchronize(stream), "decode call");
+      start += count;
+    }
+  }
+};
+
+// sum [rows, hidden] float + o_bias (if any), rounded to T as the layer would store it, back in double.
+template <typename T>
+Tensor finish_output(DeviceBuffer<float>& sum, const std::optional<DeviceBuffer<float>>& o_bias, std::int64_t rows,
+                     std::int64_t hidden, ElementType type, cudaStream_t stream, Shape shape) {
+  if (o_bias) add_bias(ElementType::fp32, sum.data(), rows, hidden, hidden, o_bias->data(), stream);
+  DeviceBuffer<T> rounded(sum.size());
+  round_to(type, sum.data(), rounded.data(), std::int64_t(sum.size()), stream);
+  check_cuda(cudaStreamSynchronize(stream), "output");
+  const std::vector<T> host = rounded.download();
+  Tensor tensor(std::move(shape));
+  for (std::size_t i = 0; i < host.size(); ++i) tensor.values[i] = to_double(host[i]);
+  return tensor;
+}
+
+template <typename T>
+Result run_layer(const Case& test_case, const CudaOptions& options, const std::string& name) {
+  const Geometry& g = test_case.geometry();
+  const TpPlan plan = options.sharded ? test_case.plan : make_tp_plan(g, 1);
+  const Inputs& inputs = test_case.inputs;
+  cudaStream_t stream = nullptr;
+  check_cuda(cudaStreamCreate(&stream), "stream");
+  struct StreamGuard {
+    cudaStream_t stream;
+    ~StreamGuard() { cudaStreamDestroy(stream); }
+  } guard{stream};
+  Gemm gemm;
+  std::vector<std::int32_t> key_lengths(inputs.key_lengths.begin(), inputs.key_lengths.end());
+  Layer<T> layer{.test_case = test_case,
+                 .g = g,
+                 .plan = plan,
+                 .type = options.element_type,
+                 .stream = stream,
+                 .gemm = gemm,
+                 .batch = inputs.batch,
+                 .seq = inputs.seq,
+                 .tokens = inputs.batch * inputs.seq,
+                 .hidden = g.hidden_size(),
+                 .key_lengths = DeviceBuffer<std::int32_t>(key_lengths.size())};
+  layer.key_lengths.upload(key_lengths);
+  const std::int64_t tokens = layer.tokens, hidden = layer.hidden;
+  const DeviceBuffer<T> x = upload<T>(inputs.x.values);
+  const DeviceBuffer<T> dout = upload<T>(inputs.dout.values);
+  const DeviceBuffer<float> table = upload<float>(rope_table(g, inputs.positions));
+  std::optional<DeviceBuffer<float>> o_bias;
+  if (test_case.weights.o_bias) o_bias = upload<float>(test_case.weights.o_bias->values);
+
+  DeviceBuffer<float> out_sum(std::size_t(tokens * hidden)), dx_sum(std::size_t(tokens * hidden));
+  out_sum.zero();
+  dx_sum.zero();
+  const std::int64_t total = inputs.decode.total();
+  DeviceBuffer<float> decode_sum(std::size_t(inputs.batch * total * hidden));
+  decode_sum.zero();
+  std::vector<Parameters> partials;
+  for (int r = 0; r < plan.tp_size; ++r) {  // ranks in turn; their partials summed in rank order
+    const Parameters shard = plan.tp_size == 1 ? test_case.weights : shard_parameters(test_case.weights, plan, r);
+    const RankWeights<T> weights(shard);
+    partials.push_back(layer.forward_backward(plan.ranks[r], weights, x, dout, table, out_sum.data(), dx_sum.data()));
+    if (total > 0) layer.decode(plan.ranks[r], weights, decode_sum.data());
+  }
+
+  Result result;
+  result.implementation = name;
+  result.out = finish_output<T>(out_sum, o_bias, tokens, hidden, options.element_type, stream, inputs.x.shape);
+  const std::optional<DeviceBuffer<float>> no_bias;
+  Tensor dx = finish_output<T>(dx_sum, no_bias, tokens, hidden, options.element_type, stream, inputs.x.shape);
+  if (test_case.weights.o_bias) {  // sum over tokens of dout, the same on every rank
+    Tensor d_o_bias({hidden});
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      for (std::int64_t c = 0; c < hidden; ++c) d_o_bias.values[c] += inputs.dout.values[t * hidden + c];
+    }
+    for (Parameters& partial : partials) partial.o_bias = d_o_bias;
+  }
+  result.gradients = Gradients{.x = std::move(dx), .params = assemble_gradients(partials, plan)};
+  if (options.sharded) result.rank_gradients = reduce_rank_gradients(partials, plan);
+  if (total > 0) {
+    result.decode_out = finish_output<T>(decode_sum, o_bias, inputs.batch * total, hidden, options.element_type, stream,
+                                         {inputs.batch, total, hidden});
+  }
+  return result;
+}
+
+}  // namespace
+
+std::vector<std::string> cuda_implementation_names() {
+  return {"cuda-fp32", "cuda-bf16", "cuda-fp16", "cuda-fp32-tp", "cuda-bf16-tp", "cuda-fp16-tp"};
+}
+
+std::optional<CudaOptions> parse_cuda_implementation(const std::string& name) {
+  for (const auto& [type, type_name] : {std::pair{ElementType::fp32, "fp32"}, std::pair{ElementType::bf16, "bf16"},
+                                        std::pair{ElementType::fp16, "fp16"}}) {
+    const std::string base = std::string("cuda-") + type_name;
+    if (name == base) return CudaOptions{.element_type = type, .sharded = false};
+    if (name == base + "-tp") return CudaOptions{.element_type = type, .sharded = true};
+  }
+  return std::nullopt;
+}
+
+Result run_cuda(const Case& test_case, const CudaOptions& options, const std::string& name) {
+  if (cuda_device_count() == 0) throw CudaUnavailable("unavailable: no CUDA device");
+  validate_case(test_case);
+  switch (options.element_type) {
+    case ElementType::fp32:
+      return run_layer<float>(test_case, options, name);
+    case ElementType::bf16:
+      return run_layer<__nv_bfloat16>(test_case, options, name);
+    case ElementType::fp16:
+      return run_layer<__half>(test_case, options, name);
+  }
+  throw std::invalid_argument("run_cuda: unknown element type");
+}
+
+}  // namespace attncheck::cuda_impl

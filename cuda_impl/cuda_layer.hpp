@@ -1,0 +1,37 @@
+// The whole attention layer on the GPU (issue 7): per TP rank, the fused [Q | K | V] projection
+// (cuBLASLt), QK-norm + RoPE, flash attention, o_proj, and the backward pass; ranks run in turn on one
+// device with their o_proj partials and dx summed there in fp32 (what the all-reduce would produce),
+// o_bias added once. Decoding runs the schedule through a KV cache.
+#pragma once
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/case.hpp"
+#include "core/result.hpp"
+#include "cuda_impl/attention_params.hpp"
+
+namespace attncheck::cuda_impl {
+
+struct CudaOptions {
+  ElementType element_type = ElementType::bf16;
+  bool sharded = false;  // -tp: run the case's TP plan and report per-rank gradients; else one rank
+};
+
+// cuda-{fp32,bf16,fp16} and cuda-{fp32,bf16,fp16}-tp.
+std::vector<std::string> cuda_implementation_names();
+std::optional<CudaOptions> parse_cuda_implementation(const std::string& name);
+
+// No usable device (no GPU, no driver): the implementation is unavailable, not wrong.
+class CudaUnavailable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Throws CudaUnavailable without a device; UnsupportedHeadDim (std::invalid_argument) for a head_dim
+// the kernels lack; CudaError when a CUDA call fails.
+Result run_cuda(const Case& test_case, const CudaOptions& options, const std::string& name);
+
+}  // namespace attncheck::cuda_impl
