@@ -23,6 +23,13 @@ attncheck_cli_case(missing_config 2 "^$" "--hf-config = '/nonexistent/config.jso
                    plan --hf-config /nonexistent/config.json)
 attncheck_cli_case(unknown_preset 2 "^$" "qwen3-0.6b" plan --preset qwen9)
 attncheck_cli_case(bad_integer 2 "^$" "--hidden" plan --hidden ten --heads 16)
+# `run --list`: every implementation with its kind, what ci/gpu-check reads to find the device ones.
+if(ATTNCHECK_CUDA)
+  set(device_listing "cuda-bf16-tp\tdevice")
+else()
+  set(device_listing "")
+endif()
+attncheck_cli_case(run_list 0 "reference\tdefault.*${device_listing}.*mutant-kv-head-modulo\tmutant" "^$" run --list)
 
 # Golden files end to end: make two goldens that differ only in the softmax scale, check the right one
 # with both references, turn the wrong-scale one into a candidate, and compare it with the right one:

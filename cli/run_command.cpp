@@ -20,10 +20,18 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
   command->add_option("--goldens", options.golden_dir, "folder of golden files (*.h5)")
       ->default_str(ATTNCHECK_GOLDEN_DIR);
   command->add_option("--impl", options.implementations, "implementations (default: all)");
+  command->add_flag("--list", options.list,
+                    "print every implementation and its kind (default, device, mutant); run nothing");
   return command;
 }
 
 int run_run(const RunOptions& options, std::ostream& out) {
+  if (options.list) {
+    for (const properties::RegisteredImplementation& registered : properties::registered_implementations()) {
+      out << registered.name << '\t' << registered.kind << '\n';
+    }
+    return 0;
+  }
   const std::string directory = options.golden_dir.empty() ? std::string(ATTNCHECK_GOLDEN_DIR) : options.golden_dir;
   std::error_code error;
   if (!std::filesystem::is_directory(directory, error)) {

@@ -43,8 +43,7 @@ class FunctionImplementation : public Implementation {
 // The LibTorch implementation (torch_impl/): every rank of the plan, so sharded.
 class TorchImplementation : public Implementation {
  public:
-  TorchImplementation(std::string name, torch_impl::TorchOptions options)
-      : name_(std::move(name)), options_(options) {}
+  TorchImplementation(std::string name, torch_impl::TorchOptions options) : name_(std::move(name)), options_(options) {}
   const std::string& name() const override { return name_; }
   bool sharded() const override { return true; }
   Precision precision() const override {
@@ -121,6 +120,25 @@ std::vector<std::string> implementation_names() {
   return names;
 }
 
+std::vector<RegisteredImplementation> registered_implementations() {
+  std::vector<RegisteredImplementation> registered;
+  for (const std::string& name : implementation_names()) registered.push_back({name, "default"});
+  std::vector<std::string> device_names;
+#ifdef ATTNCHECK_HAS_TORCH
+  device_names = torch_impl::torch_implementation_names();
+#endif
+#ifdef ATTNCHECK_HAS_CUDA
+  for (const std::string& cuda_name : cuda_impl::cuda_implementation_names()) device_names.push_back(cuda_name);
+#endif
+  for (const std::string& device_name : device_names) {
+    const bool listed = std::any_of(registered.begin(), registered.end(),
+                                    [&](const RegisteredImplementation& entry) { return entry.name == device_name; });
+    if (!listed) registered.push_back({device_name, "device"});
+  }
+  for (const std::string& mutant : mutant_names()) registered.push_back({mutant, "mutant"});
+  return registered;
+}
+
 std::unique_ptr<Implementation> open_implementation(const std::string& name) {
   if (name == "reference") {
     return std::make_unique<FunctionImplementation>(
@@ -144,19 +162,8 @@ std::unique_ptr<Implementation> open_implementation(const std::string& name) {
     return std::make_unique<CudaImplementation>(name, *options);
   }
 #endif
-  std::vector<std::string> valid = implementation_names();
-  std::vector<std::string> device_names;
-#ifdef ATTNCHECK_HAS_TORCH
-  device_names = torch_impl::torch_implementation_names();
-#endif
-#ifdef ATTNCHECK_HAS_CUDA
-  for (const std::string& cuda_name : cuda_impl::cuda_implementation_names()) device_names.push_back(cuda_name);
-#endif
-  for (const std::string& device_name : device_names) {
-    if (std::find(valid.begin(), valid.end(), device_name) == valid.end()) valid.push_back(device_name);
-  }
-  const std::vector<std::string> mutants = mutant_names();
-  valid.insert(valid.end(), mutants.begin(), mutants.end());
+  std::vector<std::string> valid;
+  for (const RegisteredImplementation& registered : registered_implementations()) valid.push_back(registered.name);
   valid.push_back("exec:COMMAND");
   ViolationList violations;
   violations.add("--impl", name, "must name an implementation attncheck has",

@@ -41,6 +41,14 @@ class Implementation {
 // The correct built-in implementations, which `attncheck run` and the property suite check.
 std::vector<std::string> implementation_names();
 
+// Every name open_implementation accepts (besides exec:COMMAND), with its kind: "default" (the list
+// above), "device" (needs a GPU: torch-cuda-*, cuda-*), or "mutant" (properties/mutants).
+struct RegisteredImplementation {
+  std::string name;
+  std::string kind;
+};
+std::vector<RegisteredImplementation> registered_implementations();
+
 // Any registered name, or `exec:COMMAND`; InputError listing the valid names for anything else.
 std::unique_ptr<Implementation> open_implementation(const std::string& name);
 

@@ -1,11 +1,11 @@
 #include "torch_impl/parallel_self_attention.hpp"
 
-#include <array>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "core/fused_qkv_convert.hpp"
+#include "torch_impl/sdpa_backend_guard.hpp"
 
 namespace attncheck::torch_impl {
 
@@ -28,36 +28,6 @@ namespace {
 std::vector<std::int64_t> sizes_of(const Shape& shape) {
   return {shape.begin(), shape.end()};
 }
-
-// Only the chosen scaled_dot_product_attention backend enabled while it lives (CUDA: flash,
-// memory-efficient or cuDNN each a separate implementation name), the previous choice restored after.
-class SdpaBackendGuard {
- public:
-  explicit SdpaBackendGuard(SdpaBackend backend) : active_(backend != SdpaBackend::any) {
-    if (!active_) return;
-    at::Context& context = at::globalContext();
-    saved_ = {context.userEnabledFlashSDP(), context.userEnabledMemEfficientSDP(), context.userEnabledMathSDP(),
-              context.userEnabledCuDNNSDP()};
-    context.setSDPUseFlash(backend == SdpaBackend::flash);
-    context.setSDPUseMemEfficient(backend == SdpaBackend::efficient);
-    context.setSDPUseMath(false);
-    context.setSDPUseCuDNN(backend == SdpaBackend::cudnn);
-  }
-  ~SdpaBackendGuard() {
-    if (!active_) return;
-    at::Context& context = at::globalContext();
-    context.setSDPUseFlash(saved_[0]);
-    context.setSDPUseMemEfficient(saved_[1]);
-    context.setSDPUseMath(saved_[2]);
-    context.setSDPUseCuDNN(saved_[3]);
-  }
-  SdpaBackendGuard(const SdpaBackendGuard&) = delete;
-  SdpaBackendGuard& operator=(const SdpaBackendGuard&) = delete;
-
- private:
-  bool active_;
-  std::array<bool, 4> saved_{};
-};
 
 }  // namespace
 
