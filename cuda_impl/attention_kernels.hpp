@@ -11,12 +11,22 @@
 #include <cuda_fp16.h>
 
 #include "cuda_impl/attention_params.hpp"
+#include "cuda_impl/device_buffer.hpp"
 #include "cuda_impl/head_dim_dispatch.hpp"
 
 namespace attncheck::cuda_impl {
 
 // o and lse from q, k, v.
 void flash_forward(const AttentionParams& params, cudaStream_t stream);
+// The same output for a decode step (seq_q small, seq_k a long cache): split-KV partial softmaxes and
+// a combining pass (flash_decode.cu). The workspace holds the partials; it grows as needed and may be
+// reused by later calls on the same stream.
+struct DecodeWorkspace {
+  DeviceBuffer<float> partial_o;    // [batch, num_heads, seq_q, splits, head_dim]
+  DeviceBuffer<float> partial_max;  // [batch, num_heads, seq_q, splits]
+  DeviceBuffer<float> partial_sum;  // [batch, num_heads, seq_q, splits]
+};
+void flash_decode(const AttentionParams& params, DecodeWorkspace& workspace, cudaStream_t stream);
 // d_row = rowsum(d_o * o), then d_q (accumulated into, float), d_k and d_v (overwritten) from q, k, v,
 // o, d_o and the forward's lse. d_k / d_v hold each KV head's gradient summed over its group.
 void flash_backward(const AttentionParams& params, cudaStream_t stream);

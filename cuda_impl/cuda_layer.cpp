@@ -18,6 +18,8 @@
 namespace attncheck::cuda_impl {
 namespace {
 
+constexpr std::int64_t kDecodeKernelMaxTokens = 16;
+
 // Host conversions. Inputs reach T through float; the generators' values are exact in bf16 and fp16
 // (core/input_generation.hpp), so that double rounding never changes a generated input.
 template <typename T>
@@ -281,6 +283,7 @@ struct Layer {
     const std::int64_t heads = rank.q_heads.size() + rank.kv_heads.size();
     // cache_k, cache_v [batch, total, kv_width] T
     DeviceBuffer<T> cache_k(std::size_t(batch * total * kw)), cache_v(std::size_t(batch * total * kw));
+    DecodeWorkspace workspace;
     std::vector<std::int64_t> calls;
     if (inputs.decode.prefill > 0) calls.push_back(inputs.decode.prefill);
     calls.insert(calls.end(), inputs.decode.steps.begin(), inputs.decode.steps.end());
@@ -321,7 +324,12 @@ struct Layer {
       p.o = context.data();
       p.o_row_stride = qw;
       p.o_batch_stride = count * qw;
-      flash_forward(p, stream);
+      // A step of a few tokens takes the split-KV decode kernel; a long prefill the flash forward.
+      if (count <= kDecodeKernelMaxTokens) {
+        flash_decode(p, workspace, stream);
+      } else {
+        flash_forward(p, stream);
+      }
       for (std::int64_t b = 0; b < batch; ++b) {
         gemm.run(stream, type, count, hidden, qw, {context.data() + b * count * qw, qw, Transpose::no},
                  {weights.o.data(), qw, Transpose::yes}, decode_sum + (b * total + start) * hidden, hidden, true, 1.0f,

@@ -36,7 +36,10 @@ class DeviceBuffer {
   std::size_t size() const { return count_; }
 
   void upload(const std::vector<T>& host) {
-    check_cuda(cudaMemcpy(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
+    if (host.size() > count_) throw CudaError("upload: more values than the buffer holds");
+    if (!host.empty()) {
+      check_cuda(cudaMemcpy(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
+    }
   }
   std::vector<T> download() const {
     std::vector<T> host(count_);

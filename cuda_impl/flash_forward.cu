@@ -95,9 +95,9 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(AttentionParams
       float tile_sum = 0.0f;
       for (int column = lane; column < block_k; column += 32) {
         const float score = scores[row * block_k + column];
-        const float probability = score == -INFINITY ? 0.0f : expf(score - new_max);
-        probabilities[row * block_k + column] = from_float<T>(probability);
-        tile_sum += probability;
+        const T probability = from_float<T>(score == -INFINITY ? 0.0f : expf(score - new_max));
+        probabilities[row * block_k + column] = probability;
+        tile_sum += to_float(probability);  // the P that multiplies V, so O / sum averages exactly it
       }
       tile_sum = warp_sum(tile_sum);
       __syncwarp();

@@ -1,5 +1,6 @@
 #include "cuda_impl/gemm.hpp"
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -24,6 +25,16 @@ cudaDataType_t data_type(ElementType type) {
       return CUDA_R_16F;
   }
   throw std::invalid_argument("gemm: unknown element type");
+}
+
+// The largest power of two (up to 256) dividing a pointer: cuBLASLt's heuristic assumes 256-byte
+// aligned operands unless told otherwise, and may then pick a kernel that faults on an offset pointer
+// (the decode path passes per-batch-row offsets).
+std::uint32_t alignment_of(const void* pointer) {
+  const auto address = reinterpret_cast<std::uintptr_t>(pointer);
+  std::uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment != 0) alignment /= 2;
+  return alignment;
 }
 
 // Owns one cuBLASLt descriptor of each kind for the duration of a call.
@@ -76,6 +87,17 @@ void Gemm::run(cudaStream_t stream, ElementType inputs, std::int64_t m, std::int
   check_cublas(cublasLtMatmulPreferenceSetAttribute(d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                     &workspace_bytes, sizeof(workspace_bytes)),
                "workspace preference");
+  // cuBLASLt's A is B's storage here and its B is A's (see above); C and D are the same buffer.
+  const std::uint32_t alignments[] = {alignment_of(b.data), alignment_of(a.data), alignment_of(c)};
+  const cublasLtMatmulPreferenceAttributes_t alignment_attributes[] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i) {
+    const std::uint32_t alignment = alignments[i < 3 ? i : 2];
+    check_cublas(
+        cublasLtMatmulPreferenceSetAttribute(d.preference, alignment_attributes[i], &alignment, sizeof(alignment)),
+        "alignment preference");
+  }
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
   check_cublas(

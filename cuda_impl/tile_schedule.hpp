@@ -103,4 +103,14 @@ ATTNCHECK_HOST_DEVICE KeyRange split_keys(KeyRange keys, std::int32_t num_splits
   return {begin, max_of(begin, end)};
 }
 
+// Split-KV decode: how many pieces to cut seq_k keys into so that the grid (pieces x other_blocks)
+// covers about two waves of the device's multiprocessors. At least 1, and every piece that
+// split_keys() cuts from [0, seq_k) is non-empty (the count is rounded to whole blocks per piece).
+ATTNCHECK_HOST_DEVICE std::int32_t decode_splits(std::int32_t other_blocks, std::int32_t seq_k, std::int32_t block_k,
+                                                 std::int32_t multiprocessors) {
+  const std::int32_t blocks = max_of(1, ceil_div(seq_k, block_k));
+  const std::int32_t wanted = max_of(1, min_of(ceil_div(2 * multiprocessors, max_of(other_blocks, 1)), blocks));
+  return ceil_div(blocks, ceil_div(blocks, wanted));
+}
+
 }  // namespace attncheck::cuda_impl

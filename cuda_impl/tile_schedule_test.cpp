@@ -128,6 +128,24 @@ TEST(TileSchedule, SplitKvPiecesCoverEachQuerysKeysOnce) {
   }
 }
 
+TEST(TileSchedule, DecodeSplitsFillTheDeviceWithoutEmptyPieces) {
+  EXPECT_EQ(decode_splits(1, 16384, 32, 132), 256);  // one (batch, KV head): ~two waves, 2 blocks a piece
+  EXPECT_EQ(decode_splits(8 * 8, 16384, 32, 132), 5);
+  EXPECT_EQ(decode_splits(1000, 16384, 32, 132), 1);  // the grid is full already
+  EXPECT_EQ(decode_splits(1, 40, 32, 132), 2);        // never more pieces than key blocks
+  EXPECT_EQ(decode_splits(0, 1, 32, 132), 1);
+  for (const std::int32_t other_blocks : {1, 3, 17, 40, 100}) {
+    for (std::int32_t seq_k = 1; seq_k < 2000; seq_k += 7) {
+      const std::int32_t splits = decode_splits(other_blocks, seq_k, 32, 132);
+      const KeyRange keys{0, seq_k};
+      for (std::int32_t split = 0; split < splits; ++split) {
+        ASSERT_FALSE(split_keys(keys, splits, split, 32).empty())
+            << "other_blocks " << other_blocks << " seq_k " << seq_k << " split " << split << " of " << splits;
+      }
+    }
+  }
+}
+
 TEST(GqaIndex, EveryQueryHeadReadsTheKvHeadOfItsGroup) {
   for (std::int32_t num_kv_heads = 1; num_kv_heads <= 8; ++num_kv_heads) {
     for (std::int32_t group_size = 1; group_size <= 8; ++group_size) {
