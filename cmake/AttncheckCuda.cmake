@@ -29,4 +29,31 @@ if(ATTNCHECK_CUDA)
   set(CMAKE_CUDA_STANDARD 20)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   find_package(CUDAToolkit REQUIRED)
+  # NCCL (tensor parallelism across GPUs, cuda_impl/tp_comm); CMake has no module for it. The PyPI
+  # nvidia-nccl wheel that torch depends on comes first: a process loads one libnccl.so.2, and
+  # libtorch_cuda needs that newer one (the toolkit's 2.28 lacks symbols it uses); the toolkit's is the
+  # fallback where torch is absent.
+  find_package(Python3 COMPONENTS Interpreter QUIET)
+  set(_attncheck_nccl_wheel "")
+  if(Python3_Interpreter_FOUND)
+    execute_process(
+      COMMAND ${Python3_EXECUTABLE} -c "import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__) if nvidia.nccl.__file__ else list(nvidia.nccl.__path__)[0])"
+      OUTPUT_VARIABLE _attncheck_nccl_wheel OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  endif()
+  if(_attncheck_nccl_wheel)  # only there first: default paths (the toolkit's lib/) would win otherwise
+    find_library(_attncheck_nccl_library NAMES libnccl.so.2 nccl PATHS ${_attncheck_nccl_wheel}/lib NO_DEFAULT_PATH
+                 NO_CACHE)
+    find_path(_attncheck_nccl_include nccl.h PATHS ${_attncheck_nccl_wheel}/include NO_DEFAULT_PATH NO_CACHE)
+  endif()
+  if(NOT _attncheck_nccl_library OR NOT _attncheck_nccl_include)
+    find_library(_attncheck_nccl_library nccl HINTS ${CUDAToolkit_LIBRARY_DIR} NO_CACHE)
+    find_path(_attncheck_nccl_include nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} NO_CACHE)
+  endif()
+  if(NOT _attncheck_nccl_library OR NOT _attncheck_nccl_include)
+    message(FATAL_ERROR "ATTNCHECK_CUDA is ON but NCCL (libnccl, nccl.h) was not found next to the CUDA toolkit "
+                        "(${CUDAToolkit_LIBRARY_DIR}): install NCCL or configure with -DATTNCHECK_CUDA=OFF")
+  endif()
+  add_library(attncheck_nccl INTERFACE)
+  target_link_libraries(attncheck_nccl INTERFACE ${_attncheck_nccl_library})
+  target_include_directories(attncheck_nccl SYSTEM INTERFACE ${_attncheck_nccl_include})
 endif()

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <span>
 
 #include "core/tp_plan.hpp"
@@ -14,11 +16,19 @@
 #include "cuda_impl/device_buffer.hpp"
 #include "cuda_impl/gemm.hpp"
 #include "cuda_impl/layer_kernels.hpp"
+#include "cuda_impl/tp_comm.hpp"
 
 namespace attncheck::cuda_impl {
 namespace {
 
 constexpr std::int64_t kDecodeKernelMaxTokens = 16;
+
+// ATTNCHECK_NCCL=0 keeps every rank on device 0 even on a machine with enough GPUs (to compare the two
+// paths, or where NCCL cannot run).
+bool nccl_tensor_parallelism_enabled() {
+  const char* setting = std::getenv("ATTNCHECK_NCCL");
+  return setting == nullptr || std::string(setting) != "0";
+}
 
 // Host conversions. Inputs reach T through float; the generators' values are exact in bf16 and fp16
 // (core/input_generation.hpp), so that double rounding never changes a generated input.
@@ -131,7 +141,16 @@ struct RankWeights {
   }
 };
 
-// What every rank shares: the case, its device inputs, the stream and the GEMM handle.
+// One rank's parameter gradients: on the host (HF shard layout; o_bias's added by the caller) and, for
+// the NCCL reductions, the device buffers they came from.
+struct RankGradients {
+  Parameters partial;
+  DeviceBuffer<float> d_qkv_weight;               // [qkv_rows, hidden]: rows [Q | K | V]
+  std::optional<DeviceBuffer<float>> d_qkv_bias;  // [qkv_rows]
+  DeviceBuffer<float> d_q_norm, d_k_norm;         // [head_dim], zero without QK-norm
+};
+
+// What every rank on one device shares: the case, its device inputs, the stream and the GEMM handle.
 template <typename T>
 struct Layer {
   const Case& test_case;
@@ -195,10 +214,10 @@ struct Layer {
   }
 
   // Forward and backward of one rank: out_sum += its o_proj partial, dx_sum += its dx partial; returns
-  // its partial parameter gradients (o_bias's added by the caller).
-  Parameters forward_backward(const RankPlan& rank, const RankWeights<T>& weights, const DeviceBuffer<T>& x,
-                              const DeviceBuffer<T>& dout, const DeviceBuffer<float>& table, float* out_sum,
-                              float* dx_sum) const {
+  // its partial parameter gradients.
+  RankGradients forward_backward(const RankPlan& rank, const RankWeights<T>& weights, const DeviceBuffer<T>& x,
+                                 const DeviceBuffer<T>& dout, const DeviceBuffer<float>& table, float* out_sum,
+                                 float* dx_sum) const {
     const std::int64_t qw = rank.query_width, kw = rank.kv_width, rows = rank.qkv_rows, d = g.head_dim();
     const std::int64_t heads = rank.q_heads.size() + rank.kv_heads.size();
     DeviceBuffer<float> normalised(std::size_t(tokens * heads * d)), inverse_rms(std::size_t(tokens * heads));
@@ -255,7 +274,8 @@ struct Layer {
     }
     check_cuda(cudaStreamSynchronize(stream), "rank forward/backward");
 
-    Parameters partial;
+    RankGradients gradients;
+    Parameters& partial = gradients.partial;
     const std::vector<float> d_weight = d_qkv_weight.download();
     partial.q_proj = row_slice(d_weight, hidden, {0, qw});
     partial.k_proj = row_slice(d_weight, hidden, {qw, qw + kw});
@@ -271,7 +291,11 @@ struct Layer {
       partial.q_norm = download(d_q_norm, {d});
       partial.k_norm = download(d_k_norm, {d});
     }
-    return partial;
+    gradients.d_qkv_weight = std::move(d_qkv_weight);
+    gradients.d_qkv_bias = std::move(d_bias);
+    gradients.d_q_norm = std::move(d_q_norm);
+    gradients.d_k_norm = std::move(d_k_norm);
+    return gradients;
   }
 
   // The decode schedule on one rank through a KV cache: decode_sum [batch, total, hidden] += its o_proj
@@ -355,69 +379,165 @@ Tensor finish_output(DeviceBuffer<float>& sum, const std::optional<DeviceBuffer<
   return tensor;
 }
 
+// Everything one device holds for the ranks it runs: a stream, a GEMM handle, the case's inputs, and the
+// sums of its ranks' o_proj partials, dx and decode outputs (fp32). Made with `device` current.
+template <typename T>
+struct DeviceState {
+  cudaStream_t stream = nullptr;
+  std::optional<Gemm> gemm;
+  std::optional<Layer<T>> layer;
+  DeviceBuffer<T> x, dout;
+  DeviceBuffer<float> table, out_sum, dx_sum, decode_sum;
+  std::optional<DeviceBuffer<float>> o_bias;
+
+  DeviceState(const Case& test_case, const TpPlan& plan, ElementType type, int device) {
+    check_cuda(cudaSetDevice(device), "device");
+    check_cuda(cudaStreamCreate(&stream), "stream");
+    gemm.emplace();
+    const Inputs& inputs = test_case.inputs;
+    const Geometry& g = test_case.geometry();
+    std::vector<std::int32_t> key_lengths(inputs.key_lengths.begin(), inputs.key_lengths.end());
+    layer.emplace(Layer<T>{.test_case = test_case,
+                           .g = g,
+                           .plan = plan,
+                           .type = type,
+                           .stream = stream,
+                           .gemm = *gemm,
+                           .batch = inputs.batch,
+                           .seq = inputs.seq,
+                           .tokens = inputs.batch * inputs.seq,
+                           .hidden = g.hidden_size(),
+                           .key_lengths = DeviceBuffer<std::int32_t>(key_lengths.size())});
+    layer->key_lengths.upload(key_lengths);
+    x = upload<T>(inputs.x.values);
+    dout = upload<T>(inputs.dout.values);
+    table = upload<float>(rope_table(g, inputs.positions));
+    if (test_case.weights.o_bias) o_bias = upload<float>(test_case.weights.o_bias->values);
+    const std::size_t activations = std::size_t(layer->tokens * layer->hidden);
+    out_sum = DeviceBuffer<float>(activations);
+    dx_sum = DeviceBuffer<float>(activations);
+    decode_sum = DeviceBuffer<float>(std::size_t(inputs.batch * inputs.decode.total() * layer->hidden));
+    out_sum.zero();
+    dx_sum.zero();
+    decode_sum.zero();
+  }
+  DeviceState(const DeviceState&) = delete;
+  DeviceState& operator=(const DeviceState&) = delete;
+  ~DeviceState() {
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+
+  // One rank's forward, backward and decode on this device, into the sums.
+  RankGradients run_rank(const Case& test_case, const TpPlan& plan, int r) {
+    const Parameters shard = plan.tp_size == 1 ? test_case.weights : shard_parameters(test_case.weights, plan, r);
+    const RankWeights<T> weights(shard);
+    RankGradients gradients =
+        layer->forward_backward(plan.ranks[r], weights, x, dout, table, out_sum.data(), dx_sum.data());
+    if (test_case.inputs.decode.total() > 0) layer->decode(plan.ranks[r], weights, decode_sum.data());
+    return gradients;
+  }
+};
+
+// The NCCL path: rank r on GPU r, its sums all-reduced over the world; replicated-KV gradients summed
+// over each replica group and q_norm / k_norm over the world on the devices, and reported as the ranks'
+// gradients (so reference-tp's per-rank gradients check the communicators).
+template <typename T>
+std::vector<Parameters> run_ranks_on_their_devices(const Case& test_case, const TpPlan& plan, ElementType type,
+                                                   std::vector<std::unique_ptr<DeviceState<T>>>& devices,
+                                                   std::vector<Parameters>& partials) {
+  TpCommunicators communicators(plan);
+  std::vector<RankGradients> gradients;
+  for (int r = 0; r < plan.tp_size; ++r) {
+    devices.push_back(std::make_unique<DeviceState<T>>(test_case, plan, type, r));
+    gradients.push_back(devices.back()->run_rank(test_case, plan, r));
+    partials.push_back(gradients.back().partial);
+  }
+  std::vector<cudaStream_t> streams;
+  for (const auto& device : devices) streams.push_back(device->stream);
+  const auto pointers = [&](auto member) {
+    std::vector<float*> result;
+    for (const auto& device : devices) result.push_back(((*device).*member).data());
+    return result;
+  };
+  const std::int64_t hidden = test_case.geometry().hidden_size();
+  communicators.world_sum(pointers(&DeviceState<T>::out_sum), devices[0]->out_sum.size(), streams);
+  communicators.world_sum(pointers(&DeviceState<T>::dx_sum), devices[0]->dx_sum.size(), streams);
+  if (devices[0]->decode_sum.size() > 0) {
+    communicators.world_sum(pointers(&DeviceState<T>::decode_sum), devices[0]->decode_sum.size(), streams);
+  }
+  // k_proj and v_proj are the rows after the rank's query rows: one contiguous run per rank.
+  const RankPlan& first = plan.ranks[0];
+  std::vector<float*> kv_weights, kv_biases, q_norms, k_norms;
+  for (int r = 0; r < plan.tp_size; ++r) {
+    kv_weights.push_back(gradients[r].d_qkv_weight.data() + plan.ranks[r].query_width * hidden);
+    if (gradients[r].d_qkv_bias) kv_biases.push_back(gradients[r].d_qkv_bias->data() + plan.ranks[r].query_width);
+    q_norms.push_back(gradients[r].d_q_norm.data());
+    k_norms.push_back(gradients[r].d_k_norm.data());
+  }
+  communicators.replica_sum(kv_weights, std::size_t(2 * first.kv_width * hidden), streams);
+  if (!kv_biases.empty()) communicators.replica_sum(kv_biases, std::size_t(2 * first.kv_width), streams);
+  if (test_case.weights.q_norm) {
+    communicators.world_sum(q_norms, gradients[0].d_q_norm.size(), streams);
+    communicators.world_sum(k_norms, gradients[0].d_k_norm.size(), streams);
+  }
+  for (const cudaStream_t stream : streams) check_cuda(cudaStreamSynchronize(stream), "all-reduce");
+
+  std::vector<Parameters> reduced = reduce_rank_gradients(partials, plan);  // q, o, o_bias: owned, as computed
+  for (int r = 0; r < plan.tp_size; ++r) {
+    const std::int64_t qw = plan.ranks[r].query_width, kw = plan.ranks[r].kv_width, rows = plan.ranks[r].qkv_rows;
+    const std::vector<float> weight = gradients[r].d_qkv_weight.download();
+    reduced[r].k_proj = row_slice(weight, hidden, {qw, qw + kw});
+    reduced[r].v_proj = row_slice(weight, hidden, {qw + kw, rows});
+    if (gradients[r].d_qkv_bias) {
+      const std::vector<float> bias = gradients[r].d_qkv_bias->download();
+      reduced[r].k_bias = vector_slice(bias, {qw, qw + kw});
+      reduced[r].v_bias = vector_slice(bias, {qw + kw, rows});
+    }
+    if (test_case.weights.q_norm) {
+      reduced[r].q_norm = download(gradients[r].d_q_norm, {test_case.geometry().head_dim()});
+      reduced[r].k_norm = download(gradients[r].d_k_norm, {test_case.geometry().head_dim()});
+    }
+  }
+  return reduced;
+}
+
 template <typename T>
 Result run_layer(const Case& test_case, const CudaOptions& options, const std::string& name) {
   const Geometry& g = test_case.geometry();
   const TpPlan plan = options.sharded ? test_case.plan : make_tp_plan(g, 1);
   const Inputs& inputs = test_case.inputs;
-  cudaStream_t stream = nullptr;
-  check_cuda(cudaStreamCreate(&stream), "stream");
-  struct StreamGuard {
-    cudaStream_t stream;
-    ~StreamGuard() { cudaStreamDestroy(stream); }
-  } guard{stream};
-  Gemm gemm;
-  std::vector<std::int32_t> key_lengths(inputs.key_lengths.begin(), inputs.key_lengths.end());
-  Layer<T> layer{.test_case = test_case,
-                 .g = g,
-                 .plan = plan,
-                 .type = options.element_type,
-                 .stream = stream,
-                 .gemm = gemm,
-                 .batch = inputs.batch,
-                 .seq = inputs.seq,
-                 .tokens = inputs.batch * inputs.seq,
-                 .hidden = g.hidden_size(),
-                 .key_lengths = DeviceBuffer<std::int32_t>(key_lengths.size())};
-  layer.key_lengths.upload(key_lengths);
-  const std::int64_t tokens = layer.tokens, hidden = layer.hidden;
-  const DeviceBuffer<T> x = upload<T>(inputs.x.values);
-  const DeviceBuffer<T> dout = upload<T>(inputs.dout.values);
-  const DeviceBuffer<float> table = upload<float>(rope_table(g, inputs.positions));
-  std::optional<DeviceBuffer<float>> o_bias;
-  if (test_case.weights.o_bias) o_bias = upload<float>(test_case.weights.o_bias->values);
-
-  DeviceBuffer<float> out_sum(std::size_t(tokens * hidden)), dx_sum(std::size_t(tokens * hidden));
-  out_sum.zero();
-  dx_sum.zero();
-  const std::int64_t total = inputs.decode.total();
-  DeviceBuffer<float> decode_sum(std::size_t(inputs.batch * total * hidden));
-  decode_sum.zero();
+  const ElementType type = options.element_type;
+  std::vector<std::unique_ptr<DeviceState<T>>> devices;
   std::vector<Parameters> partials;
-  for (int r = 0; r < plan.tp_size; ++r) {  // ranks in turn; their partials summed in rank order
-    const Parameters shard = plan.tp_size == 1 ? test_case.weights : shard_parameters(test_case.weights, plan, r);
-    const RankWeights<T> weights(shard);
-    partials.push_back(layer.forward_backward(plan.ranks[r], weights, x, dout, table, out_sum.data(), dx_sum.data()));
-    if (total > 0) layer.decode(plan.ranks[r], weights, decode_sum.data());
+  std::vector<Parameters> rank_gradients;
+  if (plan.tp_size > 1 && cuda_device_count() >= plan.tp_size && nccl_tensor_parallelism_enabled()) {
+    rank_gradients = run_ranks_on_their_devices<T>(test_case, plan, type, devices, partials);
+  } else {  // every rank in turn on device 0, partials summed there in rank order
+    devices.push_back(std::make_unique<DeviceState<T>>(test_case, plan, type, 0));
+    for (int r = 0; r < plan.tp_size; ++r) partials.push_back(devices[0]->run_rank(test_case, plan, r).partial);
+    rank_gradients = reduce_rank_gradients(partials, plan);
   }
-
+  DeviceState<T>& first = *devices[0];
+  check_cuda(cudaSetDevice(0), "device");
+  const std::int64_t tokens = inputs.batch * inputs.seq, hidden = g.hidden_size(), total = inputs.decode.total();
   Result result;
   result.implementation = name;
-  result.out = finish_output<T>(out_sum, o_bias, tokens, hidden, options.element_type, stream, inputs.x.shape);
+  result.out = finish_output<T>(first.out_sum, first.o_bias, tokens, hidden, type, first.stream, inputs.x.shape);
   const std::optional<DeviceBuffer<float>> no_bias;
-  Tensor dx = finish_output<T>(dx_sum, no_bias, tokens, hidden, options.element_type, stream, inputs.x.shape);
+  Tensor dx = finish_output<T>(first.dx_sum, no_bias, tokens, hidden, type, first.stream, inputs.x.shape);
   if (test_case.weights.o_bias) {  // sum over tokens of dout, the same on every rank
     Tensor d_o_bias({hidden});
     for (std::int64_t t = 0; t < tokens; ++t) {
       for (std::int64_t c = 0; c < hidden; ++c) d_o_bias.values[c] += inputs.dout.values[t * hidden + c];
     }
     for (Parameters& partial : partials) partial.o_bias = d_o_bias;
+    for (Parameters& rank : rank_gradients) rank.o_bias = d_o_bias;
   }
   result.gradients = Gradients{.x = std::move(dx), .params = assemble_gradients(partials, plan)};
-  if (options.sharded) result.rank_gradients = reduce_rank_gradients(partials, plan);
+  if (options.sharded) result.rank_gradients = std::move(rank_gradients);
   if (total > 0) {
-    result.decode_out = finish_output<T>(decode_sum, o_bias, inputs.batch * total, hidden, options.element_type, stream,
-                                         {inputs.batch, total, hidden});
+    result.decode_out = finish_output<T>(first.decode_sum, first.o_bias, inputs.batch * total, hidden, type,
+                                         first.stream, {inputs.batch, total, hidden});
   }
   return result;
 }
