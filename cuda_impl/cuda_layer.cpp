@@ -14,6 +14,7 @@
 #include "cuda_impl/attention_kernels.hpp"
 #include "cuda_impl/cuda_check.hpp"
 #include "cuda_impl/device_buffer.hpp"
+#include "cuda_impl/element_conversion.hpp"
 #include "cuda_impl/gemm.hpp"
 #include "cuda_impl/layer_kernels.hpp"
 #include "cuda_impl/tp_comm.hpp"
@@ -30,29 +31,11 @@ bool nccl_tensor_parallelism_enabled() {
   return setting == nullptr || std::string(setting) != "0";
 }
 
-// Host conversions. Inputs reach T through float; the generators' values are exact in bf16 and fp16
-// (core/input_generation.hpp), so that double rounding never changes a generated input.
+// Inputs reach T through float (element_conversion.hpp); the generators' values are exact in bf16 and
+// fp16 (core/input_generation.hpp), so that double rounding never changes a generated input.
 template <typename T>
 T to_element(double value) {
-  const float single = static_cast<float>(value);
-  if constexpr (std::is_same_v<T, float>) {
-    return single;
-  } else if constexpr (std::is_same_v<T, __half>) {
-    return __float2half_rn(single);
-  } else {
-    return __float2bfloat16_rn(single);
-  }
-}
-
-template <typename T>
-double to_double(T value) {
-  if constexpr (std::is_same_v<T, float>) {
-    return value;
-  } else if constexpr (std::is_same_v<T, __half>) {
-    return __half2float(value);
-  } else {
-    return __bfloat162float(value);
-  }
+  return from_float<T>(static_cast<float>(value));
 }
 
 template <typename T>
@@ -375,7 +358,7 @@ Tensor finish_output(DeviceBuffer<float>& sum, const std::optional<DeviceBuffer<
   check_cuda(cudaStreamSynchronize(stream), "output");
   const std::vector<T> host = rounded.download();
   Tensor tensor(std::move(shape));
-  for (std::size_t i = 0; i < host.size(); ++i) tensor.values[i] = to_double(host[i]);
+  for (std::size_t i = 0; i < host.size(); ++i) tensor.values[i] = to_float(host[i]);
   return tensor;
 }
 

@@ -1,5 +1,4 @@
-// Device helpers shared by the kernels: element conversions (fp32 accumulation everywhere), warp
-// reductions, and block_mma, the one place tensor cores are used.
+// Device helpers shared by the kernels: warp reductions, and block_mma, the one place tensor cores are used.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -9,31 +8,10 @@
 #include <type_traits>
 
 #include "cuda_impl/attention_params.hpp"
+#include "cuda_impl/element_conversion.hpp"
 #include "cuda_impl/tile_schedule.hpp"
 
 namespace attncheck::cuda_impl {
-
-template <typename T>
-__device__ __forceinline__ float to_float(T value) {
-  if constexpr (std::is_same_v<T, float>) {
-    return value;
-  } else if constexpr (std::is_same_v<T, __half>) {
-    return __half2float(value);
-  } else {
-    return __bfloat162float(value);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ T from_float(float value) {  // round to nearest even
-  if constexpr (std::is_same_v<T, float>) {
-    return value;
-  } else if constexpr (std::is_same_v<T, __half>) {
-    return __float2half_rn(value);
-  } else {
-    return __float2bfloat16_rn(value);
-  }
-}
 
 __device__ __forceinline__ float warp_max(float value) {
   for (int offset = 16; offset > 0; offset /= 2) value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));

@@ -42,16 +42,37 @@ __device__ __forceinline__ float norm_factor(const QkNormRopeParams& p, const fl
   return p.norm == NormKind::rms_one_plus ? 1.0f + weight[column] : weight[column];
 }
 
+// The (token, head) a warp works on, and that head's columns in a [tokens, row_stride] buffer.
+struct HeadTask {
+  std::int64_t task;  // token * (num_heads + num_kv_heads) + head: the index of normalised / inverse_rms
+  int token, head;
+  bool is_key;          // head >= num_heads: KV head head - num_heads
+  std::int64_t column;  // first column of the head
+};
+
+// False for a warp past the last task (it returns; whole warps only, so no shuffle is left waiting).
+__device__ __forceinline__ bool head_task(const QkNormRopeParams& p, HeadTask& out) {
+  const int heads = p.num_heads + p.num_kv_heads;
+  out.task = std::int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (out.task >= std::int64_t(p.tokens) * heads) return false;
+  out.token = int(out.task / heads);
+  out.head = int(out.task % heads);
+  out.is_key = out.head >= p.num_heads;
+  out.column =
+      out.is_key ? p.k_column + std::int64_t(out.head - p.num_heads) * p.head_dim : std::int64_t(out.head) * p.head_dim;
+  return true;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads) qk_norm_rope_forward_kernel(QkNormRopeParams p, T* qkv) {
   __shared__ float rows[kWarps][kMaxHeadDimHere];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int heads = p.num_heads + p.num_kv_heads;
-  const std::int64_t task = std::int64_t(blockIdx.x) * kWarps + warp;
-  if (task >= std::int64_t(p.tokens) * heads) return;
-  const int token = int(task / heads), head = int(task % heads);
-  const bool is_key = head >= p.num_heads;
-  T* data = qkv + token * p.row_stride + (is_key ? p.k_column + (head - p.num_heads) * p.head_dim : head * p.head_dim);
+  HeadTask t;
+  if (!head_task(p, t)) return;
+  const std::int64_t task = t.task;
+  const int token = t.token;
+  const bool is_key = t.is_key;
+  T* data = qkv + token * p.row_stride + t.column;
   float* row = rows[warp];
   for (int c = lane; c < p.head_dim; c += 32) row[c] = to_float(data[c]);
   __syncwarp();
@@ -79,12 +100,12 @@ __global__ void __launch_bounds__(kThreads)
                                  float* d_q_norm, float* d_k_norm) {
   __shared__ float rows[kWarps][kMaxHeadDimHere];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int heads = p.num_heads + p.num_kv_heads;
-  const std::int64_t task = std::int64_t(blockIdx.x) * kWarps + warp;
-  if (task >= std::int64_t(p.tokens) * heads) return;
-  const int token = int(task / heads), head = int(task % heads);
-  const bool is_key = head >= p.num_heads;
-  T* out = d_qkv + token * p.row_stride + (is_key ? p.k_column + (head - p.num_heads) * p.head_dim : head * p.head_dim);
+  HeadTask t;
+  if (!head_task(p, t)) return;
+  const std::int64_t task = t.task;
+  const int token = t.token, head = t.head;
+  const bool is_key = t.is_key;
+  T* out = d_qkv + token * p.row_stride + t.column;
   float* row = rows[warp];
   for (int c = lane; c < p.head_dim; c += 32) {
     row[c] = is_key ? to_float(out[c]) : d_q[token * d_q_stride + head * p.head_dim + c];
