@@ -91,8 +91,8 @@ int run_run(const RunOptions& options, std::ostream& out) {
   }
   const std::size_t runs = goldens.size() * implementations.size();
   out << fmt::format(
-      "{} of {} (golden, implementation) pairs pass, {} unsupported; tolerance {} ulps of each tensor's "
-      "scale\n",
+      "{} of {} (golden, implementation) pairs pass, {} unsupported; tolerance: {} ulps of each tensor's "
+      "scale in fp64, the emulated naive implementation's error (DESIGN §3's yardstick) below\n",
       runs - failures - unsupported, runs, unsupported, kFp64ToleranceUlps);
   return failures == 0 ? kExitOk : kExitCheckFailed;
 }
