@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 
+#include "core/fused_qkv_convert.hpp"
 #include "core/tp_plan.hpp"
 #include "core/tp_shard.hpp"
 #include "cuda_impl/attention_kernels.hpp"
@@ -17,6 +18,7 @@
 #include "cuda_impl/element_conversion.hpp"
 #include "cuda_impl/gemm.hpp"
 #include "cuda_impl/layer_kernels.hpp"
+#include "cuda_impl/rope_table.hpp"
 #include "cuda_impl/tp_comm.hpp"
 
 namespace attncheck::cuda_impl {
@@ -54,36 +56,6 @@ Tensor download(const DeviceBuffer<float>& buffer, Shape shape) {
   return tensor;
 }
 
-// Rows [rows.begin, rows.end) of a row-major host matrix with `columns` columns.
-Tensor row_slice(const std::vector<float>& matrix, std::int64_t columns, IndexRange rows) {
-  Tensor tensor({rows.size(), columns});
-  for (std::int64_t i = 0; i < rows.size() * columns; ++i) tensor.values[i] = matrix[rows.begin * columns + i];
-  return tensor;
-}
-
-// Elements [range.begin, range.end) of a host vector, as a 1-d tensor.
-Tensor vector_slice(const std::vector<float>& values, IndexRange range) {
-  Tensor tensor({range.size()});
-  for (std::int64_t i = 0; i < range.size(); ++i) tensor.values[i] = values[range.begin + i];
-  return tensor;
-}
-
-// [tokens, rotary_dim / 2, 2] cos and sin of position x inv_freq, formed in fp64 as the reference forms
-// them (reference/rope.cpp), then stored as float.
-std::vector<double> rope_table(const Geometry& g, std::span<const std::int64_t> positions) {
-  const std::int64_t pairs = g.rotary_dim() / 2;
-  std::vector<double> table(positions.size() * pairs * 2);
-  for (std::int64_t i = 0; i < pairs; ++i) {
-    const double inv_freq = std::pow(g.rope_theta(), -2.0 * static_cast<double>(i) / g.rotary_dim());
-    for (std::size_t t = 0; t < positions.size(); ++t) {
-      const double angle = static_cast<double>(positions[t]) * inv_freq;
-      table[(t * pairs + i) * 2] = std::cos(angle);
-      table[(t * pairs + i) * 2 + 1] = std::sin(angle);
-    }
-  }
-  return table;
-}
-
 NormKind norm_kind(QkNorm norm) {
   switch (norm) {
     case QkNorm::none:
@@ -96,27 +68,19 @@ NormKind norm_kind(QkNorm norm) {
   return NormKind::none;
 }
 
-// One rank's weights on the device. qkv [qkv_rows, hidden] T: the rank's q_proj, k_proj, v_proj rows
-// stacked ([Q | K | V], GPT-NeoX's per-rank layout); qkv_bias [qkv_rows] float; o [hidden, query_width] T.
+// One rank's weights on the device. qkv [qkv_rows, hidden] T: the rank's fused QKV in GPT-NeoX's
+// per-rank stacked layout [Q | K | V], made by core's fuse_qkv (the converters every layout is tested
+// with); qkv_bias [qkv_rows] float; o [hidden, query_width] T.
 template <typename T>
 struct RankWeights {
   DeviceBuffer<T> qkv, o;
   std::optional<DeviceBuffer<float>> qkv_bias, q_norm, k_norm;
 
-  explicit RankWeights(const Parameters& shard) {
-    std::vector<double> stacked;
-    for (const Tensor* part : {&shard.q_proj, &shard.k_proj, &shard.v_proj}) {
-      stacked.insert(stacked.end(), part->values.begin(), part->values.end());
-    }
-    qkv = upload<T>(stacked);
+  RankWeights(const Parameters& shard, const TpPlan& plan, int rank) {
+    const FusedQkv fused = fuse_qkv(shard, plan, rank, FusedQkvLayout::stacked);
+    qkv = upload<T>(fused.weight.values);
     o = upload<T>(shard.o_proj.values);
-    if (shard.q_bias) {
-      std::vector<double> bias;
-      for (const auto* part : {&*shard.q_bias, &*shard.k_bias, &*shard.v_bias}) {
-        bias.insert(bias.end(), part->values.begin(), part->values.end());
-      }
-      qkv_bias = upload<float>(bias);
-    }
+    if (fused.bias) qkv_bias = upload<float>(fused.bias->values);
     if (shard.q_norm) {
       q_norm = upload<float>(shard.q_norm->values);
       k_norm = upload<float>(shard.k_norm->values);
@@ -259,17 +223,11 @@ struct Layer {
 
     RankGradients gradients;
     Parameters& partial = gradients.partial;
-    const std::vector<float> d_weight = d_qkv_weight.download();
-    partial.q_proj = row_slice(d_weight, hidden, {0, qw});
-    partial.k_proj = row_slice(d_weight, hidden, {qw, qw + kw});
-    partial.v_proj = row_slice(d_weight, hidden, {qw + kw, rows});
+    // Back from the stacked fused layout to the shard's q/k/v_proj (and biases) by core's split_qkv.
+    FusedQkv fused_gradient{.weight = download(d_qkv_weight, {rows, hidden})};
+    if (d_bias) fused_gradient.bias = download(*d_bias, {rows});
+    split_qkv(fused_gradient, plan, rank.rank, FusedQkvLayout::stacked, partial);
     partial.o_proj = download(d_o_proj, {hidden, qw});
-    if (d_bias) {
-      const std::vector<float> bias = d_bias->download();
-      partial.q_bias = vector_slice(bias, {0, qw});
-      partial.k_bias = vector_slice(bias, {qw, qw + kw});
-      partial.v_bias = vector_slice(bias, {qw + kw, rows});
-    }
     if (weights.q_norm) {
       partial.q_norm = download(d_q_norm, {d});
       partial.k_norm = download(d_k_norm, {d});
@@ -413,7 +371,7 @@ struct DeviceState {
   // One rank's forward, backward and decode on this device, into the sums.
   RankGradients run_rank(const Case& test_case, const TpPlan& plan, int r) {
     const Parameters shard = plan.tp_size == 1 ? test_case.weights : shard_parameters(test_case.weights, plan, r);
-    const RankWeights<T> weights(shard);
+    const RankWeights<T> weights(shard, plan, r);
     RankGradients gradients =
         layer->forward_backward(plan.ranks[r], weights, x, dout, table, out_sum.data(), dx_sum.data());
     if (test_case.inputs.decode.total() > 0) layer->decode(plan.ranks[r], weights, decode_sum.data());
@@ -467,15 +425,15 @@ std::vector<Parameters> run_ranks_on_their_devices(const Case& test_case, const 
 
   std::vector<Parameters> reduced = reduce_rank_gradients(partials, plan);  // q, o, o_bias: owned, as computed
   for (int r = 0; r < plan.tp_size; ++r) {
-    const std::int64_t qw = plan.ranks[r].query_width, kw = plan.ranks[r].kv_width, rows = plan.ranks[r].qkv_rows;
-    const std::vector<float> weight = gradients[r].d_qkv_weight.download();
-    reduced[r].k_proj = row_slice(weight, hidden, {qw, qw + kw});
-    reduced[r].v_proj = row_slice(weight, hidden, {qw + kw, rows});
-    if (gradients[r].d_qkv_bias) {
-      const std::vector<float> bias = gradients[r].d_qkv_bias->download();
-      reduced[r].k_bias = vector_slice(bias, {qw, qw + kw});
-      reduced[r].v_bias = vector_slice(bias, {qw + kw, rows});
-    }
+    const std::int64_t rows = plan.ranks[r].qkv_rows;
+    FusedQkv fused{.weight = download(gradients[r].d_qkv_weight, {rows, hidden})};
+    if (gradients[r].d_qkv_bias) fused.bias = download(*gradients[r].d_qkv_bias, {rows});
+    Parameters unstacked;
+    split_qkv(fused, plan, r, FusedQkvLayout::stacked, unstacked);
+    reduced[r].k_proj = std::move(unstacked.k_proj);
+    reduced[r].v_proj = std::move(unstacked.v_proj);
+    reduced[r].k_bias = std::move(unstacked.k_bias);
+    reduced[r].v_bias = std::move(unstacked.v_bias);
     if (test_case.weights.q_norm) {
       reduced[r].q_norm = download(gradients[r].d_q_norm, {test_case.geometry().head_dim()});
       reduced[r].k_norm = download(gradients[r].d_k_norm, {test_case.geometry().head_dim()});

@@ -7,6 +7,7 @@
 #include "cuda_impl/device_math.cuh"
 #include "cuda_impl/kernel_config.hpp"
 #include "cuda_impl/layer_kernels.hpp"
+#include "cuda_impl/rope_math.hpp"
 
 namespace attncheck::cuda_impl {
 namespace {
@@ -14,27 +15,10 @@ namespace {
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxHeadDimHere = 256;
 
-// Channel pair i of a row: (i, i + half) half-split, (2i, 2i + 1) interleaved.
-__device__ __forceinline__ int first_of_pair(const QkNormRopeParams& p, int i) {
-  return p.interleaved ? 2 * i : i;
-}
-__device__ __forceinline__ int second_of_pair(const QkNormRopeParams& p, int i) {
-  return p.interleaved ? 2 * i + 1 : i + p.rotary_dim / 2;
-}
-
-// sign +1 rotates forward, -1 back (the transpose).
+// sign +1 rotates forward, -1 back (the transpose); rope_math.hpp holds the arithmetic.
 __device__ void rotate(const QkNormRopeParams& p, float* row, int token, float sign) {
-  const int lane = threadIdx.x % 32;
-  for (int i = lane; i < p.rotary_dim / 2; i += 32) {
-    const float cos = p.cos_sin[(std::int64_t(token) * (p.rotary_dim / 2) + i) * 2];
-    const float sin = sign * p.cos_sin[(std::int64_t(token) * (p.rotary_dim / 2) + i) * 2 + 1];
-    float& a = row[first_of_pair(p, i)];
-    float& b = row[second_of_pair(p, i)];
-    const float rotated_a = a * cos - b * sin;
-    const float rotated_b = b * cos + a * sin;
-    a = rotated_a;
-    b = rotated_b;
-  }
+  rotate_pairs(row, p.cos_sin + std::int64_t(token) * p.rotary_dim, p.rotary_dim, p.interleaved, sign, threadIdx.x % 32,
+               32);
   __syncwarp();
 }
 
