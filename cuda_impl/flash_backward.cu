@@ -15,6 +15,7 @@
 #include "cuda_impl/device_math.cuh"
 #include "cuda_impl/head_dim_dispatch.hpp"
 #include "cuda_impl/kernel_config.hpp"
+#include "cuda_impl/softmax_math.hpp"
 #include "cuda_impl/tile_schedule.hpp"
 
 namespace attncheck::cuda_impl {
@@ -117,7 +118,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(AttentionParam
               score = p.softcap * t;
               softcap_slope = 1.0f - t * t;
             }
-            probability = expf(score - lse_rows[row]);
+            probability = masked_exp(score, lse_rows[row]);  // lse is finite here
             d_score = probability * (d_p[index] - d_row_rows[row]) * softcap_slope * p.scale;
           }
         }

@@ -15,6 +15,7 @@
 #include "cuda_impl/device_buffer.hpp"
 #include "cuda_impl/device_math.cuh"
 #include "cuda_impl/kernel_config.hpp"
+#include "cuda_impl/softmax_math.hpp"
 #include "cuda_impl/tile_schedule.hpp"
 
 namespace attncheck::cuda_impl {
@@ -100,8 +101,8 @@ __global__ void __launch_bounds__(kThreads)
       }
       const float new_max = fmaxf(running_max[r], warp_max(score));
       if (new_max == -INFINITY) continue;  // nothing visible yet for this row
-      const float probability = score == -INFINITY ? 0.0f : expf(score - new_max);
-      const float factor = running_max[r] == -INFINITY ? 0.0f : expf(running_max[r] - new_max);
+      const float probability = masked_exp(score, new_max);
+      const float factor = rescale_factor(running_max[r], new_max);
       running_sum[r] = running_sum[r] * factor + warp_sum(probability);
       running_max[r] = new_max;
       for (int c = 0; c < kColumnsPerLane; ++c) output[r][c] *= factor;
@@ -146,19 +147,18 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(AttentionParam
   for (int s = 0; s < splits; ++s) maximum = fmaxf(maximum, partial_max[row * splits + s]);
   float sum = 0.0f;
   for (int s = 0; s < splits; ++s) {
-    if (partial_max[row * splits + s] != -INFINITY)
-      sum += expf(partial_max[row * splits + s] - maximum) * partial_sum[row * splits + s];
+    sum += masked_exp(partial_max[row * splits + s], maximum) * partial_sum[row * splits + s];
   }
   T* o = static_cast<T*>(p.o) + batch * p.o_batch_stride + query * p.o_row_stride + std::int64_t(head) * d;
   for (int column = lane; column < d; column += 32) {
     float value = 0.0f;
     for (int s = 0; s < splits; ++s) {
       const float m = partial_max[row * splits + s];
-      if (m != -INFINITY) value += expf(m - maximum) * partial_o[(row * splits + s) * d + column];
+      value += masked_exp(m, maximum) * partial_o[(row * splits + s) * d + column];
     }
     o[column] = from_float<T>(sum > 0.0f ? value / sum : 0.0f);
   }
-  if (lane == 0 && p.lse != nullptr) p.lse[row] = sum > 0.0f ? maximum + logf(sum) : -INFINITY;
+  if (lane == 0 && p.lse != nullptr) p.lse[row] = log_sum_exp(maximum, sum);
 }
 
 void ensure_size(DeviceBuffer<float>& buffer, std::int64_t count) {

@@ -15,6 +15,7 @@
 #include "cuda_impl/device_math.cuh"
 #include "cuda_impl/head_dim_dispatch.hpp"
 #include "cuda_impl/kernel_config.hpp"
+#include "cuda_impl/softmax_math.hpp"
 #include "cuda_impl/tile_schedule.hpp"
 
 namespace attncheck::cuda_impl {
@@ -95,15 +96,14 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(AttentionParams
       float tile_sum = 0.0f;
       for (int column = lane; column < block_k; column += 32) {
         const float score = scores[row * block_k + column];
-        const T probability = from_float<T>(score == -INFINITY ? 0.0f : expf(score - new_max));
+        const T probability = from_float<T>(masked_exp(score, new_max));
         probabilities[row * block_k + column] = probability;
         tile_sum += to_float(probability);  // the P that multiplies V, so O / sum averages exactly it
       }
       tile_sum = warp_sum(tile_sum);
       __syncwarp();
       if (lane == 0) {
-        const float factor = old_max == -INFINITY ? 0.0f : expf(old_max - new_max);
-        rescale[row] = new_max == -INFINITY ? 1.0f : factor;
+        rescale[row] = rescale_factor(old_max, new_max);
         row_sum[row] = row_sum[row] * rescale[row] + tile_sum;
         row_max[row] = new_max;
       }
@@ -129,8 +129,7 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(AttentionParams
   if (p.lse != nullptr) {
     for (int row = threadIdx.x; row < query_end - query_begin; row += blockDim.x) {
       const float sum = row_sum[row];
-      p.lse[(std::int64_t(batch) * p.num_heads + head) * p.seq_q + query_begin + row] =
-          sum > 0.0f ? row_max[row] + logf(sum) : -INFINITY;
+      p.lse[(std::int64_t(batch) * p.num_heads + head) * p.seq_q + query_begin + row] = log_sum_exp(row_max[row], sum);
     }
   }
 }
