@@ -92,6 +92,28 @@ bool skip_without_device(benchmark::State& state) {
   return true;
 }
 
+// Dimensions, scale and packed strides of a bf16 case: q, o [batch, seq_q, H_q, d]; k, v
+// [batch, seq_k, H_kv, d]. Buffers are the caller's.
+AttentionParams packed_params(const Shape& shape, std::int64_t batch, std::int64_t seq_q, std::int64_t seq_k,
+                              bool causal) {
+  AttentionParams p;
+  p.batch = int(batch);
+  p.seq_q = int(seq_q);
+  p.seq_k = int(seq_k);
+  p.num_heads = shape.num_heads;
+  p.num_kv_heads = shape.num_kv_heads;
+  p.head_dim = shape.head_dim;
+  p.group_size = shape.num_heads / shape.num_kv_heads;
+  p.scale = 1.0f / std::sqrt(float(shape.head_dim));
+  p.causal = causal;
+  p.q_row_stride = p.o_row_stride = std::int64_t(shape.num_heads) * shape.head_dim;
+  p.kv_row_stride = std::int64_t(shape.num_kv_heads) * shape.head_dim;
+  p.q_batch_stride = p.o_batch_stride = seq_q * p.q_row_stride;
+  p.kv_batch_stride = seq_k * p.kv_row_stride;
+  p.element_type = ElementType::bf16;
+  return p;
+}
+
 // attncheck's kernels. q, o, d_o [batch, seq, H_q, d]; k, v [batch, seq, H_kv, d], all bf16, packed.
 void attncheck_prefill(benchmark::State& state, const Shape& shape, bool causal, bool backward) {
   if (skip_without_device(state)) return;
@@ -105,30 +127,17 @@ void attncheck_prefill(benchmark::State& state, const Shape& shape, bool causal,
   v.upload(pattern(kv_count, 3));
   d_o.upload(pattern(q_count, 4));
   DeviceBuffer<float> lse(batch * shape.num_heads * seq), d_q(q_count), d_row(batch * shape.num_heads * seq);
-  AttentionParams p;
-  p.batch = int(batch);
-  p.seq_q = p.seq_k = int(seq);
-  p.num_heads = shape.num_heads;
-  p.num_kv_heads = shape.num_kv_heads;
-  p.head_dim = shape.head_dim;
-  p.group_size = shape.num_heads / shape.num_kv_heads;
-  p.scale = 1.0f / std::sqrt(float(shape.head_dim));
-  p.causal = causal;
+  AttentionParams p = packed_params(shape, batch, seq, seq, causal);
   p.q = q.data();
   p.k = k.data();
   p.v = v.data();
   p.o = o.data();
   p.lse = lse.data();
-  p.q_row_stride = p.o_row_stride = std::int64_t(shape.num_heads) * shape.head_dim;
-  p.kv_row_stride = std::int64_t(shape.num_kv_heads) * shape.head_dim;
-  p.q_batch_stride = p.o_batch_stride = seq * p.q_row_stride;
-  p.kv_batch_stride = seq * p.kv_row_stride;
   p.d_o = d_o.data();
   p.d_q = d_q.data();
   p.d_k = d_k.data();
   p.d_v = d_v.data();
   p.d_row = d_row.data();
-  p.element_type = ElementType::bf16;
   flash_forward(p, nullptr);  // o and lse for the backward
   check_cuda(cudaDeviceSynchronize(), "warm-up");
   Timer timer;
@@ -150,24 +159,11 @@ void attncheck_decode(benchmark::State& state, const Shape& shape) {
   q.upload(pattern(q_count, 5));
   k.upload(pattern(kv_count, 6));
   v.upload(pattern(kv_count, 7));
-  AttentionParams p;
-  p.batch = int(batch);
-  p.seq_q = 1;
-  p.seq_k = int(seq);
-  p.num_heads = shape.num_heads;
-  p.num_kv_heads = shape.num_kv_heads;
-  p.head_dim = shape.head_dim;
-  p.group_size = shape.num_heads / shape.num_kv_heads;
-  p.scale = 1.0f / std::sqrt(float(shape.head_dim));
+  AttentionParams p = packed_params(shape, batch, 1, seq, true);
   p.q = q.data();
   p.k = k.data();
   p.v = v.data();
   p.o = o.data();
-  p.q_row_stride = p.o_row_stride = std::int64_t(shape.num_heads) * shape.head_dim;
-  p.kv_row_stride = std::int64_t(shape.num_kv_heads) * shape.head_dim;
-  p.q_batch_stride = p.o_batch_stride = p.q_row_stride;
-  p.kv_batch_stride = seq * p.kv_row_stride;
-  p.element_type = ElementType::bf16;
   Timer timer;
   DecodeWorkspace workspace;
   flash_decode(p, workspace, nullptr);  // sizes the workspace outside the timed region
