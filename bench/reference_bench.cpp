@@ -12,8 +12,8 @@
 #include <Eigen/Core>
 #include <string>
 
-#include "core/input_generation.hpp"
-#include "core/presets.hpp"
+#include "core/config/presets.hpp"
+#include "core/generation/input_generation.hpp"
 #include "reference/reference.hpp"
 
 namespace attncheck {
@@ -56,8 +56,8 @@ void eigen_dgemm(benchmark::State& state) {
     c.noalias() = a * b;
     benchmark::DoNotOptimize(c.data());
   }
-  state.counters["FLOPS"] = benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate,
-                                               benchmark::Counter::kIs1000);
+  state.counters["FLOPS"] =
+      benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
 void register_suite(const std::string& name, const GeometrySpec& spec) {

@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "core/input_generation.hpp"
-#include "core/presets.hpp"
+#include "core/config/presets.hpp"
+#include "core/generation/input_generation.hpp"
 #include "reference/reference.hpp"
 #include "torch_impl/torch_layer.hpp"
 

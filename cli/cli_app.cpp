@@ -9,7 +9,7 @@
 #include "cli/golden_command.hpp"
 #include "cli/plan_command.hpp"
 #include "cli/run_command.hpp"
-#include "core/input_error.hpp"
+#include "core/errors/input_error.hpp"
 
 namespace attncheck::cli {
 

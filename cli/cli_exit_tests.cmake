@@ -8,7 +8,7 @@ function(attncheck_cli_case name expected_exit stdout_regex stderr_regex)
   set_tests_properties(cli.${name} PROPERTIES LABELS unit)
 endfunction()
 
-set(configs ${PROJECT_SOURCE_DIR}/core/hf_configs)
+set(configs ${PROJECT_SOURCE_DIR}/core/config/hf_configs)
 attncheck_cli_case(plan_preset_json 0 "\"head_dim\": 128" "^$" plan --preset qwen3-0.6b --json)
 attncheck_cli_case(plan_hf_config 0 "derived: hidden_size / num_heads = 6144 / 64" "^$"
                    plan --hf-config ${configs}/EleutherAI__gpt-neox-20b.json --tp 4)

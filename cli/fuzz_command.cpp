@@ -8,7 +8,7 @@
 
 #include "cli/exit_codes.hpp"
 #include "cli/golden_command.hpp"
-#include "core/input_error.hpp"
+#include "core/errors/input_error.hpp"
 #include "properties/fuzz.hpp"
 #include "properties/mutants/catalog.hpp"
 #include "properties/repro.hpp"

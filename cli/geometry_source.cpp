@@ -4,10 +4,10 @@
 
 #include <fmt/format.h>
 
-#include "core/hf_config.hpp"
-#include "core/input_error.hpp"
-#include "core/neox_config.hpp"
-#include "core/presets.hpp"
+#include "core/config/hf_config.hpp"
+#include "core/config/neox_config.hpp"
+#include "core/config/presets.hpp"
+#include "core/errors/input_error.hpp"
 
 namespace attncheck::cli {
 

@@ -9,7 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/geometry.hpp"
+#include "core/model/geometry.hpp"
 
 namespace attncheck::cli {
 

@@ -1,6 +1,6 @@
 // JSON rendering of `attncheck plan --json`: one object, keys documented in docs/ARCHITECTURE.md.
 #include "cli/plan_report.hpp"
-#include "core/fused_qkv.hpp"
+#include "core/tp/fused_qkv.hpp"
 
 namespace attncheck::cli {
 

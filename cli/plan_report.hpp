@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/geometry_source.hpp"
-#include "core/precision.hpp"
-#include "core/tp_plan.hpp"
+#include "core/model/precision.hpp"
+#include "core/model/tp_plan.hpp"
 
 namespace attncheck::cli {
 

@@ -7,8 +7,8 @@
 #include <fmt/ostream.h>
 
 #include "cli/plan_report.hpp"
-#include "core/fused_qkv.hpp"
-#include "core/nearby.hpp"
+#include "core/errors/nearby.hpp"
+#include "core/tp/fused_qkv.hpp"
 
 namespace attncheck::cli {
 

@@ -6,8 +6,8 @@
 #include <filesystem>
 
 #include "cli/exit_codes.hpp"
-#include "core/compare.hpp"
-#include "core/input_error.hpp"
+#include "core/compare/compare.hpp"
+#include "core/errors/input_error.hpp"
 #include "golden/golden_file.hpp"
 #include "properties/checks.hpp"
 #include "properties/implementation.hpp"

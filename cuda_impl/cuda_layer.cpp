@@ -9,9 +9,9 @@
 #include <memory>
 #include <span>
 
-#include "core/fused_qkv_convert.hpp"
-#include "core/tp_plan.hpp"
-#include "core/tp_shard.hpp"
+#include "core/model/tp_plan.hpp"
+#include "core/tp/fused_qkv_convert.hpp"
+#include "core/tp/tp_shard.hpp"
 #include "cuda_impl/attention_kernels.hpp"
 #include "cuda_impl/cuda_check.hpp"
 #include "cuda_impl/device_buffer.hpp"

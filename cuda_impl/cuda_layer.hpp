@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/case.hpp"
-#include "core/result.hpp"
+#include "core/model/case.hpp"
+#include "core/model/result.hpp"
 #include "cuda_impl/attention_params.hpp"
 
 namespace attncheck::cuda_impl {

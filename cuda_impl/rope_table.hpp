@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "core/geometry.hpp"
+#include "core/model/geometry.hpp"
 
 namespace attncheck::cuda_impl {
 

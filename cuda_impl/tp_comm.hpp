@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tp_plan.hpp"
+#include "core/model/tp_plan.hpp"
 
 namespace attncheck::cuda_impl {
 

@@ -1,13 +1,13 @@
 // compare(): passes what only sums in another order, names the heads, positions and ranks of real
 // differences, and reports missing, misshapen and non-finite tensors as failures of those tensors.
-#include "core/compare.hpp"
+#include "core/compare/compare.hpp"
 
 #include <gtest/gtest.h>
 
 #include <limits>
 
-#include "core/input_error.hpp"
-#include "core/input_generation.hpp"
+#include "core/errors/input_error.hpp"
+#include "core/generation/input_generation.hpp"
 #include "reference/reference.hpp"
 
 namespace attncheck {

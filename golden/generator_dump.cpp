@@ -5,8 +5,8 @@
 
 #include <iostream>
 
-#include "core/input_generation.hpp"
-#include "core/sketch.hpp"
+#include "core/compare/sketch.hpp"
+#include "core/generation/input_generation.hpp"
 
 int main() {
   using namespace attncheck;

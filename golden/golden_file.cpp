@@ -6,10 +6,11 @@
 #include <cmath>
 #include <vector>
 
-#include "core/input_error.hpp"
-#include "core/input_generation.hpp"
-#include "core/sketch.hpp"
-#include "core/tp_shard.hpp"
+#include "core/compare/sketch.hpp"
+#include "core/compare/tolerance.hpp"
+#include "core/errors/input_error.hpp"
+#include "core/generation/input_generation.hpp"
+#include "core/tp/tp_shard.hpp"
 #include "golden/hdf5_io.hpp"
 
 namespace attncheck::golden {
@@ -303,7 +304,7 @@ static Golden read_golden_unchecked(const std::string& path) {
       for (std::int64_t i = 0; i < total * hidden; ++i) {
         const double decoded = expected.decode_out->values[b * total * hidden + i];
         const double full = expected.out.values[b * inputs.seq * hidden + i];
-        if (std::fabs(decoded - full) > kFp64ToleranceUlps * 0x1p-52 * scale) {
+        if (std::fabs(decoded - full) > tolerance(Precision::fp64, TensorRole::output, scale)) {
           fail(path, "/expected/decode/out", fmt::format("{} at batch {} flat {}", decoded, b, i),
                fmt::format("must equal the first rows of /expected/out ({} there)", full), "regenerate the file");
         }
@@ -426,8 +427,8 @@ Golden read_golden(const std::string& path) {
   return translating_hdf5_errors(path, "read failed", [&] { return read_golden_unchecked(path); });
 }
 
-void write_candidate(const std::string& path, const NamedTensors& tensors, Precision precision,
-                     std::int64_t tp_size, const std::string& implementation) {
+void write_candidate(const std::string& path, const NamedTensors& tensors, Precision precision, std::int64_t tp_size,
+                     const std::string& implementation) {
   translating_hdf5_errors(path, "write failed",
                           [&] { write_candidate_unchecked(path, tensors, precision, tp_size, implementation); });
 }

@@ -7,10 +7,10 @@
 #include <optional>
 #include <string>
 
-#include "core/case.hpp"
-#include "core/compare.hpp"
-#include "core/precision.hpp"
-#include "core/result.hpp"
+#include "core/compare/compare.hpp"
+#include "core/model/case.hpp"
+#include "core/model/precision.hpp"
+#include "core/model/result.hpp"
 
 namespace attncheck::golden {
 
@@ -58,8 +58,8 @@ struct Candidate {
 };
 void write_candidate(const std::string& path, const Result& result, Precision precision);
 // The same from named tensors; tp_size 1 declares an unsharded implementation (no per-rank gradients).
-void write_candidate(const std::string& path, const NamedTensors& tensors, Precision precision,
-                     std::int64_t tp_size, const std::string& implementation);
+void write_candidate(const std::string& path, const NamedTensors& tensors, Precision precision, std::int64_t tp_size,
+                     const std::string& implementation);
 // Reads /result/<name> for every name in expected_names that the file has. Missing tensors, other
 // shapes and NaN are left for compare() to report; a file that is not HDF5, a missing /result group or
 // precision attribute, or a dataset that is not float64 is an InputError.

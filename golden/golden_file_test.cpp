@@ -10,9 +10,9 @@
 #include <fstream>
 #include <limits>
 
-#include "core/compare.hpp"
-#include "core/input_error.hpp"
-#include "core/input_generation.hpp"
+#include "core/compare/compare.hpp"
+#include "core/errors/input_error.hpp"
+#include "core/generation/input_generation.hpp"
 #include "golden/hdf5_io.hpp"
 #include "reference/reference.hpp"
 

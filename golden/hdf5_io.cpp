@@ -7,7 +7,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "core/input_error.hpp"
+#include "core/errors/input_error.hpp"
 
 namespace attncheck::golden {
 

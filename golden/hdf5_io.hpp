@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.hpp"
+#include "core/model/tensor.hpp"
 
 namespace attncheck::golden {
 

@@ -7,9 +7,9 @@
 #include <ostream>
 #include <string>
 
-#include "core/case.hpp"
-#include "core/geometry.hpp"
-#include "core/input_generation.hpp"
+#include "core/generation/input_generation.hpp"
+#include "core/model/case.hpp"
+#include "core/model/geometry.hpp"
 
 namespace attncheck::properties {
 

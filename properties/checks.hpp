@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "core/compare.hpp"
+#include "core/compare/compare.hpp"
 #include "properties/implementation.hpp"
 
 namespace attncheck::properties {

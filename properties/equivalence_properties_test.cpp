@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include "core/tp_plan.hpp"
+#include "core/model/tp_plan.hpp"
 #include "properties/checks.hpp"
 #include "properties/generators.hpp"
 #include "properties/property_test_support.hpp"

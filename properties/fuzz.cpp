@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include "core/splitmix_stream.hpp"
+#include "core/generation/splitmix_stream.hpp"
 #include "properties/repro.hpp"
 
 namespace attncheck::properties {

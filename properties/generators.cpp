@@ -5,7 +5,7 @@
 #include <tuple>
 #include <vector>
 
-#include "core/tp_plan.hpp"
+#include "core/model/tp_plan.hpp"
 
 namespace attncheck::properties {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "core/case.hpp"
-#include "core/compare.hpp"
-#include "core/input_error.hpp"
+#include "core/compare/compare.hpp"
+#include "core/errors/input_error.hpp"
+#include "core/model/case.hpp"
 
 namespace attncheck::properties {
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "core/tp_plan.hpp"
+#include "core/model/tp_plan.hpp"
 #include "properties/generators.hpp"
 #include "properties/property_test_support.hpp"
 #include "reference/reference.hpp"

@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "core/compare.hpp"
-#include "core/result.hpp"
+#include "core/compare/compare.hpp"
+#include "core/model/result.hpp"
 #include "properties/case_spec.hpp"
 
 namespace attncheck::properties::testing {

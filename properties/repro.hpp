@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "core/case.hpp"
+#include "core/model/case.hpp"
 
 namespace attncheck::properties {
 

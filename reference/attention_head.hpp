@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "core/geometry.hpp"
+#include "core/model/geometry.hpp"
 #include "reference/eigen_types.hpp"
 #include "reference/fault.hpp"
 

@@ -2,7 +2,7 @@
 // get probability exactly 0, and 0 times any finite value is 0).
 #include <gtest/gtest.h>
 
-#include "core/input_generation.hpp"
+#include "core/generation/input_generation.hpp"
 #include "reference/reference.hpp"
 #include "reference/test_support.hpp"
 

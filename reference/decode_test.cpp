@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "core/input_error.hpp"
-#include "core/input_generation.hpp"
+#include "core/errors/input_error.hpp"
+#include "core/generation/input_generation.hpp"
 #include "reference/reference.hpp"
 #include "reference/test_support.hpp"
 

@@ -5,7 +5,7 @@
 
 #include <Eigen/Core>
 
-#include "core/tensor.hpp"
+#include "core/model/tensor.hpp"
 
 namespace attncheck::reference {
 

@@ -11,8 +11,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "core/splitmix_stream.hpp"
-#include "core/tp_shard.hpp"
+#include "core/generation/splitmix_stream.hpp"
+#include "core/tp/tp_shard.hpp"
 #include "reference/attention_head.hpp"
 
 namespace attncheck::reference {

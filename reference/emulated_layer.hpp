@@ -11,9 +11,9 @@
 
 #include <cstdint>
 
-#include "core/case.hpp"
-#include "core/precision.hpp"
-#include "core/result.hpp"
+#include "core/model/case.hpp"
+#include "core/model/precision.hpp"
+#include "core/model/result.hpp"
 
 namespace attncheck::reference {
 

@@ -5,7 +5,7 @@
 #include <cfenv>
 #include <cmath>
 
-#include "core/input_generation.hpp"
+#include "core/generation/input_generation.hpp"
 #include "reference/emulated_layer.hpp"
 #include "reference/reference.hpp"
 

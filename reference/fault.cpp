@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/tp_shard.hpp"
+#include "core/tp/tp_shard.hpp"
 
 namespace attncheck::reference {
 

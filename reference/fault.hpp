@@ -36,8 +36,8 @@ struct FaultSite {
 
 #include <vector>
 
-#include "core/parameters.hpp"
-#include "core/tp_plan.hpp"
+#include "core/model/parameters.hpp"
+#include "core/model/tp_plan.hpp"
 
 namespace attncheck::reference {
 

@@ -2,8 +2,8 @@
 // a small dyadic number, so the sums below are exact in fp64 whatever their order.
 #include <gtest/gtest.h>
 
-#include "core/input_error.hpp"
-#include "core/input_generation.hpp"
+#include "core/errors/input_error.hpp"
+#include "core/generation/input_generation.hpp"
 #include "reference/reference.hpp"
 #include "reference/test_support.hpp"
 

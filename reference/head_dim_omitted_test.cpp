@@ -2,8 +2,8 @@
 // shapes, the same outputs and gradients, bit for bit.
 #include <gtest/gtest.h>
 
-#include "core/input_generation.hpp"
-#include "core/presets.hpp"
+#include "core/config/presets.hpp"
+#include "core/generation/input_generation.hpp"
 #include "reference/reference.hpp"
 
 namespace attncheck {

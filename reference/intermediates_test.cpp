@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "core/input_generation.hpp"
+#include "core/generation/input_generation.hpp"
 #include "reference/reference.hpp"
 #include "reference/test_support.hpp"
 

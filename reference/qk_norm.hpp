@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "core/geometry.hpp"
+#include "core/model/geometry.hpp"
 #include "reference/eigen_types.hpp"
 
 namespace attncheck::reference {
@@ -21,7 +21,7 @@ void qk_norm_forward(MatrixRef rows, const RowVector& weight, std::int64_t heads
 // Given the pre-norm input x and d(y) for the same rows, replaces d(y) by d(x) and adds d(w) into
 // weight_gradient ([head_dim], summed over tokens and heads).
 void qk_norm_backward(MatrixRef gradient, const ConstMatrixRef& input, const RowMatrix& inverse_rms,
-                      const RowVector& weight, std::int64_t heads, const Geometry& geometry,
-                      RowVector& weight_gradient, bool over_all_heads = false);
+                      const RowVector& weight, std::int64_t heads, const Geometry& geometry, RowVector& weight_gradient,
+                      bool over_all_heads = false);
 
 }  // namespace attncheck::reference

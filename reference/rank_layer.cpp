@@ -50,8 +50,7 @@ ProjectedTokens project_tokens(const Geometry& geometry, const LocalHeads& heads
 }
 
 RankForward rank_forward(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
-                         const TokenBlock& tokens, std::span<const std::int64_t> key_lengths,
-                         const FaultSite& fault) {
+                         const TokenBlock& tokens, std::span<const std::int64_t> key_lengths, const FaultSite& fault) {
   const std::int64_t head_dim = geometry.head_dim();
   const std::int64_t seq = tokens.seq;
   RankForward forward;
@@ -131,8 +130,8 @@ RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, co
     RowVector d_q_norm = RowVector::Zero(head_dim);
     RowVector d_k_norm = RowVector::Zero(head_dim);
     const bool over_all_heads = fault.is(Fault::qk_norm_over_heads);
-    qk_norm_backward(d_q, p.q_input, p.q_inverse_rms, as_row_vector(*shard.q_norm), heads.num_heads, geometry,
-                     d_q_norm, over_all_heads);
+    qk_norm_backward(d_q, p.q_input, p.q_inverse_rms, as_row_vector(*shard.q_norm), heads.num_heads, geometry, d_q_norm,
+                     over_all_heads);
     qk_norm_backward(d_k, p.k_input, p.k_inverse_rms, as_row_vector(*shard.k_norm), heads.num_kv_heads, geometry,
                      d_k_norm, over_all_heads);
     grads.q_norm = to_tensor(d_q_norm, {head_dim});

@@ -13,9 +13,9 @@
 #include <span>
 #include <vector>
 
-#include "core/geometry.hpp"
-#include "core/parameters.hpp"
-#include "core/tp_plan.hpp"
+#include "core/model/geometry.hpp"
+#include "core/model/parameters.hpp"
+#include "core/model/tp_plan.hpp"
 #include "reference/attention_head.hpp"
 #include "reference/eigen_types.hpp"
 

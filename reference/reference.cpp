@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "core/input_error.hpp"
-#include "core/tp_shard.hpp"
+#include "core/errors/input_error.hpp"
+#include "core/tp/tp_shard.hpp"
 #include "reference/kv_cache.hpp"
 #include "reference/rank_layer.hpp"
 

@@ -6,8 +6,8 @@
 // Both validate the case first (InputError on bad input) and run the decode schedule when present.
 #pragma once
 
-#include "core/case.hpp"
-#include "core/result.hpp"
+#include "core/model/case.hpp"
+#include "core/model/result.hpp"
 #include "reference/fault.hpp"
 
 namespace attncheck::reference {

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <span>
 
-#include "core/geometry.hpp"
+#include "core/model/geometry.hpp"
 #include "reference/eigen_types.hpp"
 
 namespace attncheck::reference {

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "core/case.hpp"
-#include "core/geometry.hpp"
-#include "core/input_generation.hpp"
-#include "core/result.hpp"
+#include "core/generation/input_generation.hpp"
+#include "core/model/case.hpp"
+#include "core/model/geometry.hpp"
+#include "core/model/result.hpp"
 
 namespace attncheck::testing {
 

@@ -8,10 +8,10 @@
 
 #include <cmath>
 
-#include "core/input_error.hpp"
-#include "core/input_generation.hpp"
-#include "core/presets.hpp"
-#include "core/tp_shard.hpp"
+#include "core/config/presets.hpp"
+#include "core/errors/input_error.hpp"
+#include "core/generation/input_generation.hpp"
+#include "core/tp/tp_shard.hpp"
 #include "reference/reference.hpp"
 #include "reference/test_support.hpp"
 

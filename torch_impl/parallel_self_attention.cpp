@@ -4,7 +4,7 @@
 #include <limits>
 #include <vector>
 
-#include "core/fused_qkv_convert.hpp"
+#include "core/tp/fused_qkv_convert.hpp"
 #include "torch_impl/sdpa_backend_guard.hpp"
 
 namespace attncheck::torch_impl {

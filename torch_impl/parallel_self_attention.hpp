@@ -16,8 +16,8 @@
 
 #include <optional>
 
-#include "core/parameters.hpp"
-#include "core/tp_plan.hpp"
+#include "core/model/parameters.hpp"
+#include "core/model/tp_plan.hpp"
 #include "torch_impl/torch_options.hpp"
 
 namespace attncheck::torch_impl {

@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include "core/compare.hpp"
-#include "core/tp_plan.hpp"
+#include "core/compare/compare.hpp"
+#include "core/model/tp_plan.hpp"
 #include "properties/checks.hpp"
 #include "properties/generators.hpp"
 #include "reference/emulated_layer.hpp"

@@ -3,7 +3,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/tp_shard.hpp"
+#include "core/tp/tp_shard.hpp"
 #include "torch_impl/parallel_self_attention.hpp"
 
 namespace attncheck::torch_impl {

@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "core/case.hpp"
-#include "core/result.hpp"
+#include "core/model/case.hpp"
+#include "core/model/result.hpp"
 #include "torch_impl/torch_options.hpp"
 
 namespace attncheck::torch_impl {

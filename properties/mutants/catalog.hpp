@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/case.hpp"
-#include "core/result.hpp"
+#include "core/model/case.hpp"
+#include "core/model/result.hpp"
 
 namespace attncheck::properties {
 

@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "core/tp_plan.hpp"
+#include "core/model/tp_plan.hpp"
 #include "properties/mutants/mutant_functions.hpp"
 #include "reference/reference.hpp"
 

@@ -3,8 +3,8 @@
 // registers them.
 #pragma once
 
-#include "core/case.hpp"
-#include "core/result.hpp"
+#include "core/model/case.hpp"
+#include "core/model/result.hpp"
 
 namespace attncheck::properties::mutants {
 

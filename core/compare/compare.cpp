@@ -1,0 +1,332 @@
+#include "core/compare/compare.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <set>
+
+#include "core/compare/sketch.hpp"
+#include "core/compare/tolerance.hpp"
+#include "core/errors/input_error.hpp"
+
+namespace attncheck {
+
+namespace {
+
+Shape unravel(std::int64_t flat, const Shape& shape) {
+  Shape index(shape.size());
+  for (std::size_t axis = shape.size(); axis-- > 0;) {
+    index[axis] = flat % shape[axis];
+    flat /= shape[axis];
+  }
+  return index;
+}
+
+// Where one element of a named tensor lives: batch row and position for activations, heads for
+// projection rows/columns, the rank for per-rank gradients.
+struct Locator {
+  const Case& test_case;
+  std::string base;  // name without "ranks/<r>/" and "#sketch"
+  int rank = -1;
+  bool sketched = false;  // a sketch's row is a line along the head axis, for o_proj too
+
+  Locator(const Case& c, const std::string& full_name) : test_case(c), base(full_name) {
+    std::string name = full_name;
+    if (name.ends_with(kSketchSuffix)) {
+      sketched = true;
+      name.resize(name.size() - kSketchSuffix.size());
+      base = name;
+    }
+    if (name.starts_with("ranks/")) {
+      const std::size_t slash = name.find('/', 6);
+      rank = std::stoi(name.substr(6, slash - 6));
+      base = name.substr(slash + 1);
+    }
+  }
+
+  // axes: batch rows, positions, query heads, KV heads, ranks.
+  void locate(const Shape& index, std::set<std::int64_t> (&axes)[5]) const {
+    const Geometry& g = test_case.geometry();
+    const std::int64_t head_dim = g.head_dim();
+    const RankPlan* plan = rank >= 0 && rank < test_case.plan.tp_size ? &test_case.plan.ranks[rank] : nullptr;
+    const std::int64_t first_q = plan ? plan->q_heads.begin : 0;
+    const std::int64_t first_kv = plan ? plan->kv_heads.begin : 0;
+    if (rank >= 0) axes[4].insert(rank);
+    if (base == "out" || base == "grads/x" || base == "decode/out") {
+      axes[0].insert(index[0]);
+      axes[1].insert(index[1]);
+    } else if (base == "grads/q_proj" || base == "grads/q_bias") {
+      axes[2].insert(first_q + index[0] / head_dim);
+    } else if (base == "grads/o_proj") {
+      axes[2].insert(first_q + (sketched ? index[0] : index[1]) / head_dim);
+    } else if (base == "grads/k_proj" || base == "grads/v_proj" || base == "grads/k_bias" || base == "grads/v_bias") {
+      axes[3].insert(first_kv + index[0] / head_dim);
+    }
+  }
+};
+
+double max_abs(const Tensor& tensor) {
+  double scale = 0.0;
+  for (double value : tensor.values) scale = std::max(scale, std::fabs(value));
+  return scale;
+}
+
+bool is_gradient(const std::string& name) {
+  return name.starts_with("grads/") || (name.starts_with("ranks/") && name.find("/grads/") != std::string::npos);
+}
+
+// The largest |a - b| of two same-shaped tensors (infinity if either holds a non-finite value).
+double max_difference(const Tensor& a, const Tensor& b) {
+  double worst = 0.0;
+  for (std::size_t i = 0; i < a.values.size(); ++i) {
+    const double difference = std::fabs(a.values[i] - b.values[i]);
+    worst = std::isfinite(difference) ? std::max(worst, difference) : std::numeric_limits<double>::infinity();
+  }
+  return worst;
+}
+
+TensorReport compare_tensor(const Case& test_case, const std::string& name, const Tensor& expected,
+                            const Tensor* actual, Precision precision, double scale_floor,
+                            std::optional<double> yardstick_error) {
+  TensorReport report{.name = name, .expected_shape = expected.shape};
+  report.scale = std::max(max_abs(expected), scale_floor);
+  // A tensor the yardstick lacks is held to the floor alone (a missing yardstick tensor is the caller's
+  // bug to fix, not a reason to pass anything).
+  if (precision != Precision::fp64) report.yardstick_error = yardstick_error.value_or(0.0);
+  report.tolerance = tolerance(precision, is_gradient(name) ? TensorRole::gradient : TensorRole::output, report.scale,
+                               report.yardstick_error);
+  if (actual == nullptr) {
+    report.status = TensorStatus::missing;
+    return report;
+  }
+  report.actual_shape = actual->shape;
+  if (actual->shape != expected.shape || actual->numel() != expected.numel()) {
+    report.status = TensorStatus::wrong_shape;
+    return report;
+  }
+  const Locator locator(test_case, name);
+  std::set<std::int64_t> axes[5];
+  std::int64_t worst = -1;
+  bool non_finite = false;
+  for (std::int64_t i = 0; i < expected.numel(); ++i) {
+    const double difference = std::fabs(actual->values[i] - expected.values[i]);
+    const bool bad_value = !std::isfinite(actual->values[i]) && std::isfinite(expected.values[i]);
+    if (bad_value) non_finite = true;
+    if (bad_value || difference > report.tolerance) {
+      ++report.elements_over;
+      locator.locate(unravel(i, expected.shape), axes);
+    }
+    const double error = bad_value ? std::numeric_limits<double>::infinity() : difference;
+    if (worst < 0 || error > report.max_error) {
+      report.max_error = error;
+      worst = i;
+    }
+  }
+  if (worst >= 0) {
+    report.worst_index = unravel(worst, expected.shape);
+    report.expected_at_worst = expected.values[worst];
+    report.actual_at_worst = actual->values[worst];
+  }
+  report.error_ulps = report.max_error / ulp_at(precision, report.scale);
+  report.batch_rows.assign(axes[0].begin(), axes[0].end());
+  report.positions.assign(axes[1].begin(), axes[1].end());
+  report.query_heads.assign(axes[2].begin(), axes[2].end());
+  report.kv_heads.assign(axes[3].begin(), axes[3].end());
+  report.ranks.assign(axes[4].begin(), axes[4].end());
+  report.status =
+      non_finite ? TensorStatus::non_finite : (report.elements_over > 0 ? TensorStatus::mismatch : TensorStatus::ok);
+  return report;
+}
+
+// The shape of a projection gradient ("grads/q_proj", "ranks/3/grads/o_proj") for this case.
+Shape full_gradient_shape(const Case& test_case, const std::string& name) {
+  const Geometry& g = test_case.geometry();
+  std::int64_t query_width = g.query_width();
+  std::int64_t kv_width = g.kv_width();
+  if (name.starts_with("ranks/")) {
+    const int rank = std::stoi(name.substr(6, name.find('/', 6) - 6));
+    if (rank < 0 || rank >= test_case.plan.tp_size) return {};
+    query_width = test_case.plan.ranks[rank].query_width;
+    kv_width = test_case.plan.ranks[rank].kv_width;
+  }
+  const std::string base = name.substr(name.rfind("grads/"));
+  if (base == "grads/q_proj") return {query_width, g.hidden_size()};
+  if (base == "grads/o_proj") return {g.hidden_size(), query_width};
+  return {kv_width, g.hidden_size()};  // k_proj, v_proj
+}
+
+std::string list(const std::vector<std::int64_t>& values) {
+  if (values.size() <= 8) return fmt::format("{}", fmt::join(values, ","));
+  return fmt::format("{},... ({} in all)", fmt::join(values.begin(), values.begin() + 6, ","), values.size());
+}
+
+std::string where(const TensorReport& report) {
+  std::vector<std::string> parts;
+  if (!report.ranks.empty()) parts.push_back("ranks " + list(report.ranks));
+  if (!report.batch_rows.empty()) parts.push_back("batch " + list(report.batch_rows));
+  if (!report.positions.empty()) parts.push_back("positions " + list(report.positions));
+  if (!report.query_heads.empty()) parts.push_back("query heads " + list(report.query_heads));
+  if (!report.kv_heads.empty()) parts.push_back("kv heads " + list(report.kv_heads));
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+}  // namespace
+
+NamedTensors named_tensors(const Result& result) {
+  NamedTensors tensors;
+  tensors["out"] = result.out;
+  if (result.gradients) {
+    tensors["grads/x"] = result.gradients->x;
+    for_each_parameter(result.gradients->params,
+                       [&](std::string_view name, const Tensor& t) { tensors["grads/" + std::string(name)] = t; });
+  }
+  if (result.decode_out) tensors["decode/out"] = *result.decode_out;
+  for (std::size_t r = 0; r < result.rank_gradients.size(); ++r) {
+    for_each_parameter(result.rank_gradients[r], [&](std::string_view name, const Tensor& t) {
+      tensors[fmt::format("ranks/{}/grads/{}", r, name)] = t;
+    });
+  }
+  return tensors;
+}
+
+std::string_view to_string(TensorStatus status) {
+  switch (status) {
+    case TensorStatus::ok:
+      return "ok";
+    case TensorStatus::mismatch:
+      return "MISMATCH";
+    case TensorStatus::missing:
+      return "MISSING";
+    case TensorStatus::wrong_shape:
+      return "WRONG SHAPE";
+    case TensorStatus::non_finite:
+      return "NON-FINITE";
+  }
+  return "?";
+}
+
+bool CompareReport::passed() const {
+  return std::all_of(tensors.begin(), tensors.end(),
+                     [](const TensorReport& t) { return t.status == TensorStatus::ok; });
+}
+
+void add_yardstick_run(const NamedTensors& expected, const NamedTensors& run, YardstickErrors& errors) {
+  for (const auto& [name, tensor] : expected) {
+    const bool sketch_tensor = name.ends_with(kSketchSuffix);
+    const std::string base = sketch_tensor ? name.substr(0, name.size() - kSketchSuffix.size()) : name;
+    const auto naive = run.find(base);
+    if (naive == run.end()) continue;
+    const Tensor naive_tensor = sketch_tensor ? sketch(base, naive->second) : naive->second;
+    if (naive_tensor.shape != tensor.shape) continue;
+    double& error = errors[name];
+    error = std::max(error, max_difference(naive_tensor, tensor));
+  }
+}
+
+CompareReport compare(const Case& test_case, const NamedTensors& expected, const NamedTensors& actual,
+                      Precision precision, const YardstickErrors* yardstick) {
+  if (precision != Precision::fp64 && yardstick == nullptr) {
+    ViolationList violations;
+    violations.add("precision", std::string(to_string(precision)),
+                   "a candidate below fp64 is compared with the emulated same-precision yardstick "
+                   "(reference/emulated_layer.hpp), which this caller did not supply",
+                   "fp64");
+    violations.throw_if_any("unsupported comparison");
+  }
+  CompareReport report{.precision = precision};
+  double largest_gradient = 0.0;
+  double largest_sketch = 0.0;
+  for (const auto& [name, tensor] : expected) {
+    if (!is_gradient(name)) continue;
+    double& largest = name.ends_with(kSketchSuffix) ? largest_sketch : largest_gradient;
+    largest = std::max(largest, max_abs(tensor));
+  }
+  for (const auto& [name, tensor] : expected) {
+    auto found = actual.find(name);
+    // An expected sketch is compared with the sketch of the candidate's full gradient.
+    std::optional<Tensor> sketched;
+    if (name.ends_with(kSketchSuffix)) {
+      found = actual.end();  // a candidate's own "#sketch" tensor is never taken at its word
+      const std::string base = name.substr(0, name.size() - kSketchSuffix.size());
+      if (const auto full = actual.find(base); full != actual.end()) {
+        // The full gradient must have the full shape: padding a line with zeros would keep its sketch.
+        sketched = full->second.shape == full_gradient_shape(test_case, base) ? sketch(base, full->second)
+                                                                              : full->second;  // wrong shape
+      }
+    }
+    const Tensor* candidate = sketched ? &*sketched : (found == actual.end() ? nullptr : &found->second);
+    const bool sketch_tensor = name.ends_with(kSketchSuffix);
+    const double scale_floor =
+        is_gradient(name) ? kGradientScaleFloor * (sketch_tensor ? largest_sketch : largest_gradient) : 0.0;
+    std::optional<double> yardstick_error;
+    if (precision != Precision::fp64) {
+      if (const auto found_error = yardstick->find(name); found_error != yardstick->end()) {
+        yardstick_error = found_error->second;
+      }
+    }
+    report.tensors.push_back(
+        compare_tensor(test_case, name, tensor, candidate, precision, scale_floor, yardstick_error));
+  }
+  return report;
+}
+
+std::string render_text(const CompareReport& report) {
+  std::string text = fmt::format("{:<28} {:<11} {:>11} {:>10}  {:<24} {}\n", "tensor", "status", "max error", "ulps",
+                                 "worst at", "beyond tolerance");
+  int failed = 0;
+  for (const TensorReport& t : report.tensors) {
+    if (t.status != TensorStatus::ok) ++failed;
+    std::string detail;
+    if (t.status == TensorStatus::missing)
+      detail = fmt::format("expected shape {}", to_string(t.expected_shape));
+    else if (t.status == TensorStatus::wrong_shape)
+      detail = fmt::format("shape {}, expected {}", to_string(t.actual_shape), to_string(t.expected_shape));
+    else if (t.status != TensorStatus::ok)
+      detail = fmt::format("{} elements: {} (expected {:.6g}, got {:.6g})", t.elements_over, where(t),
+                           t.expected_at_worst, t.actual_at_worst);
+    const bool compared = t.status != TensorStatus::missing && t.status != TensorStatus::wrong_shape;
+    text += fmt::format("{:<28} {:<11} {:>11} {:>10}  {:<24} {}\n", t.name, to_string(t.status),
+                        compared ? fmt::format("{:.3g}", t.max_error) : "-",
+                        compared ? fmt::format("{:.3g}", t.error_ulps) : "-", compared ? to_string(t.worst_index) : "-",
+                        detail);
+  }
+  const std::string rule =
+      report.precision == Precision::fp64
+          ? fmt::format("{} ulps of their scale (fp64)", kFp64ToleranceUlps)
+          : fmt::format("{} x (outputs) / {} x (gradients) the emulated naive {} implementation's error + {} ulps",
+                        kYardstickFactorOutputs, kYardstickFactorGradients, to_string(report.precision),
+                        kYardstickFloorUlps);
+  text += failed == 0 ? fmt::format("PASS: {} tensors within {}\n", report.tensors.size(), rule)
+                      : fmt::format("FAIL: {} of {} tensors\n", failed, report.tensors.size());
+  return text;
+}
+
+nlohmann::json render_json(const CompareReport& report) {
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const TensorReport& t : report.tensors) {
+    const bool finite_error = std::isfinite(t.max_error);
+    tensors.push_back({{"name", t.name},
+                       {"status", to_string(t.status)},
+                       {"expected_shape", t.expected_shape},
+                       {"actual_shape", t.actual_shape},
+                       {"scale", t.scale},
+                       {"yardstick_error", t.yardstick_error},
+                       {"max_error", finite_error ? nlohmann::json(t.max_error) : nlohmann::json("inf")},
+                       {"error_ulps", finite_error ? nlohmann::json(t.error_ulps) : nlohmann::json("inf")},
+                       {"tolerance", t.tolerance},
+                       {"elements_over", t.elements_over},
+                       {"worst_index", t.worst_index},
+                       {"batch_rows", t.batch_rows},
+                       {"positions", t.positions},
+                       {"query_heads", t.query_heads},
+                       {"kv_heads", t.kv_heads},
+                       {"ranks", t.ranks}});
+  }
+  return {{"precision", to_string(report.precision)}, {"passed", report.passed()}, {"tensors", tensors}};
+}
+
+}  // namespace attncheck

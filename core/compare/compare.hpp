@@ -1,0 +1,81 @@
+// Comparing an implementation's tensors with the reference's, with localisation (DESIGN §2, §3).
+//
+// Tensors are named as in golden files: "out", "grads/x", "grads/<weight>", "decode/out",
+// "ranks/<r>/grads/<weight>". An expected "<name>#sketch" (core/sketch.hpp) is compared with the
+// sketch of the actual "<name>". For every expected tensor the report gives the largest error, that error
+// in units of the candidate precision's epsilon times the tensor's scale (max |expected|), the worst
+// coordinate, and which batch rows, positions, query heads, KV heads and ranks hold an element beyond
+// tolerance. A missing tensor, a wrong shape, or NaN/Inf where the expected value is finite is a named
+// failure of that tensor.
+//
+// Tolerance: core/compare/tolerance.hpp (fp64: 2^16 ulps of the tensor's scale; lower precisions: k times
+// a naive same-precision implementation's error).
+// A gradient's scale is at least the case's largest gradient (sketches: the largest sketch):
+// gradients that vanish by cancellation carry their terms' rounding (compare.cpp says why).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/compare/tolerance.hpp"
+#include "core/model/case.hpp"
+#include "core/model/precision.hpp"
+#include "core/model/result.hpp"
+
+namespace attncheck {
+
+using NamedTensors = std::map<std::string, Tensor>;
+
+// The tensors of a Result under their golden-file names.
+NamedTensors named_tensors(const Result& result);
+
+enum class TensorStatus { ok, mismatch, missing, wrong_shape, non_finite };
+std::string_view to_string(TensorStatus status);
+
+struct TensorReport {
+  std::string name;
+  TensorStatus status = TensorStatus::ok;
+  Shape expected_shape;
+  Shape actual_shape;              // empty when missing
+  double scale = 0.0;              // max |expected| (for a gradient: at least the largest gradient's)
+  double max_error = 0.0;          // max |actual - expected|
+  double error_ulps = 0.0;         // max_error / (epsilon(precision) * scale)
+  double tolerance = 0.0;          // absolute
+  double yardstick_error = 0.0;    // below fp64: the emulated naive implementation's max |error|
+  std::int64_t elements_over = 0;  // elements beyond tolerance (or non-finite)
+  Shape worst_index;               // coordinate of max_error
+  double expected_at_worst = 0.0;
+  double actual_at_worst = 0.0;
+  // Where the elements beyond tolerance lie (sorted, unique); an axis the tensor lacks stays empty.
+  std::vector<std::int64_t> batch_rows, positions, query_heads, kv_heads, ranks;
+};
+
+struct CompareReport {
+  Precision precision = Precision::fp64;
+  std::vector<TensorReport> tensors;
+  bool passed() const;
+};
+
+// Compares every expected tensor with the actual one of the same name (extra actual tensors are
+// ignored). The case supplies the layouts for localisation.
+// The yardstick's error per expected tensor name: the largest |naive - expected| over its runs.
+using YardstickErrors = std::map<std::string, double>;
+
+// Folds one run of the naive implementation into `errors` (sketching it where `expected` holds a
+// sketch), so that no run needs to be kept in memory.
+void add_yardstick_run(const NamedTensors& expected, const NamedTensors& run, YardstickErrors& errors);
+
+// precision below fp64 needs `yardstick`: the emulated naive implementation's errors in that precision
+// (add_yardstick_run over reference::run_emulated runs); InputError without it.
+CompareReport compare(const Case& test_case, const NamedTensors& expected, const NamedTensors& actual,
+                      Precision precision, const YardstickErrors* yardstick = nullptr);
+
+std::string render_text(const CompareReport& report);  // a table for people
+nlohmann::json render_json(const CompareReport& report);
+
+}  // namespace attncheck

@@ -1,0 +1,34 @@
+// What attncheck knows about each Hugging Face architecture it imports: which model_type values it
+// covers, its QK-norm, its bias rule, and transformers' config-class defaults for the keys that shape
+// the attention layer. A config.json that omits such a key means the default, not "absent": Qwen3
+// without head_dim has head_dim 128, GPT-NeoX without rotary_pct rotates 25%, Mistral without
+// sliding_window slides over 4096 keys. Architectures not listed are refused rather than guessed at.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "core/model/geometry.hpp"
+
+namespace attncheck {
+
+enum class HfFamily { llama, mistral, qwen2, qwen3, gemma, gemma3, gpt_neox };
+
+struct HfArchitecture {
+  HfFamily family;
+  std::string_view name;  // for messages: "Qwen3"
+  QkNorm qk_norm;         // fixed by the architecture, not a config key
+  // transformers' defaults for omitted keys, as a JSON object (keys as in config.json).
+  const nlohmann::json& defaults() const;
+};
+
+// The architecture for a model_type, or nullopt when attncheck does not model it.
+std::optional<HfArchitecture> hf_architecture(std::string_view model_type);
+
+// "llama, mistral, qwen2, ..." for messages.
+std::string supported_model_types();
+
+}  // namespace attncheck

@@ -1,0 +1,43 @@
+// Import of a Hugging Face config.json (one attention layer of the model).
+//
+// Keys read: hidden_size, num_attention_heads, num_key_value_heads (absent = num_attention_heads),
+// head_dim (absent or null = derived), rope_theta / rope_parameters, partial_rotary_factor (or
+// GPT-NeoX's rotary_pct and rotary_emb_base), sliding_window with use_sliding_window,
+// max_window_layers, layer_types or Gemma 3's sliding-window pattern, query_pre_attn_scalar,
+// attn_logit_softcapping, attention_bias, rms_norm_eps, num_hidden_layers and model_type. A nested
+// text_config (multimodal wrappers such as Gemma 3 4B) is read instead of the top level when present.
+//
+// Decisions:
+// - Only architectures whose attention attncheck knows are imported (core/hf_architectures.hpp:
+//   llama, mistral, qwen2(_moe), qwen3(_moe), gemma, gemma3(_text), gpt_neox). Others differ in ways a
+//   generic reading would get silently wrong (Gemma 2 alternates layers, Phi has per-head LayerNorm),
+//   so they are refused; describe them with explicit flags instead.
+// - A key the file omits takes the default of that architecture's transformers config class (Qwen3:
+//   head_dim 128; GPT-NeoX: rotary_pct 0.25 and biases on; Mistral: sliding_window 4096; Qwen2/3:
+//   max_window_layers 28). An explicit null means what it means in transformers (head_dim null:
+//   derived). hidden_size is always required.
+// - QK-norm is fixed by the architecture: qwen3 RMSNorm, gemma3 RMSNorm with (1 + w); its epsilon is
+//   rms_norm_eps.
+// - Layers differ (Gemma 3 alternates sliding and full layers with different RoPE bases), so one
+//   layer is imported: HfImportOptions::layer, default 0.
+// - rope_scaling (or rope_parameters) other than the default, and layer kinds other than full/sliding
+//   attention, are not modelled and are rejected rather than silently dropped.
+// - Biases: attention_bias covers q, k, v and o; Qwen2 hard-codes q/k/v bias on and o bias off.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/config/imported_config.hpp"
+
+namespace attncheck {
+
+struct HfImportOptions {
+  std::int64_t layer = 0;  // which decoder layer's attention to import
+};
+
+ImportedConfig import_hf_config_text(const std::string& text, const std::string& source,
+                                     const HfImportOptions& options = {});
+ImportedConfig import_hf_config_file(const std::string& path, const HfImportOptions& options = {});
+
+}  // namespace attncheck

@@ -1,0 +1,254 @@
+#include "core/generation/input_generation.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/errors/input_error.hpp"
+#include "core/generation/splitmix_stream.hpp"
+
+namespace attncheck {
+
+namespace {
+
+using Stream = SplitMixStream;
+
+// Per-head integer amplitudes: different per-head scales, all within 8 significant bits.
+constexpr std::int64_t kHeadAmplitudes[] = {112, 64, 88, 48, 127, 72, 56, 100};
+
+// Root mean square of the amplitudes: the amplitude a tensor's overall scale follows.
+double rms_head_amplitude() {
+  double sum = 0.0;
+  for (std::int64_t amplitude : kHeadAmplitudes) sum += static_cast<double>(amplitude * amplitude);
+  return std::sqrt(sum / static_cast<double>(std::size(kHeadAmplitudes)));
+}
+
+// The power of two that gives integers uniform in [-amplitude, amplitude] a standard deviation within
+// a factor sqrt(2) of `target` (the nearest power of two in log scale).
+int exponent_for(double target, double amplitude) {
+  const double integer_std = amplitude / std::sqrt(3.0);
+  return static_cast<int>(std::lround(std::log2(target / integer_std)));
+}
+
+// Fills rows [first_row, first_row + rows) of a row-major [*, cols] tensor.
+void fill_block(Tensor& tensor, std::int64_t first_row, std::int64_t rows, std::int64_t cols, std::int64_t amplitude,
+                int exponent, Stream& stream) {
+  const double unit = std::ldexp(1.0, exponent);
+  for (std::int64_t i = 0; i < rows * cols; ++i) {
+    tensor.values[first_row * cols + i] = static_cast<double>(stream.symmetric_integer(amplitude)) * unit;
+  }
+}
+
+// A [heads * head_dim, cols] matrix whose rows come in per-head blocks of head_dim rows, each block
+// distinct from every other, entries with a standard deviation near target_std.
+Tensor head_blocked_rows(std::string_view name, std::int64_t heads, std::int64_t head_dim, std::int64_t cols,
+                         double target_std, std::uint64_t seed) {
+  Tensor tensor({heads * head_dim, cols});
+  // One exponent per tensor, set for the heads' mean-square amplitude; the amplitudes set each head's scale.
+  const int exponent = exponent_for(target_std, rms_head_amplitude());
+  const std::int64_t block = head_dim * cols;
+  auto block_begin = [&](std::int64_t head) { return tensor.values.begin() + head * block; };
+  auto equals_earlier_head = [&](std::int64_t head) {
+    for (std::int64_t other = 0; other < head; ++other) {
+      if (std::equal(block_begin(head), block_begin(head) + block, block_begin(other))) return true;
+    }
+    return false;
+  };
+  for (std::int64_t head = 0; head < heads; ++head) {
+    const std::int64_t amplitude = kHeadAmplitudes[head % std::size(kHeadAmplitudes)];
+    for (std::uint64_t draw = 0;; ++draw) {
+      Stream stream(seed, fmt::format("{}/head{}", name, head), draw);
+      fill_block(tensor, head * head_dim, head_dim, cols, amplitude, exponent, stream);
+      // std::equal stops at the first differing value, so this costs about one value per pair.
+      if (!equals_earlier_head(head)) break;
+      if (draw == 64) throw std::logic_error("input generation: cannot make head weights distinct");
+    }
+  }
+  return tensor;
+}
+
+// q_proj, k_proj, v_proj: [heads * head_dim, hidden], fan-in hidden.
+Tensor input_projection(std::string_view name, std::int64_t heads, std::int64_t head_dim, std::int64_t hidden,
+                        std::uint64_t seed) {
+  return head_blocked_rows(name, heads, head_dim, hidden, 1.0 / std::sqrt(static_cast<double>(hidden)), seed);
+}
+
+// o_proj [hidden, query_width], fan-in query_width: column blocks per query head, made distinct by
+// generating the transpose (whose row blocks are those column blocks) and transposing it.
+Tensor output_projection(std::int64_t hidden, std::int64_t heads, std::int64_t head_dim, std::uint64_t seed) {
+  const std::int64_t query_width = heads * head_dim;
+  const Tensor transposed =
+      head_blocked_rows("o_proj", heads, head_dim, hidden, 1.0 / std::sqrt(static_cast<double>(query_width)), seed);
+  Tensor tensor({hidden, query_width});
+  for (std::int64_t row = 0; row < query_width; ++row) {
+    for (std::int64_t col = 0; col < hidden; ++col) {
+      tensor.values[col * query_width + row] = transposed.values[row * hidden + col];
+    }
+  }
+  return tensor;
+}
+
+Tensor small_vector(std::string_view name, std::int64_t size, double base, int exponent, std::uint64_t seed) {
+  Tensor tensor({size});
+  Stream stream(seed, name);
+  for (double& value : tensor.values)
+    value = base + std::ldexp(static_cast<double>(stream.symmetric_integer(32)), exponent);
+  return tensor;
+}
+
+Tensor activations(std::string_view name, const Shape& shape, ActivationDistribution distribution, std::uint64_t seed) {
+  Tensor tensor(shape);
+  Stream stream(seed, name);
+  const std::int64_t hidden = shape.back();
+  std::vector<bool> outlier_channel(hidden, false);
+  if (distribution == ActivationDistribution::outliers) {
+    Stream channel_stream(seed, std::string(name) + "/outlier-channels");
+    const std::int64_t count = std::max<std::int64_t>(1, hidden / 32);
+    for (std::int64_t i = 0; i < count; ++i) outlier_channel[channel_stream.uniform_below(hidden)] = true;
+  }
+  for (std::int64_t i = 0; i < tensor.numel(); ++i) {
+    double value = std::ldexp(static_cast<double>(stream.symmetric_integer(64)), -6);
+    if (distribution == ActivationDistribution::heavy_tailed) {
+      int doublings = 0;
+      while (doublings < 6 && stream.coin()) ++doublings;
+      value = std::ldexp(value, doublings);
+    } else if (distribution == ActivationDistribution::outliers && outlier_channel[i % hidden]) {
+      value = std::ldexp(value, 5);
+    }
+    tensor.values[i] = value;
+  }
+  return tensor;
+}
+
+}  // namespace
+
+std::string_view to_string(ActivationDistribution distribution) {
+  switch (distribution) {
+    case ActivationDistribution::uniform:
+      return "uniform";
+    case ActivationDistribution::heavy_tailed:
+      return "heavy-tailed";
+    case ActivationDistribution::outliers:
+      return "outliers";
+  }
+  return "?";
+}
+
+std::optional<ActivationDistribution> parse_activation_distribution(std::string_view text) {
+  for (auto distribution :
+       {ActivationDistribution::uniform, ActivationDistribution::heavy_tailed, ActivationDistribution::outliers}) {
+    if (text == to_string(distribution)) return distribution;
+  }
+  return std::nullopt;
+}
+
+Parameters generate_weights(const Geometry& geometry, std::uint64_t seed) {
+  // Parameter counts are exact in int64 (core/geometry.hpp bounds the dimensions); the bound keeps a
+  // typo like --heads 4096 --head-dim 1048576 an InputError instead of an allocation failure.
+  const std::int64_t parameters = make_tp_plan(geometry, 1).unsharded_params.total();
+  if (parameters > kMaxParameterElements) {
+    ViolationList violations;
+    violations.add("parameters", std::to_string(parameters),
+                   "a generated layer holds at most 2^31 parameters (16 GiB in fp64)",
+                   "smaller hidden_size, head counts or head_dim");
+    violations.throw_if_any("invalid geometry for input generation");
+  }
+  const std::int64_t hidden = geometry.hidden_size();
+  const std::int64_t head_dim = geometry.head_dim();
+  Parameters weights;
+  weights.q_proj = input_projection("q_proj", geometry.num_heads(), head_dim, hidden, seed);
+  weights.k_proj = input_projection("k_proj", geometry.num_kv_heads(), head_dim, hidden, seed);
+  weights.v_proj = input_projection("v_proj", geometry.num_kv_heads(), head_dim, hidden, seed);
+  weights.o_proj = output_projection(hidden, geometry.num_heads(), head_dim, seed);
+  // Biases: entries up to 1/4 on a 2^-7 grid, large enough to matter against x @ W^T.
+  if (geometry.qkv_bias()) {
+    weights.q_bias = small_vector("q_bias", geometry.query_width(), 0.0, -7, seed);
+    weights.k_bias = small_vector("k_bias", geometry.kv_width(), 0.0, -7, seed);
+    weights.v_bias = small_vector("v_bias", geometry.kv_width(), 0.0, -7, seed);
+  }
+  if (geometry.out_bias()) weights.o_bias = small_vector("o_bias", hidden, 0.0, -7, seed);
+  if (geometry.qk_norm() != QkNorm::none) {
+    // rms multiplies by w (centred on 1); rms-one-plus by 1 + w (w centred on 0). Entries within 1/4.
+    const double base = geometry.qk_norm() == QkNorm::rms ? 1.0 : 0.0;
+    weights.q_norm = small_vector("q_norm", head_dim, base, -7, seed);
+    weights.k_norm = small_vector("k_norm", head_dim, base, -7, seed);
+  }
+  return weights;
+}
+
+Inputs generate_inputs(const Geometry& geometry, const InputOptions& options) {
+  ViolationList violations;
+  if (options.batch < 1 || options.batch > (1 << 20)) {
+    violations.add("batch", std::to_string(options.batch), "must lie in [1, 2^20]", "1");
+  }
+  if (options.seq < 1 || options.seq > (1 << 20)) {
+    violations.add("seq", std::to_string(options.seq), "must lie in [1, 2^20]", "8");
+  }
+  // Activations x and dout hold batch * seq * hidden values each: at most 2^28 (2 GiB each in fp64).
+  if (violations.empty() && options.batch * options.seq * geometry.hidden_size() > kMaxActivationElements) {
+    violations.add("batch * seq * hidden_size",
+                   fmt::format("{} * {} * {}", options.batch, options.seq, geometry.hidden_size()),
+                   "must be at most 2^28 values per activation tensor", "a shorter sequence or a smaller batch");
+  }
+  if (options.position_offset &&
+      (*options.position_offset < 0 ||
+       *options.position_offset > kMaxPosition - (options.seq - 1) * (options.position_gaps ? 4 : 1))) {
+    violations.add("position_offset", std::to_string(*options.position_offset),
+                   "offset + (seq - 1) * (4 with position_gaps, else 1) must lie in [0, 2^31)", "0");
+  }
+  violations.throw_if_any("invalid input options");
+
+  Inputs inputs;
+  inputs.batch = options.batch;
+  inputs.seq = options.seq;
+  const Shape activation_shape = {options.batch, options.seq, geometry.hidden_size()};
+  inputs.x = activations("x", activation_shape, options.activations, options.seed);
+  inputs.dout = activations("dout", activation_shape, options.activations, options.seed);
+
+  Stream position_stream(options.seed, "positions");
+  Stream length_stream(options.seed, "key_lengths");
+  Stream gap_stream(options.seed, "position_gaps");
+  for (std::int64_t b = 0; b < options.batch; ++b) {
+    std::int64_t offset = 0;
+    if (options.position_offset)
+      offset = *options.position_offset;
+    else if (b == 0)
+      offset = position_stream.uniform_below(16);
+    else
+      offset = (std::int64_t{1} << 16) + position_stream.uniform_below((std::int64_t{1} << 20) - (1 << 16));
+    for (std::int64_t s = 0; s < options.seq; ++s) {
+      inputs.positions.push_back(offset);
+      offset += options.position_gaps ? 1 + gap_stream.uniform_below(4) : 1;
+    }
+    const bool padded = options.pad_keys && b > 0;
+    inputs.key_lengths.push_back(padded ? 1 + length_stream.uniform_below(options.seq) : options.seq);
+  }
+  inputs.decode = options.decode;
+  return inputs;
+}
+
+Case generate_case(const Geometry& geometry, const InputOptions& options) {
+  Case test_case{.plan = make_tp_plan(geometry, options.tp_size),
+                 .inputs = generate_inputs(geometry, options),
+                 .weights = generate_weights(geometry, options.seed)};
+  validate_case(test_case);
+  return test_case;
+}
+
+bool is_exact_in_half_precisions(double value) {
+  if (value == 0.0) return true;
+  if (!std::isfinite(value)) return false;
+  const double magnitude = std::fabs(value);
+  if (magnitude < std::ldexp(1.0, -24) || magnitude >= std::ldexp(1.0, 15)) return false;
+  int exponent = 0;
+  const double mantissa = std::frexp(magnitude, &exponent);  // magnitude = mantissa * 2^exponent
+  const double scaled = std::ldexp(mantissa, 8);             // 8 significant bits must suffice
+  if (scaled != std::floor(scaled)) return false;
+  // fp16 subnormals have a fixed grid of 2^-24: the value must be a multiple of it.
+  const double grid = magnitude / std::ldexp(1.0, -24);
+  return grid == std::floor(grid);
+}
+
+}  // namespace attncheck

@@ -1,0 +1,151 @@
+#include "core/generation/input_generation.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "core/config/presets.hpp"
+#include "core/errors/input_error.hpp"
+
+namespace attncheck {
+namespace {
+
+const GeometrySpec kSpec = {.hidden_size = 16,
+                            .num_heads = 6,
+                            .num_kv_heads = 2,
+                            .head_dim = 8,
+                            .qk_norm = QkNorm::rms,
+                            .qkv_bias = true,
+                            .out_bias = true};
+
+TEST(InputGeneration, SameSeedSameCaseDifferentSeedDifferentCase) {
+  const Geometry geometry = resolve_geometry(kSpec);
+  const Case a = generate_case(geometry, {.seed = 1, .batch = 2, .seq = 5});
+  const Case b = generate_case(geometry, {.seed = 1, .batch = 2, .seq = 5});
+  const Case c = generate_case(geometry, {.seed = 2, .batch = 2, .seq = 5});
+  EXPECT_EQ(a.inputs, b.inputs);
+  EXPECT_EQ(a.weights, b.weights);
+  EXPECT_NE(a.inputs.x, c.inputs.x);
+  EXPECT_NE(a.weights.q_proj, c.weights.q_proj);
+}
+
+TEST(InputGeneration, PinnedValuesDoNotDriftAcrossPlatformsOrVersions) {
+  // SplitMix64 streams, no <random> distributions: these values are part of the golden-file contract.
+  const Geometry geometry = resolve_geometry({.hidden_size = 4, .num_heads = 2, .head_dim = 2});
+  const Case test_case = generate_case(geometry, {.seed = 42, .batch = 1, .seq = 2});
+  const std::vector<double> first_x(test_case.inputs.x.values.begin(), test_case.inputs.x.values.begin() + 4);
+  const std::vector<double> first_q(test_case.weights.q_proj.values.begin(),
+                                    test_case.weights.q_proj.values.begin() + 4);
+  EXPECT_EQ(first_x, (std::vector<double>{-0x1.6p-3, -0x1.a8p-1, 0x1.8p-5, 0x1p+0}));
+  EXPECT_EQ(first_q, (std::vector<double>{0x1.8p-2, 0x1.dp-3, 0x1.9p-2, 0x1.4p-4}));
+}
+
+TEST(InputGeneration, EveryValueIsExactInBf16AndFp16) {
+  const Geometry geometry = resolve_geometry(kSpec);
+  for (auto distribution :
+       {ActivationDistribution::uniform, ActivationDistribution::heavy_tailed, ActivationDistribution::outliers}) {
+    const Case test_case = generate_case(geometry, {.seed = 3, .batch = 2, .seq = 7, .activations = distribution});
+    auto expect_exact = [&](std::string_view name, const Tensor& tensor) {
+      for (double value : tensor.values) {
+        ASSERT_TRUE(is_exact_in_half_precisions(value)) << name << " " << value << " " << to_string(distribution);
+      }
+    };
+    expect_exact("x", test_case.inputs.x);
+    expect_exact("dout", test_case.inputs.dout);
+    for_each_parameter(test_case.weights, expect_exact);
+  }
+}
+
+TEST(InputGeneration, ExactnessPredicate) {
+  EXPECT_TRUE(is_exact_in_half_precisions(255.0 * 0.125));
+  EXPECT_TRUE(is_exact_in_half_precisions(std::ldexp(1.0, -24)));
+  EXPECT_FALSE(is_exact_in_half_precisions(257.0));                 // 9 significant bits
+  EXPECT_FALSE(is_exact_in_half_precisions(0.1));                   // not dyadic
+  EXPECT_FALSE(is_exact_in_half_precisions(std::ldexp(3.0, -25)));  // below fp16's subnormal grid
+  EXPECT_FALSE(is_exact_in_half_precisions(65536.0));               // beyond fp16
+}
+
+TEST(InputGeneration, HeadsAreDistinctAndDifferInScale) {
+  const Geometry geometry = resolve_geometry(kSpec);
+  const Parameters weights = generate_weights(geometry, 5);
+  const std::int64_t block = geometry.head_dim() * geometry.hidden_size();
+  std::vector<double> head_rms;
+  for (std::int64_t h = 0; h < geometry.num_heads(); ++h) {
+    const auto begin = weights.q_proj.values.begin() + h * block;
+    double sum = 0.0;
+    for (auto it = begin; it != begin + block; ++it) sum += *it * *it;
+    head_rms.push_back(std::sqrt(sum / block));
+    for (std::int64_t other = 0; other < h; ++other) {
+      EXPECT_FALSE(std::equal(begin, begin + block, weights.q_proj.values.begin() + other * block))
+          << "heads " << other << " and " << h;
+    }
+  }
+  const auto [low, high] = std::minmax_element(head_rms.begin(), head_rms.end());
+  EXPECT_GT(*high / *low, 1.5) << "per-head scales should differ";
+}
+
+TEST(InputGeneration, TinyHeadsAreStillDistinct) {
+  // hidden 1, head_dim 2: 2 values per head block, 64 heads; collisions must be redrawn.
+  const Geometry geometry = resolve_geometry({.hidden_size = 1, .num_heads = 64, .head_dim = 2});
+  const Parameters weights = generate_weights(geometry, 9);
+  for (std::int64_t h = 0; h < 64; ++h) {
+    for (std::int64_t other = 0; other < h; ++other) {
+      EXPECT_FALSE(weights.q_proj.values[2 * h] == weights.q_proj.values[2 * other] &&
+                   weights.q_proj.values[2 * h + 1] == weights.q_proj.values[2 * other + 1]);
+    }
+  }
+}
+
+TEST(InputGeneration, WeightScaleFollowsFanIn) {
+  // Qwen3-0.6B: q_proj fan-in 1024 (std ~ 1/32), o_proj fan-in 2048 (std ~ 1/45).
+  const Geometry geometry = resolve_geometry(find_preset("qwen3-0.6b")->spec);
+  const Parameters weights = generate_weights(geometry, 1);
+  auto rms = [](const Tensor& t) {
+    double sum = 0.0;
+    for (double v : t.values) sum += v * v;
+    return std::sqrt(sum / t.numel());
+  };
+  // Within a factor sqrt(2): the scale is a power of two.
+  for (double ratio :
+       {rms(weights.q_proj) * 32.0, rms(weights.k_proj) * 32.0, rms(weights.o_proj) * std::sqrt(2048.0)}) {
+    EXPECT_GT(ratio, 0.7);
+    EXPECT_LT(ratio, 1.42);
+  }
+}
+
+TEST(InputGeneration, PositionsPaddingAndDistributions) {
+  const Geometry geometry = resolve_geometry(kSpec);
+  const Inputs inputs = generate_inputs(geometry, {.seed = 8, .batch = 4, .seq = 6, .pad_keys = true});
+  EXPECT_EQ(inputs.key_lengths[0], 6);
+  for (std::int64_t b = 0; b < 4; ++b) {
+    EXPECT_GE(inputs.key_lengths[b], 1);
+    EXPECT_LE(inputs.key_lengths[b], 6);
+    for (std::int64_t s = 1; s < 6; ++s) EXPECT_EQ(inputs.positions[b * 6 + s], inputs.positions[b * 6] + s);
+  }
+  EXPECT_LT(inputs.positions[0], 16);
+  EXPECT_GE(inputs.positions[6], 1 << 16);  // later rows start at large offsets
+  const Inputs heavy = generate_inputs(
+      geometry, {.seed = 8, .batch = 4, .seq = 64, .activations = ActivationDistribution::heavy_tailed});
+  double largest = 0.0;
+  for (double v : heavy.x.values) largest = std::max(largest, std::fabs(v));
+  EXPECT_GT(largest, 4.0) << "heavy tail should reach beyond the uniform range [-1, 1]";
+}
+
+TEST(InputGeneration, BadOptionsAreInputErrors) {
+  const Geometry geometry = resolve_geometry(kSpec);
+  EXPECT_THROW(generate_inputs(geometry, {.batch = 0}), InputError);
+  EXPECT_THROW(generate_inputs(geometry, {.seq = -1}), InputError);
+  EXPECT_THROW(generate_inputs(geometry, {.seq = 4, .position_offset = kMaxPosition}), InputError);
+  EXPECT_THROW(generate_inputs(geometry, {.seq = 4, .position_offset = std::numeric_limits<std::int64_t>::max()}),
+               InputError);  // offset + seq would overflow
+  EXPECT_THROW(generate_inputs(geometry, {.batch = 1 << 20, .seq = 1 << 20}), InputError);  // 2^44 values
+  EXPECT_THROW(generate_weights(resolve_geometry({.hidden_size = 1 << 20, .num_heads = 4096, .head_dim = 1 << 10}), 1),
+               InputError);                                           // 2^42 parameters
+  EXPECT_THROW(generate_case(geometry, {.tp_size = 4}), InputError);  // 2 KV heads, 6 query heads
+  EXPECT_EQ(parse_activation_distribution("heavy-tailed"), ActivationDistribution::heavy_tailed);
+  EXPECT_FALSE(parse_activation_distribution("gaussian").has_value());
+}
+
+}  // namespace
+}  // namespace attncheck

@@ -1,0 +1,45 @@
+#include "core/generation/splitmix_stream.hpp"
+
+namespace attncheck {
+
+namespace {
+
+// FNV-1a of the name: keys each stream so adding a tensor never shifts another's values.
+std::uint64_t name_hash(std::string_view name) {
+  std::uint64_t hash = 0xCBF29CE484222325ULL;
+  for (char c : name) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001B3ULL;
+  return hash;
+}
+
+// Uniform in [0, range) by rejection: values at or above the largest multiple of range are redrawn.
+std::uint64_t below(SplitMixStream& stream, std::uint64_t range) {
+  const std::uint64_t limit = UINT64_MAX - UINT64_MAX % range;
+  std::uint64_t value = 0;
+  do value = stream.next();
+  while (value >= limit);
+  return value % range;
+}
+
+}  // namespace
+
+SplitMixStream::SplitMixStream(std::uint64_t seed, std::string_view name, std::uint64_t draw)
+    : state_(seed ^ name_hash(name) ^ (draw * 0xD1B54A32D192ED03ULL)) {
+  next();  // the first output is discarded
+}
+
+std::uint64_t SplitMixStream::next() {
+  std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+std::int64_t SplitMixStream::symmetric_integer(std::int64_t amplitude) {
+  return static_cast<std::int64_t>(below(*this, static_cast<std::uint64_t>(2 * amplitude + 1))) - amplitude;
+}
+
+std::int64_t SplitMixStream::uniform_below(std::int64_t bound) {
+  return static_cast<std::int64_t>(below(*this, static_cast<std::uint64_t>(bound)));
+}
+
+}  // namespace attncheck

@@ -1,0 +1,30 @@
+#include "core/model/tensor.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <stdexcept>
+
+namespace attncheck {
+
+std::int64_t element_count(const Shape& shape) {
+  std::int64_t count = 1;
+  for (std::int64_t extent : shape) count *= extent;
+  return count;
+}
+
+std::string to_string(const Shape& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+Tensor::Tensor(Shape tensor_shape)
+    : shape(std::move(tensor_shape)), values(static_cast<std::size_t>(element_count(shape)), 0.0) {}
+
+Tensor::Tensor(Shape tensor_shape, std::vector<double> tensor_values)
+    : shape(std::move(tensor_shape)), values(std::move(tensor_values)) {
+  if (static_cast<std::int64_t>(values.size()) != element_count(shape)) {
+    throw std::logic_error(fmt::format("Tensor: {} values for shape {}", values.size(), to_string(shape)));
+  }
+}
+
+}  // namespace attncheck

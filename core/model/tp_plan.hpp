@@ -1,0 +1,77 @@
+// TpPlan: how one attention layer's heads and weights are cut over tp_size (P) tensor-parallel ranks.
+//
+// Semantics (DESIGN §3): Q/K/V are column-parallel, split on whole heads; rank r owns query heads
+// [r*H_q/P, (r+1)*H_q/P). P <= H_kv needs H_kv % P == 0 and gives each rank H_kv/P KV heads of its own.
+// P > H_kv needs P % H_kv == 0 and replicates each KV head on kv_replicas = P/H_kv consecutive ranks
+// (rank r uses KV head r / kv_replicas); those ranks form the head's replica group, the only ranks over
+// which its gradients are summed. o_proj is row-parallel: rank r holds the o_proj columns of its query
+// heads and the partial outputs are summed. A plan that would need part of a head is rejected.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/model/geometry.hpp"
+
+namespace attncheck {
+
+// Half-open index range [begin, end).
+struct IndexRange {
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+  std::int64_t size() const { return end - begin; }
+  friend bool operator==(const IndexRange&, const IndexRange&) = default;
+};
+
+// Parameters one rank holds (elements, not bytes). o_proj bias and the q/k norm weights are
+// replicated on every rank; the o_proj bias is added once, after the partial outputs are summed.
+struct ParamCount {
+  std::int64_t qkv_weight = 0;     // fused [qkv_rows, hidden_size]
+  std::int64_t qkv_bias = 0;       // [qkv_rows]
+  std::int64_t o_proj_weight = 0;  // [hidden_size, query_width]
+  std::int64_t o_proj_bias = 0;    // [hidden_size]
+  std::int64_t qk_norm = 0;        // q_norm and k_norm, [head_dim] each
+  std::int64_t total() const { return qkv_weight + qkv_bias + o_proj_weight + o_proj_bias + qk_norm; }
+  friend bool operator==(const ParamCount&, const ParamCount&) = default;
+};
+
+struct RankPlan {
+  int rank = 0;
+  IndexRange q_heads;            // global query-head ids
+  IndexRange kv_heads;           // global KV-head ids (one id when replicated)
+  int replica_group = 0;         // id of the ranks holding the same KV heads
+  std::int64_t query_width = 0;  // local q width = q_heads.size() * head_dim
+  std::int64_t kv_width = 0;     // local k (and v) width = kv_heads.size() * head_dim
+  std::int64_t qkv_rows = 0;     // local fused QKV rows = query_width + 2 * kv_width
+  IndexRange q_proj_rows;        // rows of HF q_proj [query_width, hidden] this rank holds
+  IndexRange kv_proj_rows;       // rows of HF k_proj and v_proj [kv_width, hidden]
+  IndexRange o_proj_columns;     // columns of HF o_proj [hidden, query_width] (= q_proj_rows)
+  ParamCount params;
+  std::int64_t kv_cache_elements_per_token = 0;  // K and V: 2 * kv_width
+};
+
+struct ReplicaGroup {
+  int id = 0;
+  IndexRange kv_heads;  // the KV heads its ranks share
+  IndexRange ranks;     // consecutive ranks holding them
+};
+
+struct TpPlan {
+  Geometry geometry;
+  int tp_size = 1;
+  int kv_replicas = 1;  // ranks per KV head: P / H_kv when P > H_kv, else 1
+  std::vector<RankPlan> ranks;
+  std::vector<ReplicaGroup> replica_groups;
+  ParamCount unsharded_params;  // the layer without TP
+  std::int64_t unsharded_kv_cache_elements_per_token = 0;
+
+  ParamCount total_params_over_ranks() const;  // exceeds unsharded_params when anything is replicated
+};
+
+// Throws InputError naming tp_size, the constraint it breaks and the valid sizes for this geometry.
+TpPlan make_tp_plan(const Geometry& geometry, std::int64_t tp_size);
+
+// Every P that gives a whole-head plan: H_q % P == 0 and (H_kv % P == 0 or P % H_kv == 0).
+std::vector<std::int64_t> valid_tp_sizes(const Geometry& geometry);
+
+}  // namespace attncheck

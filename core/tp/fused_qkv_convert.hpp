@@ -1,0 +1,31 @@
+// Converters between HF's separate q/k/v projections and a rank's fused QKV weight in any layout of
+// core/fused_qkv.hpp (stacked [Q|K|V] as GPT-NeoX's GQA path and vLLM, grouped as Megatron-Core, neox
+// per head), using the row maps there. Together with core/tp_shard (full <-> rank shards) they take HF
+// weights to any framework's per-rank fused tensors and back, and gradients the same way.
+//
+// Layouts: a rank shard is what shard_parameters() gives (q_proj [local query width, hidden], k_proj and
+// v_proj [local kv width, hidden], biases likewise); a fused weight is [qkv_rows, hidden] and a fused
+// bias [qkv_rows], rows ordered as fused_qkv_segments(plan, rank, layout) says.
+#pragma once
+
+#include <optional>
+
+#include "core/model/parameters.hpp"
+#include "core/model/tensor.hpp"
+#include "core/tp/fused_qkv.hpp"
+
+namespace attncheck {
+
+struct FusedQkv {
+  Tensor weight;               // [qkv_rows, hidden]
+  std::optional<Tensor> bias;  // [qkv_rows] when the geometry has qkv biases
+};
+
+// The rank's fused QKV from its shard. InputError when the layout cannot express the plan.
+FusedQkv fuse_qkv(const Parameters& shard, const TpPlan& plan, int rank, FusedQkvLayout layout);
+
+// The inverse: writes q_proj, k_proj, v_proj (and their biases) of `shard` from the fused tensors.
+// Also takes fused gradients back to the shard layout.
+void split_qkv(const FusedQkv& fused, const TpPlan& plan, int rank, FusedQkvLayout layout, Parameters& shard);
+
+}  // namespace attncheck

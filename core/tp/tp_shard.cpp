@@ -1,0 +1,122 @@
+#include "core/tp/tp_shard.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace attncheck {
+
+namespace {
+
+// rows [begin, end) of a row-major [rows, cols] tensor (or elements of a vector).
+Tensor slice_rows(const Tensor& tensor, IndexRange rows) {
+  const std::int64_t cols = tensor.shape.size() == 2 ? tensor.shape[1] : 1;
+  Shape shape = tensor.shape;
+  shape[0] = rows.size();
+  Tensor slice(shape);
+  std::copy(tensor.values.begin() + rows.begin * cols, tensor.values.begin() + rows.end * cols, slice.values.begin());
+  return slice;
+}
+
+// columns [begin, end) of a row-major [rows, cols] tensor.
+Tensor slice_columns(const Tensor& tensor, IndexRange columns) {
+  const std::int64_t rows = tensor.shape[0];
+  const std::int64_t cols = tensor.shape[1];
+  Tensor slice({rows, columns.size()});
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::copy(tensor.values.begin() + r * cols + columns.begin, tensor.values.begin() + r * cols + columns.end,
+              slice.values.begin() + r * columns.size());
+  }
+  return slice;
+}
+
+// target rows [begin, end) += source (whole), for row-major tensors with the same column count.
+void add_rows(Tensor& target, IndexRange rows, const Tensor& source) {
+  const std::int64_t cols = target.shape.size() == 2 ? target.shape[1] : 1;
+  for (std::int64_t i = 0; i < rows.size() * cols; ++i) target.values[rows.begin * cols + i] += source.values[i];
+}
+
+void add_columns(Tensor& target, IndexRange columns, const Tensor& source) {
+  const std::int64_t rows = target.shape[0];
+  const std::int64_t cols = target.shape[1];
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < columns.size(); ++c) {
+      target.values[r * cols + columns.begin + c] += source.values[r * columns.size() + c];
+    }
+  }
+}
+
+void add_whole(std::optional<Tensor>& target, const std::optional<Tensor>& source) {
+  for (std::size_t i = 0; i < target->values.size(); ++i) target->values[i] += source->values[i];
+}
+
+void check_rank_count(const std::vector<Parameters>& rank_partials, const TpPlan& plan) {
+  if (static_cast<int>(rank_partials.size()) != plan.tp_size) {
+    throw std::logic_error("tp_shard: one partial gradient set per rank is needed");
+  }
+}
+
+}  // namespace
+
+ParameterWidths rank_widths(const RankPlan& rank) {
+  return {.query_width = rank.query_width, .kv_width = rank.kv_width};
+}
+
+Parameters shard_parameters(const Parameters& full, const TpPlan& plan, int rank) {
+  const RankPlan& rank_plan = plan.ranks.at(rank);
+  Parameters shard;
+  shard.q_proj = slice_rows(full.q_proj, rank_plan.q_proj_rows);
+  shard.k_proj = slice_rows(full.k_proj, rank_plan.kv_proj_rows);
+  shard.v_proj = slice_rows(full.v_proj, rank_plan.kv_proj_rows);
+  shard.o_proj = slice_columns(full.o_proj, rank_plan.o_proj_columns);
+  if (full.q_bias) shard.q_bias = slice_rows(*full.q_bias, rank_plan.q_proj_rows);
+  if (full.k_bias) shard.k_bias = slice_rows(*full.k_bias, rank_plan.kv_proj_rows);
+  if (full.v_bias) shard.v_bias = slice_rows(*full.v_bias, rank_plan.kv_proj_rows);
+  shard.o_bias = full.o_bias;
+  shard.q_norm = full.q_norm;
+  shard.k_norm = full.k_norm;
+  return shard;
+}
+
+GradientAssembler::GradientAssembler(const TpPlan& plan)
+    : plan_(plan), full_(zero_parameters(plan.geometry, full_widths(plan.geometry))) {}
+
+void GradientAssembler::add_rank(const Parameters& partial) {
+  if (next_rank_ >= plan_.tp_size) throw std::logic_error("GradientAssembler: more ranks than the plan has");
+  const RankPlan& rank_plan = plan_.ranks[next_rank_];
+  add_rows(full_.q_proj, rank_plan.q_proj_rows, partial.q_proj);
+  add_rows(full_.k_proj, rank_plan.kv_proj_rows, partial.k_proj);
+  add_rows(full_.v_proj, rank_plan.kv_proj_rows, partial.v_proj);
+  add_columns(full_.o_proj, rank_plan.o_proj_columns, partial.o_proj);
+  if (full_.q_bias) add_rows(*full_.q_bias, rank_plan.q_proj_rows, *partial.q_bias);
+  if (full_.k_bias) add_rows(*full_.k_bias, rank_plan.kv_proj_rows, *partial.k_bias);
+  if (full_.v_bias) add_rows(*full_.v_bias, rank_plan.kv_proj_rows, *partial.v_bias);
+  if (full_.q_norm) add_whole(full_.q_norm, partial.q_norm);
+  if (full_.k_norm) add_whole(full_.k_norm, partial.k_norm);
+  if (full_.o_bias && next_rank_ == 0) full_.o_bias = partial.o_bias;  // the same on every rank
+  ++next_rank_;
+}
+
+Parameters GradientAssembler::finish() && {
+  if (next_rank_ != plan_.tp_size) throw std::logic_error("GradientAssembler: not every rank was added");
+  return std::move(full_);
+}
+
+Parameters assemble_gradients(const std::vector<Parameters>& rank_partials, const TpPlan& plan) {
+  check_rank_count(rank_partials, plan);
+  GradientAssembler assembler(plan);
+  for (const Parameters& partial : rank_partials) assembler.add_rank(partial);
+  return std::move(assembler).finish();
+}
+
+std::vector<Parameters> rank_slices(const Parameters& assembled, const TpPlan& plan) {
+  std::vector<Parameters> slices;
+  slices.reserve(plan.tp_size);
+  for (int r = 0; r < plan.tp_size; ++r) slices.push_back(shard_parameters(assembled, plan, r));
+  return slices;
+}
+
+std::vector<Parameters> reduce_rank_gradients(const std::vector<Parameters>& rank_partials, const TpPlan& plan) {
+  return rank_slices(assemble_gradients(rank_partials, plan), plan);
+}
+
+}  // namespace attncheck
