@@ -7,33 +7,24 @@
 namespace attncheck::reference {
 
 MaskSpec MaskSpec::for_geometry(const Geometry& geometry, std::int64_t seq_q, std::int64_t seq_k,
-                                std::int64_t key_length, const FaultSite& fault) {
-  return {.key_offset = fault.is(Fault::top_left_causal) ? 0 : seq_k - seq_q,
+                                std::int64_t key_length) {
+  return {.key_offset = seq_k - seq_q,
           .key_length = key_length,
           .key_count = seq_k,
           .causal = geometry.causal(),
-          .window = geometry.sliding_window(),
-          .fault = fault};
+          .window = geometry.sliding_window()};
 }
 
 KeyInterval MaskSpec::visible_keys(std::int64_t query) const {
   const std::int64_t aligned = query + key_offset;
   KeyInterval interval{.begin = 0, .end = std::min(key_length, key_count)};
   if (window) interval.begin = std::max<std::int64_t>(0, aligned - *window + 1);
-  if (causal) {
-    const std::int64_t last_seen = fault.is(Fault::causal_off_by_one) ? aligned + 1 : aligned;
-    interval.end = std::min({key_length, key_count, last_seen + 1});
-  }
-  if (fault.is(Fault::rank_local_keys)) {
-    interval.begin = std::max(interval.begin, fault.rank * key_count / fault.tp_size);
-    interval.end = std::min(interval.end, (fault.rank + 1) * key_count / fault.tp_size);
-  }
+  if (causal) interval.end = std::min({key_length, key_count, aligned + 1});
   return interval;
 }
 
-ScoreSpec ScoreSpec::for_geometry(const Geometry& geometry, const FaultSite& fault) {
-  return {
-      .scale = geometry.scale(), .softcap = geometry.softcap(), .subtract_max = !fault.is(Fault::softmax_without_max)};
+ScoreSpec ScoreSpec::for_geometry(const Geometry& geometry) {
+  return {.scale = geometry.scale(), .softcap = geometry.softcap()};
 }
 
 namespace {
@@ -71,7 +62,7 @@ double softmax_row(Eigen::Ref<RowVector> row, const KeyInterval& keys, const Sco
     if (capped != nullptr) Eigen::Map<RowVector>(capped + keys.begin, count) = visible;
     visible *= *score.softcap;
   }
-  const double maximum = score.subtract_max ? visible.maxCoeff() : 0.0;
+  const double maximum = visible.maxCoeff();
   visible = (visible.array() - maximum).exp().matrix();
   const double sum = visible.sum();
   visible *= 1.0 / sum;
@@ -184,12 +175,7 @@ void attention_group_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, 
     stack_heads(d_context, block, d_context_stacked);
     auto probabilities = probability_buffer.topRows(stacked_rows);
     probability_block(q_stacked, k, mask, score, block, seq_q, probabilities, capped, nullptr);
-    // The mutant keeps only the last head's rows, as a kernel that assigns instead of accumulating.
-    const bool last_head_only = mask.fault.is(Fault::gqa_kv_grad_last_head_only);
-    const std::int64_t kv_first_row = last_head_only ? stacked_rows - block.rows : 0;
-    const std::int64_t kv_rows = stacked_rows - kv_first_row;
-    d_v.noalias() += probabilities.middleRows(kv_first_row, kv_rows).transpose() *
-                     d_context_stacked.middleRows(kv_first_row, kv_rows);
+    d_v.noalias() += probabilities.transpose() * d_context_stacked;
     // d_scores starts as d_probabilities = d_context v^T and is turned, row by row, into the gradient
     // of the raw dot products: softmax backward p * (dp - sum(p * dp)), the softcap's 1 - tanh^2, the
     // scale.
@@ -217,7 +203,7 @@ void attention_group_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, 
     }
     d_q_stacked.topRows(stacked_rows).noalias() = scores * k;
     unstack_heads(d_q_stacked.topRows(stacked_rows), block, d_q);
-    d_k.noalias() += scores.middleRows(kv_first_row, kv_rows).transpose() * q_stacked.middleRows(kv_first_row, kv_rows);
+    d_k.noalias() += scores.transpose() * q_stacked;
   }
 }
 

@@ -14,7 +14,6 @@
 
 #include "core/model/geometry.hpp"
 #include "reference/eigen_types.hpp"
-#include "reference/fault.hpp"
 
 namespace attncheck::reference {
 
@@ -29,18 +28,16 @@ struct MaskSpec {
   std::int64_t key_count = 0;   // seq_k: keys that exist (a cache holds fewer than the padded length)
   bool causal = true;
   std::optional<std::int64_t> window;
-  FaultSite fault;  // mutants only (reference/fault.hpp): top-left, off-by-one, rank-local keys
 
   static MaskSpec for_geometry(const Geometry& geometry, std::int64_t seq_q, std::int64_t seq_k,
-                               std::int64_t key_length, const FaultSite& fault = {});
+                               std::int64_t key_length);
   KeyInterval visible_keys(std::int64_t query) const;
 };
 
 struct ScoreSpec {
   double scale = 1.0;             // scores = scale * q . k
   std::optional<double> softcap;  // scores -> softcap * tanh(scores / softcap)
-  bool subtract_max = true;       // false only for the softmax-without-max mutant
-  static ScoreSpec for_geometry(const Geometry& geometry, const FaultSite& fault = {});
+  static ScoreSpec for_geometry(const Geometry& geometry);
 };
 
 // One KV head and the query heads that read it (its GQA group; one head for MHA):
@@ -60,7 +57,6 @@ void attention_group_forward(const ConstMatrixRef& q, const ConstMatrixRef& k, c
 void attention_group_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
                               const MaskSpec& mask, const ScoreSpec& score, const ConstMatrixRef& d_context,
                               MatrixRef d_q, MatrixRef d_k, MatrixRef d_v);
-// (With mask.fault gqa_kv_grad_last_head_only, d_k and d_v keep only the group's last head's part.)
 
 // The whole [seq_q, seq_k] probability matrix (0 outside each query's interval), for tests.
 RowMatrix attention_probabilities(const ConstMatrixRef& q, const ConstMatrixRef& k, const MaskSpec& mask,

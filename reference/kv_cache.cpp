@@ -40,15 +40,14 @@ ConstMatrixMap KvCache::values(std::int64_t b, std::int64_t kv_head) const {
 }
 
 RowMatrix decode_call(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
-                      const TokenBlock& tokens, std::span<const std::int64_t> key_lengths, KvCache& cache,
-                      const FaultSite& fault) {
+                      const TokenBlock& tokens, std::span<const std::int64_t> key_lengths, KvCache& cache) {
   const std::int64_t head_dim = geometry.head_dim();
   const std::int64_t count = tokens.seq;
-  const ProjectedTokens projected = project_tokens(geometry, heads, shard, tokens, fault);
+  const ProjectedTokens projected = project_tokens(geometry, heads, shard, tokens);
   cache.append(projected.k, projected.v, count);
 
   RowMatrix context(projected.q.rows(), projected.q.cols());
-  const ScoreSpec score = ScoreSpec::for_geometry(geometry, fault);
+  const ScoreSpec score = ScoreSpec::for_geometry(geometry);
   const std::int64_t group = heads.group_size();
   const std::int64_t group_width = group * head_dim;
   const std::int64_t tasks = tokens.batch * heads.num_kv_heads;
@@ -57,7 +56,7 @@ RowMatrix decode_call(const Geometry& geometry, const LocalHeads& heads, const P
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::int64_t b = task / heads.num_kv_heads;
     const std::int64_t g = task % heads.num_kv_heads;
-    const MaskSpec mask = MaskSpec::for_geometry(geometry, count, cache.length(), key_lengths[b], fault);
+    const MaskSpec mask = MaskSpec::for_geometry(geometry, count, cache.length(), key_lengths[b]);
     attention_group_forward(projected.q.block(b * count, g * group_width, count, group_width), cache.keys(b, g),
                             cache.values(b, g), mask, score,
                             context.block(b * count, g * group_width, count, group_width), nullptr);

@@ -39,9 +39,7 @@ class KvCache {
 // Runs tokens.seq new tokens of every batch row (at key indices cache.length() ..) through one rank:
 // appends their k and v to the cache, attends over the whole cache, and returns the rank's o_proj
 // partial [batch * tokens.seq, hidden_size] (without o_bias).
-// fault: mutants only (reference/fault.hpp).
 RowMatrix decode_call(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
-                      const TokenBlock& tokens, std::span<const std::int64_t> key_lengths, KvCache& cache,
-                      const FaultSite& fault = {});
+                      const TokenBlock& tokens, std::span<const std::int64_t> key_lengths, KvCache& cache);
 
 }  // namespace attncheck::reference

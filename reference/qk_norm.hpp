@@ -13,15 +13,13 @@ namespace attncheck::reference {
 
 // rows: [tokens, heads * head_dim], normalised in place. inverse_rms receives [tokens, heads]:
 // 1 / sqrt(mean(x^2) + eps) per token and head, which the backward pass needs.
-// over_all_heads (the qk-norm-over-heads mutant, reference/fault.hpp): one RMS over each token's whole
-// row of heads * head_dim, inverse_rms [tokens, 1]; the weight still applies per channel of each head.
 void qk_norm_forward(MatrixRef rows, const RowVector& weight, std::int64_t heads, const Geometry& geometry,
-                     RowMatrix& inverse_rms, bool over_all_heads = false);
+                     RowMatrix& inverse_rms);
 
 // Given the pre-norm input x and d(y) for the same rows, replaces d(y) by d(x) and adds d(w) into
 // weight_gradient ([head_dim], summed over tokens and heads).
 void qk_norm_backward(MatrixRef gradient, const ConstMatrixRef& input, const RowMatrix& inverse_rms,
-                      const RowVector& weight, std::int64_t heads, const Geometry& geometry, RowVector& weight_gradient,
-                      bool over_all_heads = false);
+                      const RowVector& weight, std::int64_t heads, const Geometry& geometry,
+                      RowVector& weight_gradient);
 
 }  // namespace attncheck::reference

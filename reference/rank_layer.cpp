@@ -30,7 +30,7 @@ Tensor column_sums(const RowMatrix& matrix) {
 }  // namespace
 
 ProjectedTokens project_tokens(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
-                               const TokenBlock& tokens, const FaultSite& fault) {
+                               const TokenBlock& tokens) {
   ProjectedTokens projected;
   projected.q = linear(tokens.x, shard.q_proj, shard.q_bias);
   projected.k = linear(tokens.x, shard.k_proj, shard.k_bias);
@@ -38,11 +38,8 @@ ProjectedTokens project_tokens(const Geometry& geometry, const LocalHeads& heads
   if (geometry.qk_norm() != QkNorm::none) {
     projected.q_input = projected.q;
     projected.k_input = projected.k;
-    const bool over_all_heads = fault.is(Fault::qk_norm_over_heads);
-    qk_norm_forward(projected.q, as_row_vector(*shard.q_norm), heads.num_heads, geometry, projected.q_inverse_rms,
-                    over_all_heads);
-    qk_norm_forward(projected.k, as_row_vector(*shard.k_norm), heads.num_kv_heads, geometry, projected.k_inverse_rms,
-                    over_all_heads);
+    qk_norm_forward(projected.q, as_row_vector(*shard.q_norm), heads.num_heads, geometry, projected.q_inverse_rms);
+    qk_norm_forward(projected.k, as_row_vector(*shard.k_norm), heads.num_kv_heads, geometry, projected.k_inverse_rms);
   }
   apply_rope(projected.q, tokens.positions, heads.num_heads, geometry, RopeDirection::forward);
   apply_rope(projected.k, tokens.positions, heads.num_kv_heads, geometry, RopeDirection::forward);
@@ -50,15 +47,15 @@ ProjectedTokens project_tokens(const Geometry& geometry, const LocalHeads& heads
 }
 
 RankForward rank_forward(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
-                         const TokenBlock& tokens, std::span<const std::int64_t> key_lengths, const FaultSite& fault) {
+                         const TokenBlock& tokens, std::span<const std::int64_t> key_lengths) {
   const std::int64_t head_dim = geometry.head_dim();
   const std::int64_t seq = tokens.seq;
   RankForward forward;
-  forward.projected = project_tokens(geometry, heads, shard, tokens, fault);
+  forward.projected = project_tokens(geometry, heads, shard, tokens);
   const ProjectedTokens& p = forward.projected;
   forward.context.resize(p.q.rows(), p.q.cols());
   forward.log_sum_exp.resize(tokens.batch * heads.num_heads, seq);
-  const ScoreSpec score = ScoreSpec::for_geometry(geometry, fault);
+  const ScoreSpec score = ScoreSpec::for_geometry(geometry);
 
   // One task per (batch row, KV head) with its group of query heads; each writes only its own blocks,
   // so tasks never race and the result does not depend on the thread count. Eigen runs single-threaded
@@ -71,7 +68,7 @@ RankForward rank_forward(const Geometry& geometry, const LocalHeads& heads, cons
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::int64_t b = task / heads.num_kv_heads;
     const std::int64_t g = task % heads.num_kv_heads;
-    const MaskSpec mask = MaskSpec::for_geometry(geometry, seq, seq, key_lengths[b], fault);
+    const MaskSpec mask = MaskSpec::for_geometry(geometry, seq, seq, key_lengths[b]);
     // log_sum_exp rows b * num_heads + g * group .. are the group's heads: [group, seq] as the call wants.
     attention_group_forward(p.q.block(b * seq, g * group_width, seq, group_width),
                             p.k.block(b * seq, g * head_dim, seq, head_dim),
@@ -87,7 +84,7 @@ RankForward rank_forward(const Geometry& geometry, const LocalHeads& heads, cons
 
 RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
                            const TokenBlock& tokens, std::span<const std::int64_t> key_lengths,
-                           const RankForward& forward, const ConstMatrixMap& d_out, const FaultSite& fault) {
+                           const RankForward& forward, const ConstMatrixMap& d_out) {
   const std::int64_t head_dim = geometry.head_dim();
   const std::int64_t seq = tokens.seq;
   const ProjectedTokens& p = forward.projected;
@@ -105,7 +102,7 @@ RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, co
   RowMatrix d_q(p.q.rows(), p.q.cols());
   RowMatrix d_k(p.k.rows(), p.k.cols());
   RowMatrix d_v(p.v.rows(), p.v.cols());
-  const ScoreSpec score = ScoreSpec::for_geometry(geometry, fault);
+  const ScoreSpec score = ScoreSpec::for_geometry(geometry);
   const std::int64_t group = heads.group_size();
   const std::int64_t group_width = group * head_dim;
   const std::int64_t tasks = tokens.batch * heads.num_kv_heads;
@@ -114,7 +111,7 @@ RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, co
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::int64_t b = task / heads.num_kv_heads;
     const std::int64_t g = task % heads.num_kv_heads;
-    const MaskSpec mask = MaskSpec::for_geometry(geometry, seq, seq, key_lengths[b], fault);
+    const MaskSpec mask = MaskSpec::for_geometry(geometry, seq, seq, key_lengths[b]);
     attention_group_backward(
         p.q.block(b * seq, g * group_width, seq, group_width), p.k.block(b * seq, g * head_dim, seq, head_dim),
         p.v.block(b * seq, g * head_dim, seq, head_dim), mask, score,
@@ -129,11 +126,10 @@ RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, co
   if (geometry.qk_norm() != QkNorm::none) {
     RowVector d_q_norm = RowVector::Zero(head_dim);
     RowVector d_k_norm = RowVector::Zero(head_dim);
-    const bool over_all_heads = fault.is(Fault::qk_norm_over_heads);
-    qk_norm_backward(d_q, p.q_input, p.q_inverse_rms, as_row_vector(*shard.q_norm), heads.num_heads, geometry, d_q_norm,
-                     over_all_heads);
+    qk_norm_backward(d_q, p.q_input, p.q_inverse_rms, as_row_vector(*shard.q_norm), heads.num_heads, geometry,
+                     d_q_norm);
     qk_norm_backward(d_k, p.k_input, p.k_inverse_rms, as_row_vector(*shard.k_norm), heads.num_kv_heads, geometry,
-                     d_k_norm, over_all_heads);
+                     d_k_norm);
     grads.q_norm = to_tensor(d_q_norm, {head_dim});
     grads.k_norm = to_tensor(d_k_norm, {head_dim});
   }

@@ -47,9 +47,8 @@ struct ProjectedTokens {
   RowMatrix q_inverse_rms;  // [tokens, heads]
   RowMatrix k_inverse_rms;
 };
-// fault (mutants only, reference/fault.hpp) reaches the QK-norm, mask and softmax of every function here.
 ProjectedTokens project_tokens(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
-                               const TokenBlock& tokens, const FaultSite& fault = {});
+                               const TokenBlock& tokens);
 
 struct RankForward {
   ProjectedTokens projected;
@@ -61,8 +60,7 @@ struct RankForward {
 // Full self-attention over the block (seq_q = seq_k = tokens.seq). The backward pass needs only the
 // projected q, k, v kept here: it recomputes the probabilities (attention_group_backward).
 RankForward rank_forward(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
-                         const TokenBlock& tokens, std::span<const std::int64_t> key_lengths,
-                         const FaultSite& fault = {});
+                         const TokenBlock& tokens, std::span<const std::int64_t> key_lengths);
 
 struct RankBackward {
   Parameters gradients;  // this rank's partial gradients, shard layout; o_bias = column sums of d_out
@@ -71,6 +69,6 @@ struct RankBackward {
 
 RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
                            const TokenBlock& tokens, std::span<const std::int64_t> key_lengths,
-                           const RankForward& forward, const ConstMatrixMap& d_out, const FaultSite& fault = {});
+                           const RankForward& forward, const ConstMatrixMap& d_out);
 
 }  // namespace attncheck::reference

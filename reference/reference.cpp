@@ -68,17 +68,15 @@ class RankShard {
   const Parameters& parameters_;
 };
 
-// out += o_bias, once (or, for the o-bias-every-rank mutant, once per rank).
-void add_o_bias(const Parameters& weights, const TpPlan& plan, Fault fault, MatrixRef out) {
-  if (!weights.o_bias) return;
-  const double copies = fault == Fault::o_bias_every_rank ? plan.tp_size : 1.0;
-  out.rowwise() += copies * as_matrix(*weights.o_bias, 1).row(0);
+// out += o_bias, once, after the ranks' partials are summed.
+void add_o_bias(const Parameters& weights, MatrixRef out) {
+  if (weights.o_bias) out.rowwise() += as_matrix(*weights.o_bias, 1).row(0);
 }
 
 // KV-cache decoding of inputs.decode on every rank of the plan: [batch, decode.total(), hidden].
 // Ranks run one after another (each with its own cache), adding their partials into the output, so
 // every element is summed in rank order; o_bias is added once at the end.
-Tensor run_decode(const Case& test_case, const TpPlan& plan, Fault fault) {
+Tensor run_decode(const Case& test_case, const TpPlan& plan) {
   const Geometry& geometry = plan.geometry;
   const Inputs& inputs = test_case.inputs;
   const std::int64_t hidden = geometry.hidden_size();
@@ -107,15 +105,14 @@ Tensor run_decode(const Case& test_case, const TpPlan& plan, Fault fault) {
                               .seq = count,
                               .x = ConstMatrixMap(x_new.data(), x_new.rows(), x_new.cols()),
                               .positions = positions};
-      const RowMatrix partial = decode_call(geometry, heads, shard.get(), tokens, inputs.key_lengths, cache,
-                                            {.fault = fault, .rank = r, .tp_size = plan.tp_size});
+      const RowMatrix partial = decode_call(geometry, heads, shard.get(), tokens, inputs.key_lengths, cache);
       for (std::int64_t b = 0; b < inputs.batch; ++b) {
         out.middleRows(b * total + start, count) += partial.middleRows(b * count, count);
       }
       start += count;
     }
   }
-  add_o_bias(test_case.weights, plan, fault, out);
+  add_o_bias(test_case.weights, out);
   return decode_out;
 }
 
@@ -157,41 +154,31 @@ Result run_sharded(const Case& test_case, const TpPlan& plan, const RunOptions& 
   RowMatrix dx = RowMatrix::Zero(tokens_count, hidden);
   std::optional<GradientAssembler> assembler;
   if (options.gradients) assembler.emplace(plan);
-  const bool reduction_fault =
-      options.fault == Fault::replicated_kv_grad_unsummed || options.fault == Fault::kv_grad_summed_over_all_ranks;
-  std::vector<Parameters> rank_partials;  // kept only for a reduction fault
   for (int r = 0; r < plan.tp_size; ++r) {
     const RankShard shard(test_case.weights, plan, r);
     const LocalHeads heads = LocalHeads::of(plan.ranks[r]);
-    const FaultSite fault{.fault = options.fault, .rank = r, .tp_size = plan.tp_size};
-    const RankForward forward = rank_forward(geometry, heads, shard.get(), tokens, inputs.key_lengths, fault);
+    const RankForward forward = rank_forward(geometry, heads, shard.get(), tokens, inputs.key_lengths);
     out += forward.partial_out;
     if (options.intermediates) {
       scatter_intermediates(forward, plan.ranks[r], plan, inputs.batch, inputs.seq, *result.intermediates);
     }
     if (options.gradients) {
       const RankBackward backward =
-          rank_backward(geometry, heads, shard.get(), tokens, inputs.key_lengths, forward, d_out, fault);
+          rank_backward(geometry, heads, shard.get(), tokens, inputs.key_lengths, forward, d_out);
       dx += backward.dx;
       assembler->add_rank(backward.gradients);
-      if (reduction_fault) rank_partials.push_back(backward.gradients);
     }
   }
-  add_o_bias(test_case.weights, plan, options.fault, out);
+  add_o_bias(test_case.weights, out);
   result.out = to_tensor(out, {inputs.batch, inputs.seq, hidden});
 
   if (options.gradients) {
     result.gradients =
         Gradients{.x = to_tensor(dx, {inputs.batch, inputs.seq, hidden}), .params = std::move(*assembler).finish()};
     if (report_rank_gradients) result.rank_gradients = rank_slices(result.gradients->params, plan);
-    if (reduction_fault) {
-      FaultyReduction faulty = reduce_with_fault(options.fault, rank_partials, plan, result.gradients->params);
-      result.gradients->params = std::move(faulty.full);
-      if (report_rank_gradients) result.rank_gradients = std::move(faulty.rank_gradients);
-    }
   }
-  if (options.decode && !inputs.decode.empty()) result.decode_out = run_decode(test_case, plan, options.fault);
-  if (options.fault == Fault::none) check_result_finite(result);
+  if (options.decode && !inputs.decode.empty()) result.decode_out = run_decode(test_case, plan);
+  check_result_finite(result);
   return result;
 }
 

@@ -8,7 +8,6 @@
 
 #include "core/model/case.hpp"
 #include "core/model/result.hpp"
-#include "reference/fault.hpp"
 
 namespace attncheck::reference {
 
@@ -16,9 +15,6 @@ struct RunOptions {
   bool gradients = true;       // run the backward pass with inputs.dout
   bool intermediates = false;  // fill Result::intermediates
   bool decode = true;          // run inputs.decode (if any) and fill Result::decode_out
-  // Only for deliberately broken implementations (the mutant catalog, properties/mutants): one bug,
-  // reference/fault.hpp. A faulted run's non-finite values are returned, not refused.
-  Fault fault = Fault::none;
 };
 
 Result run_reference(const Case& test_case, const RunOptions& options = {});

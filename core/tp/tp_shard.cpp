@@ -45,6 +45,21 @@ void add_columns(Tensor& target, IndexRange columns, const Tensor& source) {
   }
 }
 
+// target rows [begin, end) = source (whole); target columns [begin, end) = source.
+void copy_rows(Tensor& target, IndexRange rows, const Tensor& source) {
+  const std::int64_t cols = target.shape.size() == 2 ? target.shape[1] : 1;
+  std::copy(source.values.begin(), source.values.end(), target.values.begin() + rows.begin * cols);
+}
+
+void copy_columns(Tensor& target, IndexRange columns, const Tensor& source) {
+  const std::int64_t rows = target.shape[0];
+  const std::int64_t cols = target.shape[1];
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::copy_n(source.values.begin() + r * columns.size(), columns.size(),
+                target.values.begin() + r * cols + columns.begin);
+  }
+}
+
 void add_whole(std::optional<Tensor>& target, const std::optional<Tensor>& source) {
   for (std::size_t i = 0; i < target->values.size(); ++i) target->values[i] += source->values[i];
 }
@@ -113,6 +128,27 @@ std::vector<Parameters> rank_slices(const Parameters& assembled, const TpPlan& p
   slices.reserve(plan.tp_size);
   for (int r = 0; r < plan.tp_size; ++r) slices.push_back(shard_parameters(assembled, plan, r));
   return slices;
+}
+
+Parameters gather_gradients(const std::vector<Parameters>& rank_gradients, const TpPlan& plan) {
+  check_rank_count(rank_gradients, plan);
+  Parameters full = zero_parameters(plan.geometry, full_widths(plan.geometry));
+  // Ranks in reverse, so that the first rank holding a slice writes it last.
+  for (int r = plan.tp_size - 1; r >= 0; --r) {
+    const RankPlan& rank_plan = plan.ranks[r];
+    const Parameters& rank = rank_gradients[r];
+    copy_rows(full.q_proj, rank_plan.q_proj_rows, rank.q_proj);
+    copy_rows(full.k_proj, rank_plan.kv_proj_rows, rank.k_proj);
+    copy_rows(full.v_proj, rank_plan.kv_proj_rows, rank.v_proj);
+    copy_columns(full.o_proj, rank_plan.o_proj_columns, rank.o_proj);
+    if (full.q_bias) copy_rows(*full.q_bias, rank_plan.q_proj_rows, *rank.q_bias);
+    if (full.k_bias) copy_rows(*full.k_bias, rank_plan.kv_proj_rows, *rank.k_bias);
+    if (full.v_bias) copy_rows(*full.v_bias, rank_plan.kv_proj_rows, *rank.v_bias);
+    full.o_bias = rank.o_bias;
+    full.q_norm = rank.q_norm;
+    full.k_norm = rank.k_norm;
+  }
+  return full;
 }
 
 std::vector<Parameters> reduce_rank_gradients(const std::vector<Parameters>& rank_partials, const TpPlan& plan) {

@@ -1,5 +1,5 @@
 // Cutting HF-layout parameters into per-rank shards by a TpPlan, and putting per-rank gradients back
-// together (DESIGN §3, TP semantics).
+// together.
 //
 // A rank's shard (a Parameters with the rank's local widths):
 //   q_proj [rank.query_width, hidden]  = full q_proj rows rank.q_proj_rows   (its query heads)
@@ -51,5 +51,10 @@ class GradientAssembler {
 // slices of the assembled gradients: owned slices as computed, replica-group and all-rank sums as formed.
 std::vector<Parameters> reduce_rank_gradients(const std::vector<Parameters>& rank_partials, const TpPlan& plan);
 std::vector<Parameters> rank_slices(const Parameters& assembled, const TpPlan& plan);
+
+// The inverse of rank_slices: full-layer gradients from each rank's reduced gradients, every slice taken
+// from the first rank that holds it (o_bias, q_norm and k_norm from rank 0), as an all-gather of the
+// shards would give them.
+Parameters gather_gradients(const std::vector<Parameters>& rank_gradients, const TpPlan& plan);
 
 }  // namespace attncheck

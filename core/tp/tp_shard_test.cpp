@@ -81,6 +81,26 @@ TEST(TpShard, WithoutReplicationShardAndAssembleRoundTrip) {
   EXPECT_EQ(assembled, full);
 }
 
+TEST(TpShard, GatherInvertsRankSlicesAndTakesEachSliceFromItsFirstRank) {
+  const Geometry geometry = resolve_geometry(kSpec);
+  const TpPlan plan = make_tp_plan(geometry, 4);  // each KV head on 2 ranks
+  const Parameters full = generate_weights(geometry, 5);
+  std::vector<Parameters> slices = rank_slices(full, plan);
+  EXPECT_EQ(gather_gradients(slices, plan), full);
+  // Where replicas disagree (a faulty reduction), the first rank of the replica group wins.
+  for (double& value : slices[1].k_proj.values) value += 1.0;
+  for (double& value : slices[2].k_proj.values) value += 1.0;
+  const Parameters gathered = gather_gradients(slices, plan);
+  const std::int64_t kv_rows_per_rank = plan.ranks[0].kv_width;
+  const std::int64_t hidden = geometry.hidden_size();
+  for (std::int64_t i = 0; i < 2 * kv_rows_per_rank * hidden; ++i) {
+    const bool from_rank_two = i >= kv_rows_per_rank * hidden;  // KV head 1: ranks 2 and 3
+    EXPECT_EQ(gathered.k_proj.values[i], full.k_proj.values[i] + (from_rank_two ? 1.0 : 0.0)) << i;
+  }
+  slices.pop_back();
+  EXPECT_THROW(gather_gradients(slices, plan), std::logic_error);
+}
+
 TEST(TpShard, AssemblerRefusesMissingOrExtraRanks) {
   const Geometry geometry = resolve_geometry(kSpec);
   const TpPlan plan = make_tp_plan(geometry, 2);

@@ -1,20 +1,12 @@
 #include "properties/mutants/catalog.hpp"
 
 #include "properties/mutants/mutant_functions.hpp"
-#include "reference/reference.hpp"
 
 namespace attncheck::properties {
 
 namespace {
 
-Mutant fault_mutant(std::string name, std::string bug, reference::Fault fault) {
-  return {.name = std::move(name), .bug = std::move(bug), .sharded = true, .run = [fault](const Case& test_case) {
-            return reference::run_reference_tp(test_case, {.fault = fault});
-          }};
-}
-
 std::vector<Mutant> build_catalog() {
-  using reference::Fault;
   namespace m = mutants;
   return {
       {"mutant-head-dim-from-quotient", "head_dim derived as hidden_size / num_heads (the layer's shapes are wrong)",
@@ -28,31 +20,28 @@ std::vector<Mutant> build_catalog() {
        m::swapped_query_heads},
       {"mutant-kv-head-modulo", "query head h reads KV head h % num_kv_heads instead of h / group_size", false,
        m::kv_head_modulo},
-      fault_mutant("mutant-causal-off-by-one", "causal mask lets query i see key i + 1", Fault::causal_off_by_one),
-      fault_mutant("mutant-top-left-causal", "causal mask aligned top-left when decoding with a KV cache",
-                   Fault::top_left_causal),
+      {"mutant-causal-off-by-one", "causal mask lets query i see key i + 1", true, m::causal_off_by_one},
+      {"mutant-top-left-causal", "causal mask aligned top-left when decoding with a KV cache", true,
+       m::top_left_causal},
       {"mutant-rope-full-head", "RoPE over all of head_dim despite rotary_dim / rotary_pct", true, m::rope_full_head},
       {"mutant-rope-style-swapped", "RoPE pairs half-split and interleaved channels the wrong way round", true,
        m::rope_style_swapped},
       {"mutant-rope-ignores-position-ids", "RoPE at the sequence index instead of the position id", true,
        m::rope_ignores_position_ids},
-      fault_mutant("mutant-qk-norm-over-heads", "QK-norm RMS over all heads x head_dim instead of per head",
-                   Fault::qk_norm_over_heads),
-      fault_mutant("mutant-replicated-kv-grad-unsummed",
-                   "a replicated KV head's gradients not summed over its replica group",
-                   Fault::replicated_kv_grad_unsummed),
-      fault_mutant("mutant-kv-grad-summed-over-all-ranks",
-                   "KV gradients summed over every rank instead of the replica group",
-                   Fault::kv_grad_summed_over_all_ranks),
-      fault_mutant("mutant-o-bias-every-rank", "o_proj bias added on every rank before the partials are summed",
-                   Fault::o_bias_every_rank),
-      fault_mutant("mutant-rank-local-keys", "each rank attends only to its own slice of the keys",
-                   Fault::rank_local_keys),
-      fault_mutant("mutant-softmax-without-max", "softmax without subtracting the row maximum (overflows)",
-                   Fault::softmax_without_max),
-      fault_mutant("mutant-gqa-kv-grad-last-head-only",
-                   "dK/dV overwritten by each query head of a GQA group instead of accumulated",
-                   Fault::gqa_kv_grad_last_head_only),
+      {"mutant-qk-norm-over-heads", "QK-norm RMS over all heads x head_dim instead of per head", true,
+       m::qk_norm_over_heads},
+      {"mutant-replicated-kv-grad-unsummed", "a replicated KV head's gradients not summed over its replica group", true,
+       m::replicated_kv_grad_unsummed},
+      {"mutant-kv-grad-summed-over-all-ranks", "KV gradients summed over every rank instead of the replica group", true,
+       m::kv_grad_summed_over_all_ranks},
+      {"mutant-o-bias-every-rank", "o_proj bias added on every rank before the partials are summed", true,
+       m::o_bias_every_rank},
+      {"mutant-rank-local-keys", "each rank attends only to its own slice of the keys", true, m::rank_local_keys},
+      {"mutant-softmax-without-max", "softmax without subtracting the row maximum (overflows)", true,
+       m::softmax_without_max},
+      {"mutant-gqa-kv-grad-last-head-only",
+       "dK/dV overwritten by each query head of a GQA group instead of accumulated", true,
+       m::gqa_kv_grad_last_head_only},
   };
 }
 

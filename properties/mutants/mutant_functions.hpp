@@ -1,6 +1,7 @@
-// The mutants that are not a reference fault (reference/fault.hpp) but a change around the reference:
-// to the weights it is given, the geometry it is built with, or the positions it reads. catalog.cpp
-// registers them.
+// The mutants' run functions, which catalog.cpp lists. Two kinds: changes around the reference (to the
+// weights it is given, the geometry it is built with, the positions it reads), which run the reference
+// through its public API; and bugs inside the layer, which run the naive layer with one step
+// overridden (naive_layer.hpp).
 #pragma once
 
 #include "core/model/case.hpp"
@@ -20,5 +21,16 @@ Result context_hidden_width(const Case& test_case);       // reshapes the contex
 Result rope_full_head(const Case& test_case);             // rotates all of head_dim despite rotary_dim
 Result rope_style_swapped(const Case& test_case);         // half-split and interleaved pairing exchanged
 Result rope_ignores_position_ids(const Case& test_case);  // RoPE at the sequence index, not the position id
+
+// Inside the layer (layer_mutants.cpp)
+Result causal_off_by_one(const Case& test_case);              // query i also sees key i + 1
+Result top_left_causal(const Case& test_case);                // decode mask aligned top-left
+Result rank_local_keys(const Case& test_case);                // each rank sees only its slice of the keys
+Result qk_norm_over_heads(const Case& test_case);             // one RMS over all local heads of a token
+Result softmax_without_max(const Case& test_case);            // exp without the row maximum: overflows
+Result gqa_kv_grad_last_head_only(const Case& test_case);     // dK/dV from a group's last query head only
+Result replicated_kv_grad_unsummed(const Case& test_case);    // no replica-group sum of KV gradients
+Result kv_grad_summed_over_all_ranks(const Case& test_case);  // KV gradients summed over every rank
+Result o_bias_every_rank(const Case& test_case);              // o_bias added by every rank
 
 }  // namespace attncheck::properties::mutants

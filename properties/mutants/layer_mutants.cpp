@@ -1,0 +1,133 @@
+// The mutants whose bug sits inside the layer: each is the naive layer (naive_layer.hpp) with the one
+// step overridden where a real implementation made the mistake.
+#include <algorithm>
+
+#include "properties/mutants/mutant_functions.hpp"
+#include "properties/mutants/naive_layer.hpp"
+
+namespace attncheck::properties::mutants {
+
+namespace {
+
+// Query i also sees key i + 1 (an inclusive bound written where an exclusive one belongs).
+class CausalOffByOne : public NaiveLayer {
+  KeyRange visible_keys(const Geometry& geometry, const MaskQuery& query) const override {
+    KeyRange keys = NaiveLayer::visible_keys(geometry, query);
+    if (geometry.causal()) keys.end = std::min({query.key_length, query.seq_k, aligned_key(query) + 2});
+    return keys;
+  }
+};
+
+// The causal mask aligned top-left: query i is key i even when a KV cache holds more keys than there
+// are queries, so a decoding step attends to the start of the cache only.
+class TopLeftCausal : public NaiveLayer {
+  std::int64_t aligned_key(const MaskQuery& query) const override { return query.query; }
+};
+
+// Each rank attends only to its own slice of the keys [r * seq_k / P, (r + 1) * seq_k / P), as if the
+// sequence were split across ranks the way the heads are.
+class RankLocalKeys : public NaiveLayer {
+  KeyRange visible_keys(const Geometry& geometry, const MaskQuery& query) const override {
+    KeyRange keys = NaiveLayer::visible_keys(geometry, query);
+    keys.begin = std::max(keys.begin, query.rank * query.seq_k / query.tp_size);
+    keys.end = std::min(keys.end, (query.rank + 1) * query.seq_k / query.tp_size);
+    return keys;
+  }
+};
+
+// One RMS over all of a token's (local) heads instead of one per head.
+class QkNormOverHeads : public NaiveLayer {
+  std::int64_t heads_per_norm(std::int64_t local_heads) const override { return local_heads; }
+};
+
+// exp(score) without subtracting the row maximum: overflows for large scores.
+class SoftmaxWithoutMax : public NaiveLayer {
+  double softmax_shift(double) const override { return 0.0; }
+};
+
+// dK and dV assigned by each query head of a group instead of accumulated: the last head's share wins.
+class GqaKvGradLastHeadOnly : public NaiveLayer {
+  void add_kv_gradient(MatrixRef kv_gradient, const RowMatrix& head_share) const override { kv_gradient = head_share; }
+};
+
+// The KV tensors a reduction touches, as pointers into one Parameters.
+std::vector<Tensor*> kv_tensors(Parameters& p) {
+  std::vector<Tensor*> tensors{&p.k_proj, &p.v_proj};
+  if (p.k_bias) tensors.push_back(&*p.k_bias);
+  if (p.v_bias) tensors.push_back(&*p.v_bias);
+  return tensors;
+}
+
+// A replicated KV head's gradient left as each rank computed it: no all-reduce over its replica group.
+class ReplicatedKvGradUnsummed : public NaiveLayer {
+  std::vector<Parameters> reduce_gradients(const std::vector<Parameters>& rank_partials,
+                                           const TpPlan& plan) const override {
+    std::vector<Parameters> reduced = NaiveLayer::reduce_gradients(rank_partials, plan);
+    std::vector<Parameters> partials = rank_partials;  // mutable, to point into
+    for (std::size_t r = 0; r < reduced.size(); ++r) {
+      const std::vector<Tensor*> target = kv_tensors(reduced[r]), source = kv_tensors(partials[r]);
+      for (std::size_t i = 0; i < target.size(); ++i) *target[i] = *source[i];
+    }
+    return reduced;
+  }
+};
+
+// KV gradients all-reduced over every rank instead of the replica group. Every rank holds the same
+// number of KV rows, so the sum type-checks: it just adds different heads' gradients together.
+class KvGradSummedOverAllRanks : public NaiveLayer {
+  std::vector<Parameters> reduce_gradients(const std::vector<Parameters>& rank_partials,
+                                           const TpPlan& plan) const override {
+    std::vector<Parameters> reduced = NaiveLayer::reduce_gradients(rank_partials, plan);
+    Parameters total = rank_partials[0];
+    std::vector<Parameters> partials = rank_partials;
+    for (std::size_t r = 1; r < partials.size(); ++r) {
+      const std::vector<Tensor*> sum = kv_tensors(total), term = kv_tensors(partials[r]);
+      for (std::size_t i = 0; i < sum.size(); ++i) {
+        std::transform(sum[i]->values.begin(), sum[i]->values.end(), term[i]->values.begin(), sum[i]->values.begin(),
+                       std::plus<>());
+      }
+    }
+    for (Parameters& rank : reduced) {
+      const std::vector<Tensor*> target = kv_tensors(rank), source = kv_tensors(total);
+      for (std::size_t i = 0; i < target.size(); ++i) *target[i] = *source[i];
+    }
+    return reduced;
+  }
+};
+
+// o_bias added by every rank's RowParallel o_proj before the partial outputs are summed.
+class OBiasEveryRank : public NaiveLayer {
+  bool o_bias_on_every_rank() const override { return true; }
+};
+
+}  // namespace
+
+Result causal_off_by_one(const Case& test_case) {
+  return CausalOffByOne().run(test_case);
+}
+Result top_left_causal(const Case& test_case) {
+  return TopLeftCausal().run(test_case);
+}
+Result rank_local_keys(const Case& test_case) {
+  return RankLocalKeys().run(test_case);
+}
+Result qk_norm_over_heads(const Case& test_case) {
+  return QkNormOverHeads().run(test_case);
+}
+Result softmax_without_max(const Case& test_case) {
+  return SoftmaxWithoutMax().run(test_case);
+}
+Result gqa_kv_grad_last_head_only(const Case& test_case) {
+  return GqaKvGradLastHeadOnly().run(test_case);
+}
+Result replicated_kv_grad_unsummed(const Case& test_case) {
+  return ReplicatedKvGradUnsummed().run(test_case);
+}
+Result kv_grad_summed_over_all_ranks(const Case& test_case) {
+  return KvGradSummedOverAllRanks().run(test_case);
+}
+Result o_bias_every_rank(const Case& test_case) {
+  return OBiasEveryRank().run(test_case);
+}
+
+}  // namespace attncheck::properties::mutants

@@ -1,0 +1,363 @@
+#include "properties/mutants/naive_layer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+
+#include "core/tp/tp_shard.hpp"
+#include "reference/rope.hpp"
+
+namespace attncheck::properties::mutants {
+
+using reference::as_matrix;
+using reference::ConstMatrixMap;
+using reference::RowVector;
+
+std::int64_t NaiveLayer::aligned_key(const MaskQuery& query) const {
+  return query.query + query.seq_k - query.seq_q;
+}
+
+KeyRange NaiveLayer::visible_keys(const Geometry& geometry, const MaskQuery& query) const {
+  const std::int64_t aligned = aligned_key(query);
+  KeyRange keys{.begin = 0, .end = std::min(query.key_length, query.seq_k)};
+  if (geometry.sliding_window()) keys.begin = std::max<std::int64_t>(0, aligned - *geometry.sliding_window() + 1);
+  if (geometry.causal()) keys.end = std::min(keys.end, aligned + 1);
+  return keys;
+}
+
+std::int64_t NaiveLayer::heads_per_norm(std::int64_t) const {
+  return 1;
+}
+
+double NaiveLayer::softmax_shift(double row_maximum) const {
+  return row_maximum;
+}
+
+void NaiveLayer::add_kv_gradient(MatrixRef kv_gradient, const RowMatrix& head_share) const {
+  kv_gradient += head_share;
+}
+
+std::vector<Parameters> NaiveLayer::reduce_gradients(const std::vector<Parameters>& rank_partials,
+                                                     const TpPlan& plan) const {
+  return reduce_rank_gradients(rank_partials, plan);
+}
+
+bool NaiveLayer::o_bias_on_every_rank() const {
+  return false;
+}
+
+namespace {
+
+RowMatrix linear(const RowMatrix& x, const Tensor& weight, const std::optional<Tensor>& bias) {
+  RowMatrix out = x * as_matrix(weight, weight.shape[0]).transpose();
+  if (bias) out.rowwise() += as_matrix(*bias, 1).row(0);
+  return out;
+}
+
+Tensor column_sums(const RowMatrix& matrix) {
+  const RowVector sums = matrix.colwise().sum();
+  return Tensor({sums.size()}, std::vector<double>(sums.data(), sums.data() + sums.size()));
+}
+
+Tensor as_tensor(const RowMatrix& matrix, Shape shape) {
+  return Tensor(std::move(shape), std::vector<double>(matrix.data(), matrix.data() + matrix.size()));
+}
+
+// Rows [first, first + count) of every batch row of a [batch * seq, width] matrix, as [batch * count, width].
+RowMatrix token_rows(const RowMatrix& all, std::int64_t batch, std::int64_t seq, std::int64_t first,
+                     std::int64_t count) {
+  RowMatrix rows(batch * count, all.cols());
+  for (std::int64_t b = 0; b < batch; ++b) rows.middleRows(b * count, count) = all.middleRows(b * seq + first, count);
+  return rows;
+}
+
+}  // namespace
+
+// A block of tokens projected by one rank: q, k, v after QK-norm and RoPE, and what the backward needs.
+struct Projected {
+  RowMatrix q, k, v;
+  RowMatrix q_input, k_input;              // before QK-norm
+  RowMatrix q_inverse_rms, k_inverse_rms;  // [tokens, heads / heads_per_norm(heads)]
+};
+
+// Probabilities (and tanh of the scaled scores, with a softcap) of one (batch row, query head).
+struct HeadAttention {
+  RowMatrix probabilities;
+  RowMatrix tanh;
+};
+
+// One rank of the layer: its shard, its local heads, and the layer whose steps it takes.
+struct RankComputation {
+  RankComputation(const NaiveLayer& steps, const TpPlan& plan, int rank_index, const Parameters& rank_shard)
+      : layer(steps),
+        geometry(plan.geometry),
+        rank(rank_index),
+        tp_size(plan.tp_size),
+        shard(rank_shard),
+        heads(plan.ranks[rank_index].q_heads.size()),
+        kv_heads(plan.ranks[rank_index].kv_heads.size()),
+        head_dim(geometry.head_dim()) {}
+
+  const NaiveLayer& layer;
+  const Geometry& geometry;
+  int rank;
+  int tp_size;
+  const Parameters& shard;
+  std::int64_t heads;     // local query heads; local head h reads local KV head h / (heads / kv_heads)
+  std::int64_t kv_heads;  // local KV heads
+  std::int64_t head_dim;
+
+  // q, k, v of a block of tokens.
+  Projected project(const RowMatrix& x, std::span<const std::int64_t> positions) const {
+    Projected p{.q = linear(x, shard.q_proj, shard.q_bias),
+                .k = linear(x, shard.k_proj, shard.k_bias),
+                .v = linear(x, shard.v_proj, shard.v_bias)};
+    if (geometry.qk_norm() != QkNorm::none) {
+      p.q_input = p.q;
+      p.k_input = p.k;
+      normalise(p.q, *shard.q_norm, heads, p.q_inverse_rms);
+      normalise(p.k, *shard.k_norm, kv_heads, p.k_inverse_rms);
+    }
+    reference::apply_rope(p.q, positions, heads, geometry, reference::RopeDirection::forward);
+    reference::apply_rope(p.k, positions, kv_heads, geometry, reference::RopeDirection::forward);
+    return p;
+  }
+
+  // One query head over its KV head: q [seq_q, head_dim], k and v [seq_k, head_dim]. Returns the
+  // probabilities (and tanh, with a softcap) and writes the context [seq_q, head_dim].
+  HeadAttention attend(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
+                       std::int64_t key_length, MatrixRef context) const {
+    const std::int64_t seq_q = q.rows(), seq_k = k.rows();
+    HeadAttention head;
+    RowMatrix scores = geometry.scale() * (q * k.transpose());
+    if (geometry.softcap()) {
+      head.tanh = (scores.array() / *geometry.softcap()).tanh().matrix();
+      scores = *geometry.softcap() * head.tanh;
+    }
+    head.probabilities = RowMatrix::Zero(seq_q, seq_k);
+    for (std::int64_t i = 0; i < seq_q; ++i) {
+      const KeyRange keys = layer.visible_keys(
+          geometry,
+          {.query = i, .seq_q = seq_q, .seq_k = seq_k, .key_length = key_length, .rank = rank, .tp_size = tp_size});
+      if (keys.end <= keys.begin) continue;  // a query that sees no key: probabilities and context 0
+      const auto visible = scores.row(i).segment(keys.begin, keys.end - keys.begin);
+      const RowVector exps = (visible.array() - layer.softmax_shift(visible.maxCoeff())).exp().matrix();
+      head.probabilities.row(i).segment(keys.begin, keys.end - keys.begin) = exps / exps.sum();
+    }
+    context = head.probabilities * v;
+    return head;
+  }
+
+  // QK-norm in place over units of heads_per_norm(head_count) heads; inverse_rms [tokens, units].
+  void normalise(RowMatrix& rows, const Tensor& weight, std::int64_t head_count, RowMatrix& inverse_rms) const {
+    const std::int64_t unit_heads = layer.heads_per_norm(head_count);
+    const std::int64_t width = unit_heads * head_dim;
+    const RowVector factor = norm_factor(weight).replicate(1, unit_heads);
+    inverse_rms.resize(rows.rows(), head_count / unit_heads);
+    for (std::int64_t t = 0; t < rows.rows(); ++t) {
+      for (std::int64_t unit = 0; unit < head_count / unit_heads; ++unit) {
+        auto channels = rows.row(t).segment(unit * width, width);
+        inverse_rms(t, unit) = 1.0 / std::sqrt(channels.squaredNorm() / width + geometry.qk_norm_eps());
+        channels = (channels.array() * inverse_rms(t, unit) * factor.array()).matrix();
+      }
+    }
+  }
+
+  // Replaces d(normalised) by d(input) and adds d(weight) into weight_gradient.
+  void normalise_backward(RowMatrix& gradient, const RowMatrix& input, const RowMatrix& inverse_rms,
+                          const Tensor& weight, std::int64_t head_count, RowVector& weight_gradient) const {
+    const std::int64_t unit_heads = layer.heads_per_norm(head_count);
+    const std::int64_t width = unit_heads * head_dim;
+    const RowVector factor = norm_factor(weight).replicate(1, unit_heads);
+    for (std::int64_t t = 0; t < gradient.rows(); ++t) {
+      for (std::int64_t unit = 0; unit < head_count / unit_heads; ++unit) {
+        const double inverse = inverse_rms(t, unit);
+        const RowVector normalised = input.row(t).segment(unit * width, width) * inverse;
+        auto d_y = gradient.row(t).segment(unit * width, width);
+        for (std::int64_t h = 0; h < unit_heads; ++h) {
+          weight_gradient +=
+              d_y.segment(h * head_dim, head_dim).cwiseProduct(normalised.segment(h * head_dim, head_dim));
+        }
+        const RowVector d_normalised = d_y.cwiseProduct(factor);
+        d_y = inverse * (d_normalised - (d_normalised.dot(normalised) / width) * normalised);
+      }
+    }
+  }
+
+  // The layer's step, for the backward pass below.
+  void add_kv_gradient(MatrixRef kv_gradient, const RowMatrix& head_share) const {
+    layer.add_kv_gradient(kv_gradient, head_share);
+  }
+
+  RowVector norm_factor(const Tensor& weight) const {
+    RowVector factor = as_matrix(weight, 1).row(0);
+    if (geometry.qk_norm() == QkNorm::rms_one_plus) factor.array() += 1.0;
+    return factor;
+  }
+};
+
+namespace {
+
+// One rank's forward and backward over the whole sequence: its partial output, dx share and partial
+// gradients (shard layout).
+struct RankPass {
+  RowMatrix partial_out;
+  RowMatrix dx;
+  Parameters gradients;
+};
+
+RankPass run_rank(const RankComputation& rank, const Inputs& inputs) {
+  const Geometry& g = rank.geometry;
+  const Parameters& shard = rank.shard;
+  const std::int64_t batch = inputs.batch, seq = inputs.seq, d = rank.head_dim;
+  const std::int64_t group = rank.heads / rank.kv_heads;
+  const RowMatrix x = as_matrix(inputs.x, batch * seq);
+  const Projected p = rank.project(x, inputs.positions);
+
+  RankPass pass;
+  RowMatrix context(batch * seq, rank.heads * d);
+  std::vector<HeadAttention> heads;  // per (b, h), b-major
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t h = 0; h < rank.heads; ++h) {
+      const std::int64_t kv = h / group;
+      heads.push_back(rank.attend(p.q.block(b * seq, h * d, seq, d), p.k.block(b * seq, kv * d, seq, d),
+                                  p.v.block(b * seq, kv * d, seq, d), inputs.key_lengths[b],
+                                  context.block(b * seq, h * d, seq, d)));
+    }
+  }
+  pass.partial_out = context * as_matrix(shard.o_proj, shard.o_proj.shape[0]).transpose();
+
+  // Backward of sum(out * dout).
+  const RowMatrix d_out = as_matrix(inputs.dout, batch * seq);
+  Parameters& grads = pass.gradients;
+  grads.o_proj = as_tensor(d_out.transpose() * context, shard.o_proj.shape);
+  if (shard.o_bias) grads.o_bias = column_sums(d_out);
+  const RowMatrix d_context = d_out * as_matrix(shard.o_proj, shard.o_proj.shape[0]);
+  RowMatrix d_q = RowMatrix::Zero(batch * seq, rank.heads * d);
+  RowMatrix d_k = RowMatrix::Zero(batch * seq, rank.kv_heads * d);
+  RowMatrix d_v = RowMatrix::Zero(batch * seq, rank.kv_heads * d);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t h = 0; h < rank.heads; ++h) {
+      const std::int64_t kv = h / group;
+      const HeadAttention& head = heads[b * rank.heads + h];
+      const RowMatrix& probabilities = head.probabilities;
+      const RowMatrix d_context_head = d_context.block(b * seq, h * d, seq, d);
+      rank.add_kv_gradient(d_v.block(b * seq, kv * d, seq, d), probabilities.transpose() * d_context_head);
+      // Softmax backward p * (dp - sum(p * dp)), then the softcap's 1 - tanh^2, then the scale.
+      const RowMatrix d_probabilities = d_context_head * p.v.block(b * seq, kv * d, seq, d).transpose();
+      const Eigen::VectorXd weighted = probabilities.cwiseProduct(d_probabilities).rowwise().sum();
+      RowMatrix d_scores = probabilities.cwiseProduct(d_probabilities.colwise() - weighted);
+      if (g.softcap()) d_scores = d_scores.cwiseProduct((1.0 - head.tanh.array().square()).matrix());
+      d_scores *= g.scale();
+      d_q.block(b * seq, h * d, seq, d) = d_scores * p.k.block(b * seq, kv * d, seq, d);
+      rank.add_kv_gradient(d_k.block(b * seq, kv * d, seq, d),
+                           d_scores.transpose() * p.q.block(b * seq, h * d, seq, d));
+    }
+  }
+  reference::apply_rope(d_q, inputs.positions, rank.heads, g, reference::RopeDirection::backward);
+  reference::apply_rope(d_k, inputs.positions, rank.kv_heads, g, reference::RopeDirection::backward);
+  if (g.qk_norm() != QkNorm::none) {
+    RowVector d_q_norm = RowVector::Zero(d), d_k_norm = RowVector::Zero(d);
+    rank.normalise_backward(d_q, p.q_input, p.q_inverse_rms, *shard.q_norm, rank.heads, d_q_norm);
+    rank.normalise_backward(d_k, p.k_input, p.k_inverse_rms, *shard.k_norm, rank.kv_heads, d_k_norm);
+    grads.q_norm = as_tensor(d_q_norm, {d});
+    grads.k_norm = as_tensor(d_k_norm, {d});
+  }
+  pass.dx = RowMatrix::Zero(batch * seq, g.hidden_size());
+  const auto projection = [&](const RowMatrix& d_projected, const Tensor& weight, Tensor& d_weight,
+                              const std::optional<Tensor>& bias, std::optional<Tensor>& d_bias) {
+    d_weight = as_tensor(d_projected.transpose() * x, weight.shape);
+    if (bias) d_bias = column_sums(d_projected);
+    pass.dx += d_projected * as_matrix(weight, weight.shape[0]);
+  };
+  projection(d_q, shard.q_proj, grads.q_proj, shard.q_bias, grads.q_bias);
+  projection(d_k, shard.k_proj, grads.k_proj, shard.k_bias, grads.k_bias);
+  projection(d_v, shard.v_proj, grads.v_proj, shard.v_bias, grads.v_bias);
+  return pass;
+}
+
+// One rank's decoding of the schedule through its KV cache: its o_proj partials, [batch * total, hidden].
+RowMatrix decode_rank(const RankComputation& rank, const Inputs& inputs) {
+  const std::int64_t batch = inputs.batch, seq = inputs.seq, d = rank.head_dim, total = inputs.decode.total();
+  const std::int64_t group = rank.heads / rank.kv_heads;
+  std::vector<std::int64_t> calls;
+  if (inputs.decode.prefill > 0) calls.push_back(inputs.decode.prefill);
+  calls.insert(calls.end(), inputs.decode.steps.begin(), inputs.decode.steps.end());
+
+  const RowMatrix x = as_matrix(inputs.x, batch * seq);
+  std::vector<RowMatrix> keys(batch, RowMatrix(total, rank.kv_heads * d));
+  std::vector<RowMatrix> values(batch, RowMatrix(total, rank.kv_heads * d));
+  RowMatrix partials = RowMatrix::Zero(batch * total, rank.geometry.hidden_size());
+  std::int64_t start = 0;
+  for (const std::int64_t count : calls) {
+    const RowMatrix x_new = token_rows(x, batch, seq, start, count);
+    std::vector<std::int64_t> positions(batch * count);
+    for (std::int64_t b = 0; b < batch; ++b) {
+      std::copy_n(inputs.positions.begin() + b * seq + start, count, positions.begin() + b * count);
+    }
+    const Projected p = rank.project(x_new, positions);
+    RowMatrix context(batch * count, rank.heads * d);
+    for (std::int64_t b = 0; b < batch; ++b) {
+      keys[b].middleRows(start, count) = p.k.middleRows(b * count, count);
+      values[b].middleRows(start, count) = p.v.middleRows(b * count, count);
+      const std::int64_t cached = start + count;
+      for (std::int64_t h = 0; h < rank.heads; ++h) {
+        const std::int64_t kv = h / group;
+        rank.attend(p.q.block(b * count, h * d, count, d), keys[b].block(0, kv * d, cached, d),
+                    values[b].block(0, kv * d, cached, d), inputs.key_lengths[b],
+                    context.block(b * count, h * d, count, d));
+      }
+    }
+    const RowMatrix partial = context * as_matrix(rank.shard.o_proj, rank.shard.o_proj.shape[0]).transpose();
+    for (std::int64_t b = 0; b < batch; ++b) {
+      partials.middleRows(b * total + start, count) = partial.middleRows(b * count, count);
+    }
+    start += count;
+  }
+  return partials;
+}
+
+}  // namespace
+
+Result NaiveLayer::run(const Case& test_case) const {
+  validate_case(test_case);
+  const TpPlan& plan = test_case.plan;
+  const Inputs& inputs = test_case.inputs;
+  const std::int64_t tokens = inputs.batch * inputs.seq, hidden = plan.geometry.hidden_size();
+  const std::optional<Tensor>& o_bias = test_case.weights.o_bias;
+  const bool decode = !inputs.decode.empty();
+  const std::int64_t decoded = inputs.batch * inputs.decode.total();
+
+  RowMatrix out = RowMatrix::Zero(tokens, hidden), dx = RowMatrix::Zero(tokens, hidden);
+  RowMatrix decode_out = RowMatrix::Zero(decoded, hidden);
+  std::vector<Parameters> partials;
+  for (int r = 0; r < plan.tp_size; ++r) {
+    const Parameters shard = shard_parameters(test_case.weights, plan, r);
+    const RankComputation rank(*this, plan, r, shard);
+    RankPass pass = run_rank(rank, inputs);
+    RowMatrix decode_partial = decode ? decode_rank(rank, inputs) : RowMatrix(0, hidden);
+    if (o_bias && o_bias_on_every_rank()) {
+      pass.partial_out.rowwise() += as_matrix(*o_bias, 1).row(0);
+      decode_partial.rowwise() += as_matrix(*o_bias, 1).row(0);
+    }
+    out += pass.partial_out;
+    decode_out += decode_partial;
+    dx += pass.dx;
+    partials.push_back(std::move(pass.gradients));
+  }
+  if (o_bias && !o_bias_on_every_rank()) {
+    out.rowwise() += as_matrix(*o_bias, 1).row(0);
+    decode_out.rowwise() += as_matrix(*o_bias, 1).row(0);
+  }
+
+  Result result;
+  result.implementation = "naive-layer";
+  result.out = as_tensor(out, inputs.x.shape);
+  result.rank_gradients = reduce_gradients(partials, plan);
+  result.gradients =
+      Gradients{.x = as_tensor(dx, inputs.x.shape), .params = gather_gradients(result.rank_gradients, plan)};
+  if (decode) result.decode_out = as_tensor(decode_out, {inputs.batch, inputs.decode.total(), hidden});
+  return result;
+}
+
+}  // namespace attncheck::properties::mutants

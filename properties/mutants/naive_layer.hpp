@@ -1,0 +1,80 @@
+// A second fp64 implementation of the attention layer, written plainly for the mutant catalog: one head
+// at a time, dense [seq_q, seq_k] scores, a hand-written backward. Each step where real frameworks have
+// gone wrong is a virtual function, correct here; a mutant is this layer with one step overridden
+// (layer_mutants.cpp), so its bug reaches the forward pass, the backward pass and decoding alike, as it
+// would under autograd. The oracle (reference/) carries no mutant's branch: this layer is the one that
+// bends, and naive_layer_test holds it, with no step overridden, to reference-tp.
+//
+// Like a Megatron-style layer it runs the case's TP plan rank by rank: each rank projects with its shard
+// (core/tp/tp_shard.hpp), attends with its local heads over all keys, and returns an o_proj partial; the
+// partials are summed in rank order and o_bias added; the partial gradients are reduced by
+// reduce_gradients() and gathered into the full ones. Decoding keeps one KV cache per rank.
+//
+// Buffers, row-major, token t = b * seq + s of the call's rows:
+//   x, d_out, partial_out, dx   [tokens, hidden_size]
+//   q, d_q, context             [tokens, local_heads * head_dim]     local query head h at columns h * head_dim
+//   k, v, d_k, d_v              [tokens, local_kv_heads * head_dim]  local KV head g at columns g * head_dim
+//   probabilities, tanh         [seq_q, seq_k] per (batch row, local query head)
+//   KV cache                    [decode.total(), local_kv_heads * head_dim] per batch row, rows filled so far
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/model/case.hpp"
+#include "core/model/result.hpp"
+#include "reference/eigen_types.hpp"
+
+namespace attncheck::properties::mutants {
+
+using reference::ConstMatrixRef;
+using reference::MatrixRef;
+using reference::RowMatrix;
+
+// Keys [begin, end) of a query; empty when end <= begin.
+struct KeyRange {
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+};
+
+// What decides which keys a query sees.
+struct MaskQuery {
+  std::int64_t query = 0;       // row among the call's seq_q queries
+  std::int64_t seq_q = 0;       // queries in the call
+  std::int64_t seq_k = 0;       // keys that exist (when decoding: the cache's length)
+  std::int64_t key_length = 0;  // keys >= key_length are padding
+  int rank = 0;
+  int tp_size = 1;
+};
+
+class NaiveLayer {
+ public:
+  virtual ~NaiveLayer() = default;
+
+  // Forward, backward of sum(out * dout), each rank's reduced gradients, and the decode schedule.
+  // Validates the case (InputError); returns non-finite values as they come, for the comparison to catch.
+  Result run(const Case& test_case) const;
+
+ protected:
+  // The key index a query is aligned to: bottom-right, query + seq_k - seq_q (core/model/case.hpp).
+  virtual std::int64_t aligned_key(const MaskQuery& query) const;
+  // The keys a query sees: the window before its aligned key, the aligned key itself if causal, padding.
+  virtual KeyRange visible_keys(const Geometry& geometry, const MaskQuery& query) const;
+  // How many of a token's local heads one QK-norm RMS covers: 1 (each head on its own).
+  virtual std::int64_t heads_per_norm(std::int64_t local_heads) const;
+  // What a row of scores is shifted by before exp: its maximum.
+  virtual double softmax_shift(double row_maximum) const;
+  // Adds one query head's share of its KV head's gradient (dK or dV rows of one batch row).
+  virtual void add_kv_gradient(MatrixRef kv_gradient, const RowMatrix& head_share) const;
+  // Each rank's gradients as its optimiser sees them, from every rank's partial gradients: the
+  // reductions of core/tp/tp_shard.hpp.
+  virtual std::vector<Parameters> reduce_gradients(const std::vector<Parameters>& rank_partials,
+                                                   const TpPlan& plan) const;
+  // Whether every rank adds o_bias to its partial output (else it is added once, after the sum).
+  virtual bool o_bias_on_every_rank() const;
+
+ private:
+  friend struct RankComputation;
+};
+
+}  // namespace attncheck::properties::mutants
