@@ -110,7 +110,7 @@ AttentionParams packed_params(const Shape& shape, std::int64_t batch, std::int64
   p.kv_row_stride = std::int64_t(shape.num_kv_heads) * shape.head_dim;
   p.q_batch_stride = p.o_batch_stride = seq_q * p.q_row_stride;
   p.kv_batch_stride = seq_k * p.kv_row_stride;
-  p.element_type = ElementType::bf16;
+  p.precision = Precision::bf16;
   return p;
 }
 

@@ -9,6 +9,7 @@
 #include "cli/exit_codes.hpp"
 #include "cli/golden_command.hpp"
 #include "core/errors/input_error.hpp"
+#include "impl/registry.hpp"
 #include "properties/fuzz.hpp"
 #include "properties/mutants/catalog.hpp"
 #include "properties/repro.hpp"
@@ -88,7 +89,7 @@ FuzzCommands add_fuzz_commands(CLI::App& app, FuzzCommandOptions& options) {
 
 int run_fuzz(const FuzzCommandOptions& options, std::ostream& out) {
   const properties::FuzzOptions fuzz = fuzz_options(options);
-  const auto implementation = properties::open_implementation(options.implementation);
+  const auto implementation = impl::open_implementation(options.implementation);
   const properties::FuzzReport report = properties::fuzz(*implementation, fuzz, &out);
   out << fmt::format("fuzz {}: {} cases ({} unsupported) in {:.1f} s, {:.1f} cases/s; largest: {}\n",
                      implementation->name(), report.cases, report.unsupported, report.seconds,
@@ -114,7 +115,7 @@ int run_mutants(const FuzzCommandOptions& options, std::ostream& out) {
   nlohmann::json rows = nlohmann::json::array();
   int survivors = 0;
   for (const std::string& name : names) {
-    const auto implementation = properties::open_implementation(name);
+    const auto implementation = impl::open_implementation(name);
     const properties::FuzzReport report = properties::fuzz(*implementation, fuzz, nullptr);
     const bool killed = report.failure.has_value();
     if (!killed) ++survivors;

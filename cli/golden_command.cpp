@@ -12,9 +12,9 @@
 #include "core/errors/input_error.hpp"
 #include "core/generation/input_generation.hpp"
 #include "golden/golden_file.hpp"
-#include "properties/checks.hpp"
-#include "properties/implementation.hpp"
+#include "impl/registry.hpp"
 #include "reference/reference.hpp"
+#include "reference/yardstick.hpp"
 
 namespace attncheck::cli {
 
@@ -166,7 +166,7 @@ int run_golden_expand(const GoldenOptions& options, std::ostream& out) {
 
 int run_golden_run(const GoldenOptions& options, std::ostream& out) {
   const golden::Golden golden = golden::read_golden(options.golden_file);
-  const auto implementation = properties::open_implementation(options.implementation);
+  const auto implementation = impl::open_implementation(options.implementation);
   golden::write_candidate(options.output, implementation->run(golden.test_case), implementation->precision(),
                           implementation->sharded() ? golden.test_case.plan.tp_size : 1, options.implementation);
   out << fmt::format("wrote {}: {} on {}\n", options.output, options.implementation, options.golden_file);
@@ -176,7 +176,7 @@ int run_golden_run(const GoldenOptions& options, std::ostream& out) {
 int run_golden_check(const GoldenOptions& options, std::ostream& out) {
   int failed = 0;
   nlohmann::json files = nlohmann::json::array();
-  const auto implementation = properties::open_implementation(options.implementation);
+  const auto implementation = impl::open_implementation(options.implementation);
   const bool sharded = implementation->sharded();
   for (const std::string& file : options.files) {
     const golden::Golden golden = golden::read_golden(file);
@@ -199,7 +199,7 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out) {
     }
     const Precision precision = implementation->precision();
     const NamedTensors expected = golden::expected_tensors(golden, sharded);
-    const YardstickErrors yardstick = properties::yardstick_errors(golden.test_case, expected, precision);
+    const YardstickErrors yardstick = reference::yardstick_errors(golden.test_case, expected, precision);
     const CompareReport report = compare(golden.test_case, expected, actual, precision, &yardstick);
     if (!report.passed()) ++failed;
     if (options.json) {
@@ -233,7 +233,7 @@ int run_compare(const GoldenOptions& options, std::ostream& out) {
   // gradients; leaving them out without saying so is a failure, not a way around the check.
   const bool skip_ranks = candidate.tp_size == 1 && golden.test_case.plan.tp_size > 1;
   const NamedTensors expected = golden::expected_tensors(golden, !skip_ranks);
-  const YardstickErrors yardstick = properties::yardstick_errors(golden.test_case, expected, candidate.precision);
+  const YardstickErrors yardstick = reference::yardstick_errors(golden.test_case, expected, candidate.precision);
   const CompareReport report = compare(golden.test_case, expected, candidate.tensors, candidate.precision, &yardstick);
   if (options.json) {
     nlohmann::json json = render_json(report);

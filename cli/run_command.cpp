@@ -9,8 +9,8 @@
 #include "core/compare/compare.hpp"
 #include "core/errors/input_error.hpp"
 #include "golden/golden_file.hpp"
-#include "properties/checks.hpp"
-#include "properties/implementation.hpp"
+#include "impl/registry.hpp"
+#include "reference/yardstick.hpp"
 
 namespace attncheck::cli {
 
@@ -27,8 +27,8 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
 
 int run_run(const RunOptions& options, std::ostream& out) {
   if (options.list) {
-    for (const properties::RegisteredImplementation& registered : properties::registered_implementations()) {
-      out << registered.name << '\t' << registered.kind << '\n';
+    for (const impl::RegisteredImplementation& registered : impl::registered_implementations()) {
+      out << registered.name << '\t' << impl::to_string(registered.kind) << '\n';
     }
     return 0;
   }
@@ -50,9 +50,9 @@ int run_run(const RunOptions& options, std::ostream& out) {
     violations.throw_if_any("invalid option");
   }
   const std::vector<std::string> implementations =
-      options.implementations.empty() ? properties::implementation_names() : options.implementations;
-  std::vector<std::unique_ptr<properties::Implementation>> opened;
-  for (const std::string& name : implementations) opened.push_back(properties::open_implementation(name));
+      options.implementations.empty() ? impl::implementation_names() : options.implementations;
+  std::vector<std::unique_ptr<impl::Implementation>> opened;
+  for (const std::string& name : implementations) opened.push_back(impl::open_implementation(name));
 
   out << fmt::format("{:<34} {:<20} {:<6} {:<34} {:>10}\n", "golden", "implementation", "result", "worst tensor",
                      "ulps");
@@ -65,7 +65,7 @@ int run_run(const RunOptions& options, std::ostream& out) {
       NamedTensors actual;
       try {
         actual = implementation->run(golden.test_case);
-      } catch (const properties::Unsupported& refusal) {
+      } catch (const impl::Unsupported& refusal) {
         out << fmt::format("{:<34} {:<20} {:<6} {}\n", golden_name, implementation->name(), "unsup.", refusal.what());
         ++unsupported;
         continue;
@@ -79,7 +79,7 @@ int run_run(const RunOptions& options, std::ostream& out) {
       }
       const Precision precision = implementation->precision();
       const NamedTensors expected = golden::expected_tensors(golden, implementation->sharded());
-      const YardstickErrors yardstick = properties::yardstick_errors(golden.test_case, expected, precision);
+      const YardstickErrors yardstick = reference::yardstick_errors(golden.test_case, expected, precision);
       const CompareReport report = compare(golden.test_case, expected, actual, precision, &yardstick);
       const auto worst =
           std::max_element(report.tensors.begin(), report.tensors.end(),

@@ -45,18 +45,20 @@ struct ElementTag {
 // number of instantiations (and nvcc's time on CI's two cores) down.
 template <typename F>
 void dispatch_element_and_head_dim(const AttentionParams& params, F&& f) {
-  switch (params.element_type) {
-    case ElementType::fp32:
+  switch (params.precision) {
+    case Precision::fp32:
       if (params.head_dim < 2 || params.head_dim > kMaxHeadDim || params.head_dim % 2 != 0) {
         throw UnsupportedHeadDim(params.head_dim);
       }
       return f(ElementTag<float>{}, HeadDimTag<kGenericCapacity, false>{});
-    case ElementType::bf16:
+    case Precision::bf16:
       return dispatch_head_dim(params.head_dim, [&](auto tag) { f(ElementTag<__nv_bfloat16>{}, tag); });
-    case ElementType::fp16:
+    case Precision::fp16:
       return dispatch_head_dim(params.head_dim, [&](auto tag) { f(ElementTag<__half>{}, tag); });
+    case Precision::fp64:
+      break;
   }
-  throw std::invalid_argument("AttentionParams.element_type: " + std::to_string(int(params.element_type)) +
+  throw std::invalid_argument("AttentionParams.precision: " + std::string(to_string(params.precision)) +
                               " is not fp32, bf16 or fp16");
 }
 

@@ -5,12 +5,12 @@
 
 #include <cstdint>
 
+#include "core/model/precision.hpp"
+
 namespace attncheck::cuda_impl {
 
-enum class ElementType : std::int32_t { fp32, bf16, fp16 };
-
 struct AttentionParams {
-  // Dimensions (DESIGN §1 names).
+  // Dimensions (the names used throughout attncheck).
   std::int32_t batch = 0;
   std::int32_t seq_q = 0;         // query rows per batch row
   std::int32_t seq_k = 0;         // key rows per batch row (seq_k >= seq_q when decoding from a cache)
@@ -54,7 +54,7 @@ struct AttentionParams {
   void* d_v = nullptr;
   float* d_row = nullptr;  // [batch, num_heads, seq_q] float: rowsum(d_o * o), the backward's D
 
-  ElementType element_type = ElementType::fp32;
+  Precision precision = Precision::fp32;  // fp32, bf16 or fp16: the kernels have no fp64 path
 };
 
 }  // namespace attncheck::cuda_impl

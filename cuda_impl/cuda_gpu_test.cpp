@@ -11,6 +11,7 @@
 
 #include "cuda_impl/cuda_check.hpp"
 #include "cuda_impl/cuda_layer.hpp"
+#include "impl/registry.hpp"
 #include "properties/checks.hpp"
 #include "properties/generators.hpp"
 
@@ -67,7 +68,7 @@ TEST(CudaLayer, NamedShapesMatchTheReference) {
   for (const NamedSpec& shape : shapes()) {
     const Case test_case = make_case(shape.spec);
     for (const std::string& name : names()) {
-      const auto implementation = open_implementation(name);
+      const auto implementation = impl::open_implementation(name);
       const CheckOutcome outcome = check_matches_reference(*implementation, test_case);
       EXPECT_EQ(outcome.verdict, Verdict::pass) << shape.name << " on " << name << ": " << outcome.detail;
     }
@@ -78,7 +79,7 @@ RC_GTEST_PROP(CudaLayer, GeneratedCasesMatchTheReference, ()) {
   const CaseSpec spec = *case_specs();
   const Case test_case = make_case(spec);
   for (const std::string& name : names()) {
-    const auto implementation = open_implementation(name);
+    const auto implementation = impl::open_implementation(name);
     const CheckOutcome outcome = check_matches_reference(*implementation, test_case);
     if (outcome.verdict == Verdict::fail) RC_FAIL(name + ": " + outcome.detail);
   }

@@ -56,18 +56,6 @@ Tensor download(const DeviceBuffer<float>& buffer, Shape shape) {
   return tensor;
 }
 
-NormKind norm_kind(QkNorm norm) {
-  switch (norm) {
-    case QkNorm::none:
-      return NormKind::none;
-    case QkNorm::rms:
-      return NormKind::rms;
-    case QkNorm::rms_one_plus:
-      return NormKind::rms_one_plus;
-  }
-  return NormKind::none;
-}
-
 // One rank's weights on the device. qkv [qkv_rows, hidden] T: the rank's fused QKV in GPT-NeoX's
 // per-rank stacked layout [Q | K | V], made by core's fuse_qkv (the converters every layout is tested
 // with); qkv_bias [qkv_rows] float; o [hidden, query_width] T.
@@ -103,7 +91,7 @@ struct Layer {
   const Case& test_case;
   const Geometry& g;
   const TpPlan& plan;
-  ElementType type;
+  Precision type;
   cudaStream_t stream;
   Gemm& gemm;
   std::int64_t batch, seq, tokens, hidden;
@@ -123,7 +111,7 @@ struct Layer {
     p.causal = g.causal();
     p.window = std::int32_t(g.sliding_window().value_or(0));
     p.key_lengths = key_lengths.data();
-    p.element_type = type;
+    p.precision = type;
     return p;
   }
 
@@ -136,7 +124,7 @@ struct Layer {
             .head_dim = std::int32_t(g.head_dim()),
             .rotary_dim = std::int32_t(g.rotary_dim()),
             .interleaved = g.rope_style() == RopeStyle::interleaved,
-            .norm = norm_kind(g.qk_norm()),
+            .norm = g.qk_norm(),
             .norm_eps = float(g.qk_norm_eps()),
             .q_norm_weight = weights.q_norm ? weights.q_norm->data() : nullptr,
             .k_norm_weight = weights.k_norm ? weights.k_norm->data() : nullptr,
@@ -309,8 +297,8 @@ struct Layer {
 // sum [rows, hidden] float + o_bias (if any), rounded to T as the layer would store it, back in double.
 template <typename T>
 Tensor finish_output(DeviceBuffer<float>& sum, const std::optional<DeviceBuffer<float>>& o_bias, std::int64_t rows,
-                     std::int64_t hidden, ElementType type, cudaStream_t stream, Shape shape) {
-  if (o_bias) add_bias(ElementType::fp32, sum.data(), rows, hidden, hidden, o_bias->data(), stream);
+                     std::int64_t hidden, Precision type, cudaStream_t stream, Shape shape) {
+  if (o_bias) add_bias(Precision::fp32, sum.data(), rows, hidden, hidden, o_bias->data(), stream);
   DeviceBuffer<T> rounded(sum.size());
   round_to(type, sum.data(), rounded.data(), std::int64_t(sum.size()), stream);
   check_cuda(cudaStreamSynchronize(stream), "output");
@@ -331,7 +319,7 @@ struct DeviceState {
   DeviceBuffer<float> table, out_sum, dx_sum, decode_sum;
   std::optional<DeviceBuffer<float>> o_bias;
 
-  DeviceState(const Case& test_case, const TpPlan& plan, ElementType type, int device) {
+  DeviceState(const Case& test_case, const TpPlan& plan, Precision type, int device) {
     check_cuda(cudaSetDevice(device), "device");
     check_cuda(cudaStreamCreate(&stream), "stream");
     gemm.emplace();
@@ -383,7 +371,7 @@ struct DeviceState {
 // over each replica group and q_norm / k_norm over the world on the devices, and reported as the ranks'
 // gradients (so reference-tp's per-rank gradients check the communicators).
 template <typename T>
-std::vector<Parameters> run_ranks_on_their_devices(const Case& test_case, const TpPlan& plan, ElementType type,
+std::vector<Parameters> run_ranks_on_their_devices(const Case& test_case, const TpPlan& plan, Precision type,
                                                    std::vector<std::unique_ptr<DeviceState<T>>>& devices,
                                                    std::vector<Parameters>& partials) {
   TpCommunicators communicators(plan);
@@ -447,7 +435,7 @@ Result run_layer(const Case& test_case, const CudaOptions& options, const std::s
   const Geometry& g = test_case.geometry();
   const TpPlan plan = options.sharded ? test_case.plan : make_tp_plan(g, 1);
   const Inputs& inputs = test_case.inputs;
-  const ElementType type = options.element_type;
+  const Precision type = options.precision;
   std::vector<std::unique_ptr<DeviceState<T>>> devices;
   std::vector<Parameters> partials;
   std::vector<Parameters> rank_gradients;
@@ -490,11 +478,11 @@ std::vector<std::string> cuda_implementation_names() {
 }
 
 std::optional<CudaOptions> parse_cuda_implementation(const std::string& name) {
-  for (const auto& [type, type_name] : {std::pair{ElementType::fp32, "fp32"}, std::pair{ElementType::bf16, "bf16"},
-                                        std::pair{ElementType::fp16, "fp16"}}) {
+  for (const auto& [type, type_name] :
+       {std::pair{Precision::fp32, "fp32"}, std::pair{Precision::bf16, "bf16"}, std::pair{Precision::fp16, "fp16"}}) {
     const std::string base = std::string("cuda-") + type_name;
-    if (name == base) return CudaOptions{.element_type = type, .sharded = false};
-    if (name == base + "-tp") return CudaOptions{.element_type = type, .sharded = true};
+    if (name == base) return CudaOptions{.precision = type, .sharded = false};
+    if (name == base + "-tp") return CudaOptions{.precision = type, .sharded = true};
   }
   return std::nullopt;
 }
@@ -502,15 +490,17 @@ std::optional<CudaOptions> parse_cuda_implementation(const std::string& name) {
 Result run_cuda(const Case& test_case, const CudaOptions& options, const std::string& name) {
   if (cuda_device_count() == 0) throw CudaUnavailable("unavailable: no CUDA device");
   validate_case(test_case);
-  switch (options.element_type) {
-    case ElementType::fp32:
+  switch (options.precision) {
+    case Precision::fp32:
       return run_layer<float>(test_case, options, name);
-    case ElementType::bf16:
+    case Precision::bf16:
       return run_layer<__nv_bfloat16>(test_case, options, name);
-    case ElementType::fp16:
+    case Precision::fp16:
       return run_layer<__half>(test_case, options, name);
+    case Precision::fp64:
+      break;
   }
-  throw std::invalid_argument("run_cuda: unknown element type");
+  throw std::invalid_argument("run_cuda: the CUDA implementation computes in fp32, bf16 or fp16, not fp64");
 }
 
 }  // namespace attncheck::cuda_impl

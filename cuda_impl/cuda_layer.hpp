@@ -1,7 +1,8 @@
-// The whole attention layer on the GPU (issue 7): per TP rank, the fused [Q | K | V] projection
-// (cuBLASLt), QK-norm + RoPE, flash attention, o_proj, and the backward pass; ranks run in turn on one
-// device with their o_proj partials and dx summed there in fp32 (what the all-reduce would produce),
-// o_bias added once. Decoding runs the schedule through a KV cache.
+// The whole attention layer on the GPU: per TP rank, the fused [Q | K | V] projection (cuBLASLt),
+// QK-norm + RoPE, flash attention, o_proj, and the backward pass, o_bias added once. With at least
+// tp_size GPUs each rank runs on its own GPU and NCCL all-reduces the o_proj partials, dx and the
+// replicated gradients (cuda_impl/tp_comm.hpp); with fewer, the ranks run in turn on GPU 0 and the same
+// sums are formed there in fp32. Decoding runs the schedule through a KV cache.
 #pragma once
 
 #include <optional>
@@ -16,7 +17,7 @@
 namespace attncheck::cuda_impl {
 
 struct CudaOptions {
-  ElementType element_type = ElementType::bf16;
+  Precision precision = Precision::bf16;
   bool sharded = false;  // -tp: run the case's TP plan and report per-rank gradients; else one rank
 };
 

@@ -1,6 +1,8 @@
 // Small elementwise kernels of the layer: bias broadcast, column sums (bias gradients), rounding.
 #include <cuda_runtime.h>
 
+#include <stdexcept>
+
 #include "cuda_impl/attention_kernels.hpp"
 #include "cuda_impl/cuda_check.hpp"
 #include "cuda_impl/device_math.cuh"
@@ -45,21 +47,24 @@ __global__ void round_kernel(const float* input, T* output, std::int64_t count) 
 }
 
 template <typename F>
-void with_type(ElementType type, F&& f) {
+void with_type(Precision type, F&& f) {
   switch (type) {
-    case ElementType::fp32:
+    case Precision::fp32:
       return f(ElementTag<float>{});
-    case ElementType::bf16:
+    case Precision::bf16:
       return f(ElementTag<__nv_bfloat16>{});
-    case ElementType::fp16:
+    case Precision::fp16:
       return f(ElementTag<__half>{});
+    case Precision::fp64:
+      break;
   }
+  throw std::invalid_argument("elementwise kernels: fp32, bf16 or fp16 only");
 }
 
 }  // namespace
 
-void add_bias(ElementType type, void* matrix, std::int64_t rows, std::int64_t columns, std::int64_t ld,
-              const float* bias, cudaStream_t stream) {
+void add_bias(Precision type, void* matrix, std::int64_t rows, std::int64_t columns, std::int64_t ld, const float* bias,
+              cudaStream_t stream) {
   if (rows * columns == 0) return;
   with_type(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -69,7 +74,7 @@ void add_bias(ElementType type, void* matrix, std::int64_t rows, std::int64_t co
   check_cuda(cudaGetLastError(), "add_bias: launch");
 }
 
-void column_sums(ElementType type, const void* matrix, std::int64_t rows, std::int64_t columns, std::int64_t ld,
+void column_sums(Precision type, const void* matrix, std::int64_t rows, std::int64_t columns, std::int64_t ld,
                  float* sums, cudaStream_t stream) {
   if (columns == 0) return;
   with_type(type, [&](auto tag) {
@@ -80,7 +85,7 @@ void column_sums(ElementType type, const void* matrix, std::int64_t rows, std::i
   check_cuda(cudaGetLastError(), "column_sums: launch");
 }
 
-void round_to(ElementType type, const float* input, void* output, std::int64_t count, cudaStream_t stream) {
+void round_to(Precision type, const float* input, void* output, std::int64_t count, cudaStream_t stream) {
   if (count == 0) return;
   with_type(type, [&](auto tag) {
     using T = typename decltype(tag)::type;

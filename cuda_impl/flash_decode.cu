@@ -8,6 +8,8 @@
 // over lanes for the output; per-row running max / sum / output in registers.
 #include <cuda_runtime.h>
 
+#include <stdexcept>
+
 #include <cmath>
 
 #include "cuda_impl/attention_kernels.hpp"
@@ -196,14 +198,17 @@ void launch_decode(const AttentionParams& p, DecodeWorkspace& workspace, cudaStr
 
 void flash_decode(const AttentionParams& params, DecodeWorkspace& workspace, cudaStream_t stream) {
   validate_params(params);
-  switch (params.element_type) {
-    case ElementType::fp32:
+  switch (params.precision) {
+    case Precision::fp32:
       return launch_decode<float>(params, workspace, stream);
-    case ElementType::bf16:
+    case Precision::bf16:
       return launch_decode<__nv_bfloat16>(params, workspace, stream);
-    case ElementType::fp16:
+    case Precision::fp16:
       return launch_decode<__half>(params, workspace, stream);
+    case Precision::fp64:
+      break;
   }
+  throw std::invalid_argument("flash_decode: fp32, bf16 or fp16 only");
 }
 
 }  // namespace attncheck::cuda_impl

@@ -15,16 +15,18 @@ void check_cublas(cublasStatus_t status, const char* what) {
   }
 }
 
-cudaDataType_t data_type(ElementType type) {
+cudaDataType_t data_type(Precision type) {
   switch (type) {
-    case ElementType::fp32:
+    case Precision::fp32:
       return CUDA_R_32F;
-    case ElementType::bf16:
+    case Precision::bf16:
       return CUDA_R_16BF;
-    case ElementType::fp16:
+    case Precision::fp16:
       return CUDA_R_16F;
+    case Precision::fp64:
+      break;
   }
-  throw std::invalid_argument("gemm: unknown element type");
+  throw std::invalid_argument("gemm: the CUDA implementation's GEMMs take fp32, bf16 or fp16, not fp64");
 }
 
 // The largest power of two (up to 256) dividing a pointer: cuBLASLt's heuristic assumes 256-byte
@@ -65,7 +67,7 @@ Gemm::~Gemm() {
 // column-major c x r matrix with the same ld. So row-major C = op(A) op(B) is computed as the
 // column-major C^T = op(B)^T op(A)^T: cuBLASLt's first operand is B's storage with B's transpose flag,
 // the second A's storage with A's flag, and the output is n x m.
-void Gemm::run(cudaStream_t stream, ElementType inputs, std::int64_t m, std::int64_t n, std::int64_t k, MatrixOperand a,
+void Gemm::run(cudaStream_t stream, Precision inputs, std::int64_t m, std::int64_t n, std::int64_t k, MatrixOperand a,
                MatrixOperand b, void* c, std::int64_t ldc, bool c_is_float, float alpha, float beta) {
   if (m <= 0 || n <= 0 || k <= 0) throw std::invalid_argument("gemm: m, n and k must be >= 1");
   const cudaDataType_t input_type = data_type(inputs);

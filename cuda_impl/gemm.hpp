@@ -29,7 +29,7 @@ class Gemm {
   ~Gemm();
 
   // A and B of `inputs` type; C of `inputs` type or fp32 (c_is_float). op(A): m x k, op(B): k x n.
-  void run(cudaStream_t stream, ElementType inputs, std::int64_t m, std::int64_t n, std::int64_t k, MatrixOperand a,
+  void run(cudaStream_t stream, Precision inputs, std::int64_t m, std::int64_t n, std::int64_t k, MatrixOperand a,
            MatrixOperand b, void* c, std::int64_t ldc, bool c_is_float, float alpha = 1.0f, float beta = 0.0f);
 
  private:

@@ -1,8 +1,8 @@
 // Tile sizes per element size and tile width, chosen so that a block's shared memory fits the 163 KB an
 // sm_80 block may opt into (sm_90 allows 227 KB). Supported devices are therefore sm_80 (A100) and
 // sm_90 (H100, H200): sm_86 / sm_89 allow 99 KB, and the launch's cudaFuncSetAttribute fails there
-// with a CudaError naming the kernel (smaller tiles for them are not built). The byte counts are written beside each
-// kernel's layout and checked here at compile time; kernel_config_test checks them on the CPU.
+// with a CudaError naming the kernel (smaller tiles for them are not built). The byte counts are written
+// beside each kernel's layout and checked against that limit at compile time (the static_asserts below).
 #pragma once
 
 #include <cstddef>

@@ -3,6 +3,8 @@
 // positions near 2^20, a float angle would be off by ~0.03 rad.
 #include <cuda_runtime.h>
 
+#include <stdexcept>
+
 #include "cuda_impl/cuda_check.hpp"
 #include "cuda_impl/device_math.cuh"
 #include "cuda_impl/kernel_config.hpp"
@@ -23,7 +25,7 @@ __device__ void rotate(const QkNormRopeParams& p, float* row, int token, float s
 }
 
 __device__ __forceinline__ float norm_factor(const QkNormRopeParams& p, const float* weight, int column) {
-  return p.norm == NormKind::rms_one_plus ? 1.0f + weight[column] : weight[column];
+  return p.norm == QkNorm::rms_one_plus ? 1.0f + weight[column] : weight[column];
 }
 
 // The (token, head) a warp works on, and that head's columns in a [tokens, row_stride] buffer.
@@ -60,7 +62,7 @@ __global__ void __launch_bounds__(kThreads) qk_norm_rope_forward_kernel(QkNormRo
   float* row = rows[warp];
   for (int c = lane; c < p.head_dim; c += 32) row[c] = to_float(data[c]);
   __syncwarp();
-  if (p.norm != NormKind::none) {
+  if (p.norm != QkNorm::none) {
     float squares = 0.0f;
     for (int c = lane; c < p.head_dim; c += 32) squares += row[c] * row[c];
     squares = warp_sum(squares);
@@ -96,7 +98,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncwarp();
   if (p.rotary_dim > 0) rotate(p, row, token, -1.0f);
-  if (p.norm != NormKind::none) {
+  if (p.norm != QkNorm::none) {
     const float* weight = is_key ? p.k_norm_weight : p.q_norm_weight;
     float* d_weight = is_key ? d_k_norm : d_q_norm;
     const float* normalised = p.normalised + task * p.head_dim;
@@ -127,42 +129,46 @@ void check(const QkNormRopeParams& p) {
 
 }  // namespace
 
-void qk_norm_rope_forward(const QkNormRopeParams& params, ElementType type, void* qkv, cudaStream_t stream) {
+void qk_norm_rope_forward(const QkNormRopeParams& params, Precision type, void* qkv, cudaStream_t stream) {
   check(params);
   if (params.tokens == 0) return;
   switch (type) {
-    case ElementType::fp32:
+    case Precision::fp32:
       qk_norm_rope_forward_kernel<float><<<blocks_for(params), kThreads, 0, stream>>>(params, static_cast<float*>(qkv));
       break;
-    case ElementType::bf16:
+    case Precision::bf16:
       qk_norm_rope_forward_kernel<__nv_bfloat16>
           <<<blocks_for(params), kThreads, 0, stream>>>(params, static_cast<__nv_bfloat16*>(qkv));
       break;
-    case ElementType::fp16:
+    case Precision::fp16:
       qk_norm_rope_forward_kernel<__half>
           <<<blocks_for(params), kThreads, 0, stream>>>(params, static_cast<__half*>(qkv));
       break;
+    case Precision::fp64:
+      throw std::invalid_argument("qk_norm_rope_forward: fp32, bf16 or fp16 only");
   }
   check_cuda(cudaGetLastError(), "qk_norm_rope_forward: launch");
 }
 
-void qk_norm_rope_backward(const QkNormRopeParams& params, ElementType type, const float* d_q, std::int64_t d_q_stride,
+void qk_norm_rope_backward(const QkNormRopeParams& params, Precision type, const float* d_q, std::int64_t d_q_stride,
                            void* d_qkv, float* d_q_norm, float* d_k_norm, cudaStream_t stream) {
   check(params);
   if (params.tokens == 0) return;
   switch (type) {
-    case ElementType::fp32:
+    case Precision::fp32:
       qk_norm_rope_backward_kernel<float><<<blocks_for(params), kThreads, 0, stream>>>(
           params, d_q, d_q_stride, static_cast<float*>(d_qkv), d_q_norm, d_k_norm);
       break;
-    case ElementType::bf16:
+    case Precision::bf16:
       qk_norm_rope_backward_kernel<__nv_bfloat16><<<blocks_for(params), kThreads, 0, stream>>>(
           params, d_q, d_q_stride, static_cast<__nv_bfloat16*>(d_qkv), d_q_norm, d_k_norm);
       break;
-    case ElementType::fp16:
+    case Precision::fp16:
       qk_norm_rope_backward_kernel<__half><<<blocks_for(params), kThreads, 0, stream>>>(
           params, d_q, d_q_stride, static_cast<__half*>(d_qkv), d_q_norm, d_k_norm);
       break;
+    case Precision::fp64:
+      throw std::invalid_argument("qk_norm_rope_backward: fp32, bf16 or fp16 only");
   }
   check_cuda(cudaGetLastError(), "qk_norm_rope_backward: launch");
 }

@@ -13,6 +13,7 @@ void require(bool condition, const std::string& field, const std::string& valid)
 }  // namespace
 
 void validate_params(const AttentionParams& p, bool backward) {
+  require(p.precision != Precision::fp64, "precision", "fp32, bf16 or fp16 (the kernels have no fp64 path)");
   require(p.batch >= 1 && p.seq_q >= 1 && p.seq_k >= 1, "batch/seq_q/seq_k", ">= 1");
   require(p.num_heads >= 1 && p.num_kv_heads >= 1, "num_heads/num_kv_heads", ">= 1");
   require(p.num_heads % p.num_kv_heads == 0 && p.group_size == p.num_heads / p.num_kv_heads, "group_size",

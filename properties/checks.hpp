@@ -1,13 +1,13 @@
 // The check the fuzzer and `attncheck mutants` run on every case, shared with the property suite:
 // an implementation against the fp64 oracle (reference-tp: out, every gradient, each rank's gradients,
-// the KV-cache decoding output), in the tolerance model of core/compare.
+// the KV-cache decoding output), in the tolerance model of core/compare/tolerance.hpp.
 #pragma once
 
 #include <optional>
 #include <string>
 
 #include "core/compare/compare.hpp"
-#include "properties/implementation.hpp"
+#include "impl/implementation.hpp"
 
 namespace attncheck::properties {
 
@@ -22,14 +22,10 @@ struct CheckOutcome {
 
 // Unsupported when the implementation says so or the oracle has no answer (a non-finite fp64 result);
 // fail when it throws anything else or a tensor is beyond tolerance, missing or of another shape.
-CheckOutcome check_matches_reference(Implementation& implementation, const Case& test_case);
+CheckOutcome check_matches_reference(impl::Implementation& implementation, const Case& test_case);
 
 // The oracle's answers as the check compares them: all of reference-tp's tensors, without the per-rank
 // gradients for an unsharded implementation.
 NamedTensors oracle_tensors(const Case& test_case, bool sharded);
-
-// The yardstick below fp64: the errors against `expected` of the emulated naive implementation in that
-// precision (reference/emulated_layer.hpp), worst of its runs, as compare() wants them; empty for fp64.
-YardstickErrors yardstick_errors(const Case& test_case, const NamedTensors& expected, Precision precision);
 
 }  // namespace attncheck::properties

@@ -6,6 +6,7 @@
 #include <rapidcheck/gtest.h>
 
 #include "core/model/tp_plan.hpp"
+#include "impl/registry.hpp"
 #include "properties/checks.hpp"
 #include "properties/generators.hpp"
 #include "properties/property_test_support.hpp"
@@ -22,8 +23,8 @@ RC_GTEST_PROP(Properties, EveryImplementationMatchesTheReference, ()) {
   const CaseSpec spec = *case_specs();
   testing::classify(spec);
   const Case test_case = make_case(spec);
-  for (const std::string& name : implementation_names()) {
-    const auto implementation = open_implementation(name);
+  for (const std::string& name : impl::implementation_names()) {
+    const auto implementation = impl::open_implementation(name);
     const CheckOutcome outcome = check_matches_reference(*implementation, test_case);
     if (outcome.verdict == Verdict::fail) RC_FAIL(name + ": " + outcome.detail);
   }

@@ -26,7 +26,7 @@ int size_for(std::int64_t index) {
   return static_cast<int>(index % 101);
 }
 
-bool fails(Implementation& implementation, const CaseSpec& spec, CheckOutcome* outcome) {
+bool fails(impl::Implementation& implementation, const CaseSpec& spec, CheckOutcome* outcome) {
   CheckOutcome result = check_matches_reference(implementation, make_case(spec));
   const bool failed = result.verdict == Verdict::fail;
   if (failed && outcome) *outcome = std::move(result);
@@ -35,7 +35,7 @@ bool fails(Implementation& implementation, const CaseSpec& spec, CheckOutcome* o
 
 // Greedy descent through RapidCheck's shrink tree: take the first shrink that still fails, repeat
 // until none does (or the time is up). Every accepted step is a strictly smaller case.
-Counterexample shrink(Implementation& implementation, rc::Shrinkable<CaseSpec> failing, CheckOutcome outcome,
+Counterexample shrink(impl::Implementation& implementation, rc::Shrinkable<CaseSpec> failing, CheckOutcome outcome,
                       double budget_seconds) {
   const Clock::time_point start = Clock::now();
   Counterexample counterexample{.original = failing.value(), .shrunk = failing.value(), .outcome = std::move(outcome)};
@@ -66,7 +66,7 @@ CaseSpec fuzz_case(std::uint64_t seed, std::int64_t index, const GenLimits& limi
   return case_specs(limits)(random_for(seed, index), size_for(index)).value();
 }
 
-FuzzReport fuzz(Implementation& implementation, const FuzzOptions& options, std::ostream* progress) {
+FuzzReport fuzz(impl::Implementation& implementation, const FuzzOptions& options, std::ostream* progress) {
   const std::optional<double> seconds = options.seconds || options.cases ? options.seconds : std::optional(60.0);
   const rc::Gen<CaseSpec> generator = case_specs(options.limits);
   FuzzReport report;

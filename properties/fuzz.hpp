@@ -49,7 +49,7 @@ struct FuzzReport {
   double cases_per_second() const { return seconds > 0 ? static_cast<double>(cases) / seconds : 0.0; }
 };
 
-FuzzReport fuzz(Implementation& implementation, const FuzzOptions& options, std::ostream* progress);
+FuzzReport fuzz(impl::Implementation& implementation, const FuzzOptions& options, std::ostream* progress);
 
 // The (seed, index) -> spec mapping the fuzzer uses, for tests and replays.
 CaseSpec fuzz_case(std::uint64_t seed, std::int64_t index, const GenLimits& limits);

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <set>
 
+#include "impl/registry.hpp"
 #include "properties/fuzz.hpp"
 #include "reference/reference.hpp"
 
@@ -12,7 +13,7 @@ namespace attncheck::properties {
 namespace {
 
 // Records the cases it is given (by description) and answers with the reference.
-class RecordingImplementation : public Implementation {
+class RecordingImplementation : public impl::Implementation {
  public:
   const std::string& name() const override { return name_; }
   bool sharded() const override { return true; }
@@ -66,7 +67,7 @@ TEST(Fuzz, ShardsSplitTheCasesWithoutOverlapOrGap) {
 }
 
 TEST(Fuzz, AFailureShrinksToNoLargerACaseAndIsSaved) {
-  const auto mutant = open_implementation("mutant-gqa-kv-grad-last-head-only");
+  const auto mutant = impl::open_implementation("mutant-gqa-kv-grad-last-head-only");
   const std::string directory = ::testing::TempDir() + "/fuzz_test_repro";
   const FuzzReport report =
       fuzz(*mutant, {.seed = 1, .cases = 2000, .repro_dir = directory, .shrink_seconds = 30, .progress_seconds = 0},

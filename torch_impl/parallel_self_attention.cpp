@@ -9,15 +9,15 @@
 
 namespace attncheck::torch_impl {
 
-torch::Dtype dtype_of(ElementType type) {
-  switch (type) {
-    case ElementType::fp64:
+torch::Dtype dtype_of(Precision precision) {
+  switch (precision) {
+    case Precision::fp64:
       return torch::kFloat64;
-    case ElementType::fp32:
+    case Precision::fp32:
       return torch::kFloat32;
-    case ElementType::bf16:
+    case Precision::bf16:
       return torch::kBFloat16;
-    case ElementType::fp16:
+    case Precision::fp16:
       return torch::kFloat16;
   }
   return torch::kFloat64;
@@ -49,9 +49,8 @@ ParallelSelfAttention::ParallelSelfAttention(const TpPlan& plan, int rank, const
     : plan_(plan),
       rank_(rank),
       options_(options),
-      tensor_options_(torch::TensorOptions()
-                          .dtype(dtype_of(options.element_type))
-                          .device(options.cuda ? torch::kCUDA : torch::kCPU)),
+      tensor_options_(
+          torch::TensorOptions().dtype(dtype_of(options.precision)).device(options.cuda ? torch::kCUDA : torch::kCPU)),
       num_heads_(plan.ranks[rank].q_heads.size()),
       num_kv_heads_(plan.ranks[rank].kv_heads.size()),
       head_dim_(plan.geometry.head_dim()),

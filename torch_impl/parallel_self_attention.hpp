@@ -65,7 +65,7 @@ class ParallelSelfAttention {
   torch::Tensor inv_freq_;          // [rotary_dim / 2] float64: pow(theta, -2i / rotary_dim), as SCHEMA.md
 };
 
-torch::Dtype dtype_of(ElementType type);
+torch::Dtype dtype_of(Precision precision);
 
 // A core Tensor (float64) as a torch tensor of the given options, and back.
 torch::Tensor to_torch(const Tensor& tensor, const torch::TensorOptions& options);

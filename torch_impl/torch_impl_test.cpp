@@ -7,6 +7,7 @@
 
 #include "core/compare/compare.hpp"
 #include "core/model/tp_plan.hpp"
+#include "impl/registry.hpp"
 #include "properties/checks.hpp"
 #include "properties/generators.hpp"
 #include "reference/emulated_layer.hpp"
@@ -34,7 +35,7 @@ RC_GTEST_PROP(TorchCpuFp64, AutogradMatchesTheReferenceWithEveryFeatureOn, ()) {
   RC_CLASSIFY(spec.inputs.tp_size > resolve_geometry(spec.geometry).num_kv_heads(), "KV replicated");
   RC_CLASSIFY(resolve_geometry(spec.geometry).rotary_dim() < resolve_geometry(spec.geometry).head_dim(),
               "partial RoPE");
-  const auto torch = open_implementation("torch-cpu-fp64");
+  const auto torch = impl::open_implementation("torch-cpu-fp64");
   const CheckOutcome outcome = check_matches_reference(*torch, make_case(spec));
   if (outcome.verdict != Verdict::pass) RC_FAIL(outcome.detail);
 }
@@ -42,7 +43,7 @@ RC_GTEST_PROP(TorchCpuFp64, AutogradMatchesTheReferenceWithEveryFeatureOn, ()) {
 RC_GTEST_PROP(TorchCpuFp64Sdpa, MatchesTheReferenceOrSaysUnsupported, ()) {
   CaseSpec spec = *case_specs();
   spec.geometry.softcap.reset();  // sdpa has no softcap
-  const auto torch = open_implementation("torch-cpu-fp64-sdpa");
+  const auto torch = impl::open_implementation("torch-cpu-fp64-sdpa");
   const CheckOutcome outcome = check_matches_reference(*torch, make_case(spec));
   RC_CLASSIFY(outcome.verdict == Verdict::unsupported, "unsupported (a query without keys)");
   if (outcome.verdict == Verdict::fail) RC_FAIL(outcome.detail);
@@ -51,7 +52,7 @@ RC_GTEST_PROP(TorchCpuFp64Sdpa, MatchesTheReferenceOrSaysUnsupported, ()) {
 TEST(TorchCpuFp64Sdpa, SoftcapIsUnsupportedNotWrong) {
   CaseSpec spec{.geometry = {.hidden_size = 16, .num_heads = 2, .head_dim = 8, .softcap = 5.0},
                 .inputs = {.seed = 1, .batch = 1, .seq = 4}};
-  const auto torch = open_implementation("torch-cpu-fp64-sdpa");
+  const auto torch = impl::open_implementation("torch-cpu-fp64-sdpa");
   const CheckOutcome outcome = check_matches_reference(*torch, make_case(spec));
   EXPECT_EQ(outcome.verdict, Verdict::unsupported) << outcome.detail;
   EXPECT_NE(outcome.detail.find("softcap"), std::string::npos) << outcome.detail;
@@ -72,7 +73,7 @@ TEST(TorchCpuFp32, SaturatedSoftmaxIsWithinTheYardstickOfEveryRounding) {
                  .position_offset = 0,
                  .decode = {.prefill = 1, .steps = {1}}}};
   const Case test_case = make_case(spec);
-  const auto torch = open_implementation("torch-cpu-fp32");
+  const auto torch = impl::open_implementation("torch-cpu-fp32");
   const CheckOutcome outcome = check_matches_reference(*torch, test_case);
   EXPECT_EQ(outcome.verdict, Verdict::pass) << outcome.detail;
 
@@ -85,12 +86,12 @@ TEST(TorchCpuFp32, SaturatedSoftmaxIsWithinTheYardstickOfEveryRounding) {
 }
 
 TEST(TorchCuda, WithoutADeviceItIsUnsupported) {
-  const auto torch = open_implementation("torch-cuda-bf16-sdpa-flash");
+  const auto torch = impl::open_implementation("torch-cuda-bf16-sdpa-flash");
   CaseSpec spec{.geometry = {.hidden_size = 16, .num_heads = 2, .head_dim = 8}, .inputs = {.seed = 1, .seq = 4}};
   try {
     (void)torch->run(make_case(spec));
     GTEST_SKIP() << "a CUDA device is present: this test is for machines without one";
-  } catch (const Unsupported& error) {
+  } catch (const impl::Unsupported& error) {
     EXPECT_NE(std::string(error.what()).find("torch-cuda-bf16-sdpa-flash"), std::string::npos);
   }
 }

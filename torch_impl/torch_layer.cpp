@@ -49,8 +49,7 @@ Result run_torch(const Case& test_case, const TorchOptions& options, const std::
   const TpPlan& plan = test_case.plan;
   const Inputs& inputs = test_case.inputs;
   const torch::Device device = options.cuda ? torch::kCUDA : torch::kCPU;
-  const torch::TensorOptions tensor_options =
-      torch::TensorOptions().dtype(dtype_of(options.element_type)).device(device);
+  const torch::TensorOptions tensor_options = torch::TensorOptions().dtype(dtype_of(options.precision)).device(device);
 
   const torch::Tensor x = to_torch(inputs.x, tensor_options).requires_grad_(true);
   const torch::Tensor positions = index_tensor(inputs.positions, device).view({inputs.batch, inputs.seq});

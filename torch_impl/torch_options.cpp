@@ -15,7 +15,7 @@ std::vector<std::string> torch_implementation_names() {
 std::optional<TorchOptions> parse_torch_implementation(const std::string& name) {
   if (name == "torch-cpu-fp64") return TorchOptions{};
   if (name == "torch-cpu-fp64-sdpa") return TorchOptions{.path = AttentionPath::sdpa};
-  if (name == "torch-cpu-fp32") return TorchOptions{.element_type = ElementType::fp32};
+  if (name == "torch-cpu-fp32") return TorchOptions{.precision = Precision::fp32};
   const std::string prefix = "torch-cuda-";
   if (!name.starts_with(prefix)) return std::nullopt;
   const std::string rest = name.substr(prefix.size());
@@ -25,22 +25,22 @@ std::optional<TorchOptions> parse_torch_implementation(const std::string& name) 
   const std::string path = rest.substr(dash + 1);
   TorchOptions options{.cuda = true};
   if (type == "fp32") {
-    options.element_type = ElementType::fp32;
+    options.precision = Precision::fp32;
   } else if (type == "bf16") {
-    options.element_type = ElementType::bf16;
+    options.precision = Precision::bf16;
   } else if (type == "fp16") {
-    options.element_type = ElementType::fp16;
+    options.precision = Precision::fp16;
   } else {
     return std::nullopt;
   }
   if (path == "math") {
     options.path = AttentionPath::math;
   } else if (path == "sdpa-flash") {
-    options = {options.element_type, true, AttentionPath::sdpa, SdpaBackend::flash};
+    options = {options.precision, true, AttentionPath::sdpa, SdpaBackend::flash};
   } else if (path == "sdpa-efficient") {
-    options = {options.element_type, true, AttentionPath::sdpa, SdpaBackend::efficient};
+    options = {options.precision, true, AttentionPath::sdpa, SdpaBackend::efficient};
   } else if (path == "sdpa-cudnn") {
-    options = {options.element_type, true, AttentionPath::sdpa, SdpaBackend::cudnn};
+    options = {options.precision, true, AttentionPath::sdpa, SdpaBackend::cudnn};
   } else {
     return std::nullopt;
   }

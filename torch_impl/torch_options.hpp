@@ -10,14 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "core/model/precision.hpp"
+
 namespace attncheck::torch_impl {
 
 enum class AttentionPath { math, sdpa };
-enum class ElementType { fp64, fp32, bf16, fp16 };
 enum class SdpaBackend { any, flash, efficient, cudnn };
 
 struct TorchOptions {
-  ElementType element_type = ElementType::fp64;
+  Precision precision = Precision::fp64;
   bool cuda = false;
   AttentionPath path = AttentionPath::math;
   SdpaBackend backend = SdpaBackend::any;  // CUDA only

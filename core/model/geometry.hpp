@@ -13,25 +13,15 @@
 #include <string_view>
 #include <vector>
 
+#include "core/model/layer_kinds.hpp"
+
 namespace attncheck {
-
-// RoPE pairing of channels. half_split: channel i pairs with i + rotary_dim/2 (GPT-NeoX, Llama,
-// Qwen, Gemma: "rotate_half"). interleaved: channel 2i pairs with 2i+1 (GPT-J, Meta's original Llama).
-enum class RopeStyle { half_split, interleaved };
-
-// Per-head normalisation of q and k over head_dim before RoPE. rms: x / rms(x) * w (Qwen3).
-// rms_one_plus: x / rms(x) * (1 + w) (Gemma 3, whose stored weight is centred on 0).
-enum class QkNorm { none, rms, rms_one_plus };
 
 enum class HeadDimSource { explicit_value, derived };
 enum class ScaleSource { head_dim, query_pre_attn_scalar };
 
-std::string_view to_string(RopeStyle style);       // "half-split" | "interleaved"
-std::string_view to_string(QkNorm norm);           // "none" | "rms" | "rms-one-plus"
 std::string_view to_string(HeadDimSource source);  // "explicit" | "derived"
 std::string_view to_string(ScaleSource source);    // "head_dim" | "query_pre_attn_scalar"
-std::optional<RopeStyle> parse_rope_style(std::string_view text);
-std::optional<QkNorm> parse_qk_norm(std::string_view text);
 
 // Upper bound on hidden_size and head_dim: keeps widths and parameter counts exact in int64.
 inline constexpr std::int64_t kMaxDimension = std::int64_t{1} << 20;

@@ -1,4 +1,4 @@
-#include "properties/worker.hpp"
+#include "impl/worker.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -18,7 +18,7 @@
 #include "golden/golden_file.hpp"
 #include "reference/reference.hpp"
 
-namespace attncheck::properties {
+namespace attncheck::impl {
 
 namespace {
 
@@ -176,4 +176,4 @@ std::unique_ptr<Implementation> open_worker(const std::string& command) {
   return std::make_unique<Worker>(command);
 }
 
-}  // namespace attncheck::properties
+}  // namespace attncheck::impl

@@ -19,12 +19,12 @@
 #include <string>
 #include <string_view>
 
-#include "properties/implementation.hpp"
+#include "impl/implementation.hpp"
 
-namespace attncheck::properties {
+namespace attncheck::impl {
 
 inline constexpr std::string_view kExecPrefix = "exec:";
 
 std::unique_ptr<Implementation> open_worker(const std::string& command);
 
-}  // namespace attncheck::properties
+}  // namespace attncheck::impl

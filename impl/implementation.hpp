@@ -1,0 +1,39 @@
+// What attncheck holds to the reference: an Implementation runs a Case and returns its tensors under
+// their golden-file names. Everything that runs implementations (the golden commands, `attncheck run`,
+// the property suite, the fuzzer, `attncheck mutants`) sees only this interface; the registry
+// (impl/registry.hpp) finds one by name.
+#pragma once
+
+#include <string>
+
+#include "core/compare/compare.hpp"
+#include "core/errors/input_error.hpp"
+#include "core/model/case.hpp"
+#include "core/model/precision.hpp"
+
+namespace attncheck::impl {
+
+// Thrown by an implementation that cannot run a case (a backend refusing a head_dim, transformers
+// lacking a feature, no GPU): reported as "unsupported", never as a failure. An InputError, so the
+// golden commands exit 2 on it.
+class Unsupported : public InputError {
+ public:
+  Unsupported(const std::string& implementation, const std::string& reason);
+};
+
+class Implementation {
+ public:
+  virtual ~Implementation() = default;
+  virtual const std::string& name() const = 0;
+  // Whether it reports per-rank gradients (runs the case's TP plan). One that does not is compared on
+  // out, decode/out and the full gradients only.
+  virtual bool sharded() const = 0;
+  // The precision it computes in; below fp64 it is held to the yardstick (core/compare/tolerance.hpp).
+  virtual Precision precision() const { return Precision::fp64; }
+  // Forward, backward and decoding of the case, as tensors under their golden-file names ("out",
+  // "grads/q_proj", "decode/out", "ranks/1/grads/k_proj"; golden/SCHEMA.md). Unsupported when it
+  // cannot run the case; any other exception is the implementation failing.
+  virtual NamedTensors run(const Case& test_case) = 0;
+};
+
+}  // namespace attncheck::impl

@@ -1,0 +1,100 @@
+#include "impl/registry.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+#include "impl/worker.hpp"
+
+namespace attncheck::impl {
+
+std::string_view to_string(ImplementationKind kind) {
+  switch (kind) {
+    case ImplementationKind::default_run:
+      return "default";
+    case ImplementationKind::device:
+      return "device";
+    case ImplementationKind::mutant:
+      return "mutant";
+  }
+  return "default";
+}
+
+namespace {
+
+struct Backend {
+  int order = 0;
+  std::function<std::vector<ImplementationEntry>()> entries;
+};
+
+// Filled by BackendRegistration objects during static initialisation (a function-local static, so it
+// exists before the first of them runs, whatever the order of the object files).
+std::vector<Backend>& backends() {
+  static std::vector<Backend> registered;
+  return registered;
+}
+
+// Every entry in listing order, built once on first use.
+const std::vector<ImplementationEntry>& entries() {
+  static const std::vector<ImplementationEntry> listed = [] {
+    std::vector<Backend> ordered = backends();
+    std::stable_sort(ordered.begin(), ordered.end(),
+                     [](const Backend& a, const Backend& b) { return a.order < b.order; });
+    std::vector<ImplementationEntry> all;
+    for (const Backend& backend : ordered) {
+      for (ImplementationEntry& entry : backend.entries()) all.push_back(std::move(entry));
+    }
+    std::stable_sort(all.begin(), all.end(), [](const ImplementationEntry& a, const ImplementationEntry& b) {
+      return static_cast<int>(a.kind) < static_cast<int>(b.kind);
+    });
+    std::set<std::string> names;
+    for (const ImplementationEntry& entry : all) {
+      if (!names.insert(entry.name).second || entry.name.starts_with(kExecPrefix)) {
+        throw std::logic_error(
+            fmt::format("implementation registry: '{}' is registered twice or shadows exec:", entry.name));
+      }
+    }
+    return all;
+  }();
+  return listed;
+}
+
+}  // namespace
+
+BackendRegistration::BackendRegistration(int order, std::function<std::vector<ImplementationEntry>()> entries) {
+  backends().push_back({order, std::move(entries)});
+}
+
+std::vector<std::string> implementation_names() {
+  std::vector<std::string> names;
+  for (const ImplementationEntry& entry : entries()) {
+    if (entry.kind == ImplementationKind::default_run) names.push_back(entry.name);
+  }
+  return names;
+}
+
+std::vector<RegisteredImplementation> registered_implementations() {
+  std::vector<RegisteredImplementation> registered;
+  for (const ImplementationEntry& entry : entries()) registered.push_back({entry.name, entry.kind});
+  return registered;
+}
+
+std::unique_ptr<Implementation> open_implementation(const std::string& name) {
+  if (name.starts_with(kExecPrefix)) return open_worker(name.substr(kExecPrefix.size()));
+  for (const ImplementationEntry& entry : entries()) {
+    if (entry.name == name) return entry.open();
+  }
+  std::vector<std::string> valid;
+  for (const ImplementationEntry& entry : entries()) valid.push_back(entry.name);
+  valid.push_back("exec:COMMAND");
+  ViolationList violations;
+  violations.add("--impl", name, "must name an implementation attncheck has",
+                 fmt::format("valid: {}", fmt::join(valid, ", ")));
+  violations.throw_if_any("unknown implementation");
+  return nullptr;
+}
+
+}  // namespace attncheck::impl

@@ -1,0 +1,17 @@
+// The yardstick below fp64: how far a naive implementation of the layer in the candidate's precision
+// (emulated_layer.hpp) lands from the expected fp64 tensors, the worst of several runs that round
+// differently, per tensor. compare() allows k times this plus a floor (core/compare/tolerance.hpp).
+#pragma once
+
+#include "core/compare/compare.hpp"
+#include "core/model/case.hpp"
+#include "core/model/precision.hpp"
+
+namespace attncheck::reference {
+
+// Errors of the emulated layer in `precision` against `expected` (tensors under golden names, sketched
+// where `expected` holds sketches): fp32, one run per IEEE rounding mode of the softmax chain and 8
+// jittered runs; bf16/fp16, one nearest-rounded and 8 jittered runs. Empty for fp64, which needs none.
+YardstickErrors yardstick_errors(const Case& test_case, const NamedTensors& expected, Precision precision);
+
+}  // namespace attncheck::reference
