@@ -1,6 +1,7 @@
 // Attention kernels on the GPU (Google Benchmark, manual time from CUDA events, L2 flushed before every
 // timed iteration, median of 10 repetitions): attncheck's flash_forward / flash_backward against torch's
-// scaled_dot_product_attention with its flash and cuDNN backends, on the same shapes in the same run;
+// scaled_dot_product_attention with its flash and cuDNN backends (when built with LibTorch), on the same
+// shapes in the same run;
 // and decoding (one query against a KV cache) as bandwidth. FLOPs: forward 4 b s^2 H_q d (halved when
 // causal), backward 2.5x that. Without a device every benchmark is skipped with that message.
 #include <benchmark/benchmark.h>
@@ -25,7 +26,7 @@ namespace attncheck::cuda_impl {
 namespace {
 
 constexpr std::int64_t kTokens = 16384;            // batch x seq for the prefill shapes
-constexpr std::size_t kL2FlushBytes = 256u << 20;  // > the H200's 60 MB L2
+constexpr std::size_t kL2FlushBytes = 256u << 20;  // > any L2 (an H200's is 50-60 MB)
 
 struct Shape {
   std::string name;

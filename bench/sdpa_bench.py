@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """torch's scaled_dot_product_attention on the shapes of bench/cuda_bench.cpp, for machines where the
-C++ benchmark is built without LibTorch (ci/gpu-bundle: the device tool's H200s carry their own torch).
-Same method as cuda_bench: bf16, [batch, heads, seq, head_dim] with GQA via enable_gqa, 16,384 tokens per
-batch, the L2 flushed before each timed call, CUDA-event time, median of 10 after 3 warm-ups; forward
+C++ benchmark is built without LibTorch (ci/gpu-bundle: GPU machines without package registries bring
+their own torch). Close to cuda_bench's method: bf16, [batch, heads, seq, head_dim] with GQA via
+enable_gqa, batch x seq = 16,384 tokens, the L2 flushed before each timed call, CUDA-event time; here the
+median of 10 single calls after 3 warm-ups (cuda_bench: the median of 10 Google Benchmark repetitions); forward
 FLOPs 4 b s^2 H_q d (halved when causal), backward 2.5x. One backend at a time (flash, cuDNN); a
 backend that refuses a shape is reported as such.
 

@@ -4,7 +4,7 @@
 namespace attncheck::cli {
 
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitCheckFailed = 1;  // a check ran and found a difference (later subcommands)
+inline constexpr int kExitCheckFailed = 1;  // a check ran and found a difference (or the implementation crashed)
 inline constexpr int kExitBadInput = 2;     // bad arguments, config, geometry or TP size
 inline constexpr int kExitInternal = 3;     // a bug in attncheck: an unexpected exception
 

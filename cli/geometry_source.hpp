@@ -1,4 +1,4 @@
-// Where `attncheck plan` (and later subcommands) get a geometry: a preset, an HF config.json, a
+// Where `attncheck plan` and `attncheck golden make` get a geometry: a preset, an HF config.json, a
 // GPT-NeoX YAML, or explicit flags — exactly one of them.
 #pragma once
 

@@ -7,6 +7,7 @@
 
 #include "cli/exit_codes.hpp"
 #include "core/compare/compare.hpp"
+#include "core/compare/tolerance.hpp"
 #include "core/errors/input_error.hpp"
 #include "golden/golden_file.hpp"
 #include "impl/registry.hpp"
@@ -15,11 +16,14 @@
 namespace attncheck::cli {
 
 CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
-  CLI::App* command =
-      app.add_subcommand("run", "Check every implementation against every golden file; print one summary table");
+  CLI::App* command = app.add_subcommand(
+      "run",
+      "Check every default implementation (or those named by --impl) against every golden file; print one "
+      "summary table");
   command->add_option("--goldens", options.golden_dir, "folder of golden files (*.h5)")
       ->default_str(ATTNCHECK_GOLDEN_DIR);
-  command->add_option("--impl", options.implementations, "implementations (default: all)");
+  command->add_option("--impl", options.implementations,
+                      "implementations (default: every one of kind default; see --list)");
   command->add_flag("--list", options.list,
                     "print every implementation and its kind (default, device, mutant); run nothing");
   return command;
@@ -91,9 +95,11 @@ int run_run(const RunOptions& options, std::ostream& out) {
   }
   const std::size_t runs = goldens.size() * implementations.size();
   out << fmt::format(
-      "{} of {} (golden, implementation) pairs pass, {} unsupported; tolerance: {} ulps of each tensor's "
-      "scale in fp64, the emulated naive implementation's error (DESIGN §3's yardstick) below\n",
-      runs - failures - unsupported, runs, unsupported, kFp64ToleranceUlps);
+      "{} of {} (golden, implementation) pairs pass, {} unsupported; tolerance: {} ulps of each tensor's scale in "
+      "fp64; below fp64, {} x (outputs) / {} x (gradients) the error of a naive implementation of the layer in the "
+      "same precision, + {} ulps\n",
+      runs - failures - unsupported, runs, unsupported, kFp64ToleranceUlps, kYardstickFactorOutputs,
+      kYardstickFactorGradients, kYardstickFloorUlps);
   return failures == 0 ? kExitOk : kExitCheckFailed;
 }
 

@@ -1,5 +1,5 @@
-// `attncheck run`: the main job. Checks every implementation attncheck has against every golden in a
-// folder (default: the committed golden/data) and prints one summary table: per golden and
+// `attncheck run`: the main job. Checks every implementation of kind default (impl/registry.hpp), or those
+// named, against every golden in a folder (default: the committed golden/data) and prints one summary table: per golden and
 // implementation, pass or fail, the worst tensor and its error in ulps of the tensor's scale.
 // Exit 0 when everything passes, 1 when something fails, 2 for bad input. `--list` prints every
 // implementation name with its kind (default, device, mutant), one per line, for scripts (ci/gpu-check).

@@ -50,8 +50,9 @@ if(ATTNCHECK_CUDA)
     find_path(_attncheck_nccl_include nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} NO_CACHE)
   endif()
   if(NOT _attncheck_nccl_library OR NOT _attncheck_nccl_include)
-    message(FATAL_ERROR "ATTNCHECK_CUDA is ON but NCCL (libnccl, nccl.h) was not found next to the CUDA toolkit "
-                        "(${CUDAToolkit_LIBRARY_DIR}): install NCCL or configure with -DATTNCHECK_CUDA=OFF")
+    message(FATAL_ERROR "ATTNCHECK_CUDA is ON but NCCL (libnccl, nccl.h) was found neither in Python's nvidia-nccl "
+                        "wheel nor next to the CUDA toolkit (${CUDAToolkit_LIBRARY_DIR}): install NCCL or configure "
+                        "with -DATTNCHECK_CUDA=OFF")
   endif()
   add_library(attncheck_nccl INTERFACE)
   target_link_libraries(attncheck_nccl INTERFACE ${_attncheck_nccl_library})

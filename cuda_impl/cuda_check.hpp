@@ -1,5 +1,5 @@
 // CUDA errors become exceptions naming the call, so a failing kernel reports in the check that ran it
-// (nccl-tests' rule: count and report, never exit() deep inside).
+// (count and report, never exit() deep inside).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,5 +1,6 @@
 // The CUDA implementation against the fp64 reference, through the same check the property suite and the
-// fuzzer use (properties/checks.hpp: the reference-tp oracle and DESIGN §3's yardstick below fp64).
+// fuzzer use (properties/checks.hpp: the reference-tp oracle and, below fp64, the yardstick of
+// reference/emulated_layer.hpp held to core/compare/tolerance.hpp).
 // Label gpu. Without a device the binary exits 77, which ctest reports as "Not Run" (SKIP_RETURN_CODE),
 // never as passed.
 #include <gtest/gtest.h>
@@ -28,7 +29,7 @@ struct NamedSpec {
   CaseSpec spec;
 };
 
-// The shapes issue 7 names: head_dim 80 and 256 (fast paths), 34 (generic), GQA, MQA, TP with replicated
+// Named shapes: head_dim 80 and 256 (fast paths), 34 (generic), GQA, MQA, TP with replicated
 // KV heads, and every mask and score feature.
 std::vector<NamedSpec> shapes() {
   return {

@@ -34,7 +34,7 @@ bool nccl_tensor_parallelism_enabled() {
 }
 
 // Inputs reach T through float (element_conversion.hpp); the generators' values are exact in bf16 and
-// fp16 (core/input_generation.hpp), so that double rounding never changes a generated input.
+// fp16 (core/generation/input_generation.hpp), so that double rounding never changes a generated input.
 template <typename T>
 T to_element(double value) {
   return from_float<T>(static_cast<float>(value));
@@ -441,7 +441,7 @@ Result run_layer(const Case& test_case, const CudaOptions& options, const std::s
   std::vector<Parameters> rank_gradients;
   if (plan.tp_size > 1 && cuda_device_count() >= plan.tp_size && nccl_tensor_parallelism_enabled()) {
     rank_gradients = run_ranks_on_their_devices<T>(test_case, plan, type, devices, partials);
-  } else {  // every rank in turn on device 0, partials summed there in rank order
+  } else {  // every rank in turn on device 0: outputs and dx summed there in rank order, gradients on the host
     devices.push_back(std::make_unique<DeviceState<T>>(test_case, plan, type, 0));
     for (int r = 0; r < plan.tp_size; ++r) partials.push_back(devices[0]->run_rank(test_case, plan, r).partial);
     rank_gradients = reduce_rank_gradients(partials, plan);

@@ -1,8 +1,10 @@
 // The whole attention layer on the GPU: per TP rank, the fused [Q | K | V] projection (cuBLASLt),
-// QK-norm + RoPE, flash attention, o_proj, and the backward pass, o_bias added once. With at least
-// tp_size GPUs each rank runs on its own GPU and NCCL all-reduces the o_proj partials, dx and the
-// replicated gradients (cuda_impl/tp_comm.hpp); with fewer, the ranks run in turn on GPU 0 and the same
-// sums are formed there in fp32. Decoding runs the schedule through a KV cache.
+// QK-norm + RoPE, flash attention, o_proj, and the backward pass, o_bias added once. With tp_size > 1, at
+// least tp_size GPUs and ATTNCHECK_NCCL != 0, each rank runs on its own GPU and NCCL all-reduces the
+// o_proj partials, dx, decode outputs and the replicated / QK-norm gradients (cuda_impl/tp_comm.hpp);
+// otherwise the ranks run in turn on GPU 0, outputs and dx are summed there in fp32, and the rank
+// gradients are reduced on the host in fp64 (reduce_rank_gradients). Decoding runs the schedule through
+// a KV cache.
 #pragma once
 
 #include <optional>

@@ -1,4 +1,5 @@
-// Device helpers shared by the kernels: warp reductions, and block_mma, the one place tensor cores are used.
+// Device helpers shared by the kernels: warp reductions, and block_mma, the one place attncheck's own
+// kernels use tensor cores.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -1,8 +1,9 @@
 // Split-KV decoding: a few query rows (a decode step's tokens times the group's query heads) against a
 // long KV cache. The cache's keys are cut into pieces (decode_splits: about two waves of blocks), each
 // block computing a partial softmax over its piece for up to kRowsPerBlock rows; a second kernel
-// combines the pieces (FlashDecoding). Memory-bound: K and V are read once per KV head, whatever the
-// group size, because every query head of the group is a row of the same block.
+// combines the pieces (FlashDecoding). Memory-bound: every query head of a group is a row of the same
+// block, so K and V are read once per KV head while group_size x seq_q <= kRowsPerBlock (16), and once
+// per block of 16 rows beyond that.
 //
 // Version 1: keys staged in shared memory as float, one key per lane for the scores, head_dim spread
 // over lanes for the output; per-row running max / sum / output in registers.

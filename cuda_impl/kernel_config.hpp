@@ -1,7 +1,8 @@
 // Tile sizes per element size and tile width, chosen so that a block's shared memory fits the 163 KB an
-// sm_80 block may opt into (sm_90 allows 227 KB). Supported devices are therefore sm_80 (A100) and
-// sm_90 (H100, H200): sm_86 / sm_89 allow 99 KB, and the launch's cudaFuncSetAttribute fails there
-// with a CudaError naming the kernel (smaller tiles for them are not built). The byte counts are written
+// sm_80 block may opt into (sm_90 allows 227 KB). Only sm_80 (A100) and sm_90 (H100, H200) are supported:
+// sm_86 / sm_89 allow 99 KB, which fp32 (always the 256-wide generic tile) and bf16/fp16 at head_dim 128,
+// 192, 256 or the generic tile exceed, so cudaFuncSetAttribute fails there with a CudaError naming the
+// kernel (bf16/fp16 at 64/80/96 happen to fit; smaller tiles are not built). The byte counts are written
 // beside each kernel's layout and checked against that limit at compile time (the static_asserts below).
 #pragma once
 

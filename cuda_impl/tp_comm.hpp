@@ -1,13 +1,14 @@
-// NCCL communicators for tensor parallelism, one rank per GPU (issue 7, DESIGN §3's TP semantics):
+// NCCL communicators for tensor parallelism, one rank per GPU (reductions as core/tp/tp_shard.hpp lists them):
 //   world    every rank: the row-parallel o_proj partials and dx, and the q_norm / k_norm gradients,
 //            are all-reduced (summed) over it;
 //   replica  the ranks holding the same replicated KV head (plan.replica_groups, split off the world
 //            with ncclCommSplit, colour = replica group): k/v_proj and k/v_bias gradients are summed
 //            there and only there.
-// Two ways to make them: one process driving every GPU (ncclCommInitAll), which cuda_layer uses when a
-// machine has at least tp_size GPUs; or one process per rank, joining through a unique id that rank 0
-// writes to a file (join_through_file). With fewer GPUs than ranks no communicator is made: the ranks
-// run in turn on one device and their partials are summed there (cuda_layer.cpp).
+// TpCommunicators: one process driving every GPU (ncclCommInitAll + ncclCommSplit), used by cuda_layer for
+// the -tp implementations when tp_size > 1, the machine has at least tp_size GPUs and ATTNCHECK_NCCL is
+// not 0. Otherwise no communicator is made: the ranks run in turn on GPU 0 (cuda_layer.cpp).
+// join_through_file(): a building block for one process per rank (the world communicator only, no
+// replica split); no attncheck program uses it yet.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -41,8 +42,8 @@ class TpCommunicators {
 
 // One process per rank: rank 0 writes a fresh ncclUniqueId to id_file (through a rename, so nobody
 // reads half a file); the others wait for it (up to `timeout`), then every rank calls
-// ncclCommInitRank on `device`. Launch: start tp_size processes with the same id_file, each with its
-// rank (e.g. `ATTNCHECK_NCCL_ID_FILE=/tmp/tp.id ATTNCHECK_RANK=r ...`, or mpirun's rank variable).
+// ncclCommInitRank on `device`. A launcher would start tp_size processes with the same id_file, each with
+// its rank; none exists yet.
 ncclComm_t join_through_file(const std::string& id_file, int rank, int world_size, int device,
                              std::chrono::seconds timeout = std::chrono::seconds(60));
 

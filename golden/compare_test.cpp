@@ -21,6 +21,25 @@ Case make_case(const GeometrySpec& spec = kSpec) {
                        {.seed = 3, .batch = 2, .seq = 6, .decode = {.prefill = 4, .steps = {1, 1}}, .tp_size = 4});
 }
 
+TEST(Compare, TensorNamesAreOrderedWithRanksAsNumbers) {
+  const TensorNameOrder less;
+  EXPECT_TRUE(less("ranks/2/grads/q_proj", "ranks/10/grads/k_norm"));
+  EXPECT_FALSE(less("ranks/10/grads/k_norm", "ranks/2/grads/q_proj"));
+  EXPECT_TRUE(less("ranks/9/grads/v_proj#sketch", "ranks/10/grads/k_norm"));
+  EXPECT_TRUE(less("grads/x", "out"));
+  EXPECT_TRUE(less("ranks/1/grads/k_norm", "ranks/1/grads/q_norm"));
+  EXPECT_FALSE(less("out", "out"));
+  EXPECT_TRUE(less("ranks/1", "ranks/01"));  // equal numbers: the shorter spelling first, never equal
+  NamedTensors tensors;
+  for (const char* name : {"ranks/10/grads/k_norm", "ranks/2/grads/k_norm", "ranks/1/grads/k_norm", "out"}) {
+    tensors[name] = Tensor({1});
+  }
+  std::vector<std::string> order;
+  for (const auto& [name, tensor] : tensors) order.push_back(name);
+  EXPECT_EQ(order, (std::vector<std::string>{"out", "ranks/1/grads/k_norm", "ranks/2/grads/k_norm",
+                                             "ranks/10/grads/k_norm"}));
+}
+
 const TensorReport& find(const CompareReport& report, const std::string& name) {
   for (const TensorReport& t : report.tensors) {
     if (t.name == name) return t;

@@ -17,7 +17,7 @@ namespace attncheck::golden {
 inline constexpr std::int64_t kSchemaVersion = 1;
 
 // The weight generator a golden may name instead of storing its weights (SCHEMA.md, "Weight generator
-// v1"; core/input_generation.cpp; golden/adapters/attncheck_generator.py).
+// v1"; core/generation/input_generation.cpp; golden/adapters/attncheck_generator.py).
 inline constexpr const char* kWeightGenerator = "attncheck-splitmix64-v1";
 
 struct Golden {
@@ -28,7 +28,7 @@ struct Golden {
   // Write /weights as (kWeightGenerator, seed) instead of datasets. Valid only when the weights are
   // exactly generate_weights(geometry, seed) (write_golden checks). Set by read_golden from the file.
   bool weights_by_generator = false;
-  // Store the projection gradients (q/k/v/o_proj, per rank too) as sketches (core/sketch.hpp) under
+  // Store the projection gradients (q/k/v/o_proj, per rank too) as sketches (core/compare/sketch.hpp) under
   // /expected/sketches instead of in full. On read, `sketches` holds them ("grads/q_proj#sketch", ...)
   // and the matching tensors of `expected` are left empty.
   bool gradients_sketched = false;

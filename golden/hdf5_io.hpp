@@ -17,7 +17,7 @@ namespace attncheck::golden {
 // The most values one dataset may hold (2 GiB as float64): larger declared shapes are bad input.
 inline constexpr std::int64_t kMaxDatasetElements = std::int64_t{1} << 28;
 
-// Throws the InputError of a golden file: context "golden file '<file_name>'", one violation.
+// Throws the InputError of a golden file: context "HDF5 file '<file_name>'", one violation.
 [[noreturn]] void fail(const std::string& file_name, const std::string& field, const std::string& value,
                        const std::string& rule, const std::string& suggestion);
 

@@ -117,7 +117,9 @@ class Worker : public Implementation {
     golden::Candidate candidate = golden::read_candidate(candidate_path, named_tensors(expected));
     std::filesystem::remove(candidate_path);
     if (candidate.precision != Precision::fp64) {
-      throw Unsupported(name_, "wrote a non-fp64 candidate; only fp64 can be compared so far");
+      throw Unsupported(name_, fmt::format("wrote a {} candidate; an exec: worker is compared in fp64 only "
+                                           "(worker protocol 1 declares no precision)",
+                                           to_string(candidate.precision)));
     }
     return std::move(candidate.tensors);
   }

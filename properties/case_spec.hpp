@@ -1,6 +1,6 @@
 // What the property generators produce: a geometry as a user states it, a TP size and the input options.
 // Everything else in a case (x, dout, positions, key lengths, weights) follows from these through
-// core/input_generation, so a CaseSpec is small to shrink, print and save.
+// core/generation/input_generation, so a CaseSpec is small to shrink, print and save.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,8 @@ struct CaseSpec {
 // The case itself (InputError if the spec is invalid, which generators never produce).
 Case make_case(const CaseSpec& spec);
 
-// One line: "kv 2 x group 2, head_dim 6 (explicit), hidden 10, tp 2, batch 1, seq 4, ...".
+// One line: "heads 4/2, head_dim 6, hidden 10, rotary full half-split; tp 2; batch 1, seq 4, uniform, ...,
+// seed N" (the fuzzer's and `attncheck mutants`' shrunk counterexamples).
 std::string describe(const CaseSpec& spec);
 
 // A size to report and bound: multiply-adds of one forward pass (projections and attention).

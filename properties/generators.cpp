@@ -225,10 +225,6 @@ Gen<InputOptions> input_options(const GeometrySpec& geometry, std::int64_t tp_si
 
 }  // namespace
 
-rc::Gen<GeometrySpec> geometry_specs(const GenLimits& limits) {
-  return gen::withSize([limits](int size) { return geometries(limits, size); });
-}
-
 rc::Gen<CaseSpec> case_specs(const GenLimits& limits) {
   return gen::withSize([limits](int size) {
     return gen::mapcat(geometries(limits, size), [limits, size](const GeometrySpec& geometry) {

@@ -1,4 +1,4 @@
-// RapidCheck generators of attention cases (DESIGN §3): random geometries whose head_dim is often not
+// RapidCheck generators of attention cases: random geometries whose head_dim is often not
 // hidden_size / num_heads, GQA groups, partial RoPE in both pairings, QK-norm, biases, softcap, windows,
 // TP sizes from the valid set (replicated KV included), and inputs with large position offsets, gaps,
 // key padding and decode schedules. Built constructively (gen::mapcat on what each choice depends on),
@@ -27,9 +27,5 @@ struct GenLimits {
 };
 
 rc::Gen<CaseSpec> case_specs(const GenLimits& limits = {});
-
-// Only the geometry and TP size vary; inputs are small and fixed (seed 1, batch 1, seq 4). For the
-// "invalid geometry is rejected" property and for tests that need many geometries cheaply.
-rc::Gen<GeometrySpec> geometry_specs(const GenLimits& limits = {});
 
 }  // namespace attncheck::properties

@@ -1,7 +1,7 @@
 // Query heads attending over their KV head: masks, scaled scores, optional tanh softcap, a stable
 // softmax, and the context; and the backward pass of the same.
 //
-// Every mask attncheck knows is an interval of keys per query (core/case.hpp):
+// Every mask attncheck knows is an interval of keys per query (core/model/case.hpp):
 //   query i (aligned bottom-right: key index i' = i + key_offset) sees keys j in [begin, end) with
 //   begin = max(0, i' - window + 1) if windowed, else 0
 //   end   = min(key_length, i' + 1)  if causal,   else key_length       (and never past seq_k)

@@ -1,4 +1,4 @@
-// DESIGN §3's yardstick for low-precision implementations: a naive implementation of the whole layer
+// The yardstick for low-precision implementations (core/compare/tolerance.hpp): a naive implementation of the whole layer
 // in that precision, emulated on the CPU. fp32: every operation in float (Eigen's float GEMMs
 // accumulate in float). bf16 and fp16: operations in float and every operation's result rounded to
 // bf16 / fp16, as GPU kernels that store in half precision and accumulate in fp32 do. "Naive" also in
@@ -21,7 +21,7 @@ namespace attncheck::reference {
 // saturated softmax, 1 - p_max keeps only a few bits in fp32, so which way p_max rounds moves the q/k
 // gradients by ~10x the nearest-rounded yardstick's own error (torch-cpu-fp32 showed it, with its own
 // operation order rounding the other way). The yardstick is therefore the worst of several runs
-// (properties/checks.cpp) that round differently:
+// (yardstick_errors, reference/yardstick.hpp) that round differently:
 // - rounding (fp32 only): the IEEE rounding mode of the softmax chain — softcap, exp, the row sum, the
 //   normalisation, and their backward up to dS — where cancellation (1 - p_max, 1 - tanh^2) makes the
 //   direction matter. GEMMs and the rest round to nearest: directed rounding there biases every term

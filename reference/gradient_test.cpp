@@ -1,5 +1,5 @@
 // Analytic gradients of the reference against fourth-order central finite differences, on every
-// parameter tensor and on x (issue 3: relative error <= 1e-7 per tensor).
+// parameter tensor and on x (relative error <= 1e-7 per tensor).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // KV-cache decoding on one rank: a prefill call, then steps of one or more tokens, each attending to
-// everything cached so far (bottom-right causal alignment, core/case.hpp).
+// everything cached so far (bottom-right causal alignment, core/model/case.hpp).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // One TP rank's share of the attention layer, forward and backward, on its shard of the weights
-// (core/tp_shard.hpp). The unsharded reference is the one-rank case: a rank holding every head.
+// (core/tp/tp_shard.hpp). The unsharded reference is the one-rank case: a rank holding every head.
 //
 // Buffers are row-major over tokens, batch-major: token t = b * seq + s. Per rank:
 //   q, q_input, d_q        [tokens, local_heads.num_heads * head_dim]     query head h in columns h*head_dim..

@@ -1,8 +1,8 @@
-// The fp64 reference implementations (DESIGN §2):
+// The fp64 reference implementations:
 //   "reference"     the whole layer on one rank, unsharded
 //   "reference-tp"  the layer cut by case.plan: every rank runs on its shard only (all key positions,
 //                   its own heads), the o_proj partials are summed in rank order and o_bias added once,
-//                   dx is summed over ranks, gradients reduced as core/tp_shard.hpp describes
+//                   dx is summed over ranks, gradients reduced as core/tp/tp_shard.hpp describes
 // Both validate the case first (InputError on bad input) and run the decode schedule when present.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Rotary position embedding on the first rotary_dim channels of every head (DESIGN §1).
+// Rotary position embedding on the first rotary_dim channels of every head.
 //
 // Frequency of pair i (0 <= i < rotary_dim/2): inv_freq_i = rope_theta^(-2i / rotary_dim), angle =
 // position * inv_freq_i, all in fp64. Pairing by style:

@@ -1,7 +1,7 @@
 // reference-tp against the unsharded reference: every valid TP size of every preset geometry (real
 // widths, short sequences), forward, every gradient, the intermediates and decoding within 1e-12
 // relative; invalid sizes are errors. rank_gradients are slices of the assembled gradients by
-// construction (core/tp_shard.hpp); the check on them pins their count, order and shard layout, the
+// construction (core/tp/tp_shard.hpp); the check on them pins their count, order and shard layout, the
 // reductions themselves being checked through the assembled gradients and in tp_shard_test.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -92,7 +92,7 @@ INSTANTIATE_TEST_SUITE_P(Presets, PresetTpTest, ::testing::ValuesIn(preset_names
                            return name;
                          });
 
-TEST(TpEquivalence, ReplicationCasesNamedInTheIssue) {
+TEST(TpEquivalence, KnownReplicationCases) {
   // Qwen3-32B at TP 16 replicates each KV head twice; Gemma 3 270M at TP 4 four times.
   EXPECT_EQ(make_tp_plan(resolve_geometry(find_preset("qwen3-32b")->spec), 16).kv_replicas, 2);
   EXPECT_EQ(make_tp_plan(resolve_geometry(find_preset("gemma-3-270m")->spec), 4).kv_replicas, 4);

@@ -150,7 +150,7 @@ torch::Tensor ParallelSelfAttention::attend(const torch::Tensor& q, const torch:
   torch::Tensor scores = torch::matmul(q, keys.transpose(-2, -1)) * g.scale();
   if (g.softcap()) scores = torch::tanh(scores / *g.softcap()) * *g.softcap();
   scores = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
-  // A query that sees no key outputs 0 (core/case.hpp): its row is made finite before the softmax so
+  // A query that sees no key outputs 0 (core/model/case.hpp): its row is made finite before the softmax so
   // that no NaN reaches the backward pass, then zeroed.
   scores = torch::where(has_key, scores, torch::zeros_like(scores));
   const torch::Tensor probabilities = torch::where(has_key, torch::softmax(scores, -1), torch::zeros_like(scores));

@@ -2,7 +2,7 @@
 // an explicit head_dim: query_hidden_size = local query heads x head_dim and kv_hidden_size = local KV
 // heads x head_dim are tracked apart from hidden_size; a fused ColumnParallel QKV weight
 // [query_hidden_size + 2 kv_hidden_size, hidden] in the per-rank stacked [Q | K | V] layout
-// (core/fused_qkv.hpp); the context flattened to query_hidden_size, not hidden_size; a RowParallel
+// (core/tp/fused_qkv.hpp; fused by core/tp/fused_qkv_convert.hpp); the context flattened to query_hidden_size, not hidden_size; a RowParallel
 // dense (o_proj) [hidden, query_hidden_size] whose partial outputs the caller sums (and adds its bias
 // once). QK-norm, RoPE (any even rotary_dim, both pairings), scale, softcap, causal / window / padding
 // masks and a KV cache as the reference has them. Parameters are leaf tensors; autograd gives the
@@ -30,7 +30,7 @@ struct RankCache {
 
 class ParallelSelfAttention {
  public:
-  // shard: the rank's HF-layout shard (core/tp_shard.hpp); it is fused here.
+  // shard: the rank's HF-layout shard (core/tp/tp_shard.hpp); it is fused here.
   ParallelSelfAttention(const TpPlan& plan, int rank, const Parameters& shard, const TorchOptions& options);
 
   // The rank's partial output for x's tokens, which sit at key indices cache->length .. (0 without a

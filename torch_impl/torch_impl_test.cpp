@@ -1,7 +1,8 @@
 // The LibTorch implementation against the reference: autograd's gradients against the reference's
 // analytic ones on property-generated cases with every feature switched on (QK-norm, biases, softcap,
-// sliding window, partial RoPE, padding, decoding, TP with replicated KV heads), on both attention
-// paths; the sdpa path's refusals reported as unsupported; and torch-cpu-fp32 within the yardstick.
+// sliding window, partial RoPE, padding, decoding, TP with replicated KV heads) on the math path; the
+// sdpa path on generated cases without softcap, its refusals reported as unsupported; and torch-cpu-fp32
+// within the yardstick.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 

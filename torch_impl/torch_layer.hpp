@@ -1,6 +1,6 @@
 // The LibTorch implementation of the whole layer: one ParallelSelfAttention per TP rank in one process
 // (ranks in order; partial outputs summed, o_bias added once, as reference-tp does), the backward pass
-// by autograd from loss = sum(out * dout), rank gradients reduced by core/tp_shard, and the decode
+// by autograd from loss = sum(out * dout), rank gradients reduced by core/tp/tp_shard.hpp (reduce_rank_gradients), and the decode
 // schedule through per-rank KV caches.
 #pragma once
 

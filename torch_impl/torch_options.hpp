@@ -31,7 +31,8 @@ class TorchUnsupported : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Every implementation name this build knows (CUDA names only when LibTorch has CUDA), and the options
+// Every torch implementation name (the torch-cuda-* ones always; without a CUDA device they are
+// unsupported), and the options
 // of one; nullopt for a name that is not a torch implementation.
 std::vector<std::string> torch_implementation_names();
 std::optional<TorchOptions> parse_torch_implementation(const std::string& name);

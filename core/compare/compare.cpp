@@ -15,6 +15,33 @@
 
 namespace attncheck {
 
+bool TensorNameOrder::operator()(std::string_view a, std::string_view b) const {
+  const auto is_digit = [](char c) { return c >= '0' && c <= '9'; };
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (is_digit(a[i]) && is_digit(b[j])) {
+      // Whole runs of digits: without leading zeros, the shorter run is the smaller number.
+      std::size_t a_end = i, b_end = j;
+      while (a_end < a.size() && is_digit(a[a_end])) ++a_end;
+      while (b_end < b.size() && is_digit(b[b_end])) ++b_end;
+      std::size_t a_first = i, b_first = j;
+      while (a_first + 1 < a_end && a[a_first] == '0') ++a_first;
+      while (b_first + 1 < b_end && b[b_first] == '0') ++b_first;
+      const std::string_view a_run = a.substr(a_first, a_end - a_first), b_run = b.substr(b_first, b_end - b_first);
+      if (a_run.size() != b_run.size()) return a_run.size() < b_run.size();
+      if (a_run != b_run) return a_run < b_run;
+      if (a_end - i != b_end - j) return a_end - i < b_end - j;  // "01" after "1": an order, not equality
+      i = a_end;
+      j = b_end;
+    } else {
+      if (a[i] != b[j]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
+      ++i;
+      ++j;
+    }
+  }
+  return a.size() - i < b.size() - j;
+}
+
 namespace {
 
 Shape unravel(std::int64_t flat, const Shape& shape) {

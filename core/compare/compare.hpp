@@ -1,7 +1,7 @@
-// Comparing an implementation's tensors with the reference's, with localisation (DESIGN §2, §3).
+// Comparing an implementation's tensors with the reference's, with localisation.
 //
 // Tensors are named as in golden files: "out", "grads/x", "grads/<weight>", "decode/out",
-// "ranks/<r>/grads/<weight>". An expected "<name>#sketch" (core/sketch.hpp) is compared with the
+// "ranks/<r>/grads/<weight>". An expected "<name>#sketch" (core/compare/sketch.hpp) is compared with the
 // sketch of the actual "<name>". For every expected tensor the report gives the largest error, that error
 // in units of the candidate precision's epsilon times the tensor's scale (max |expected|), the worst
 // coordinate, and which batch rows, positions, query heads, KV heads and ranks hold an element beyond
@@ -9,9 +9,9 @@
 // failure of that tensor.
 //
 // Tolerance: core/compare/tolerance.hpp (fp64: 2^16 ulps of the tensor's scale; lower precisions: k times
-// a naive same-precision implementation's error).
-// A gradient's scale is at least the case's largest gradient (sketches: the largest sketch):
-// gradients that vanish by cancellation carry their terms' rounding (compare.cpp says why).
+// a naive same-precision implementation's error, plus 4 ulps of that precision). A gradient's scale is at
+// least the case's largest gradient (sketches: the largest sketch): gradients that vanish by
+// cancellation carry their terms' rounding (tolerance.hpp, kGradientScaleFloor, says why).
 #pragma once
 
 #include <cstdint>
@@ -29,7 +29,14 @@
 
 namespace attncheck {
 
-using NamedTensors = std::map<std::string, Tensor>;
+// Orders tensor names as people read them: runs of digits compare as numbers, so "ranks/2/..." comes
+// before "ranks/10/..." (plain string order would list ranks 0, 1, 10, 11, ..., 2).
+struct TensorNameOrder {
+  using is_transparent = void;
+  bool operator()(std::string_view a, std::string_view b) const;
+};
+
+using NamedTensors = std::map<std::string, Tensor, TensorNameOrder>;
 
 // The tensors of a Result under their golden-file names.
 NamedTensors named_tensors(const Result& result);
@@ -61,17 +68,17 @@ struct CompareReport {
   bool passed() const;
 };
 
-// Compares every expected tensor with the actual one of the same name (extra actual tensors are
-// ignored). The case supplies the layouts for localisation.
 // The yardstick's error per expected tensor name: the largest |naive - expected| over its runs.
-using YardstickErrors = std::map<std::string, double>;
+using YardstickErrors = std::map<std::string, double, TensorNameOrder>;
 
 // Folds one run of the naive implementation into `errors` (sketching it where `expected` holds a
 // sketch), so that no run needs to be kept in memory.
 void add_yardstick_run(const NamedTensors& expected, const NamedTensors& run, YardstickErrors& errors);
 
-// precision below fp64 needs `yardstick`: the emulated naive implementation's errors in that precision
-// (add_yardstick_run over reference::run_emulated runs); InputError without it.
+// Compares every expected tensor with the actual one of the same name (extra actual tensors are
+// ignored). The case supplies the layouts for localisation. A precision below fp64 needs `yardstick`:
+// the emulated naive implementation's errors in that precision (reference::yardstick_errors); InputError
+// without it.
 CompareReport compare(const Case& test_case, const NamedTensors& expected, const NamedTensors& actual,
                       Precision precision, const YardstickErrors* yardstick = nullptr);
 

@@ -1,6 +1,6 @@
 // Import of a Hugging Face config.json (one attention layer of the model).
 //
-// Keys read: hidden_size, num_attention_heads, num_key_value_heads (absent = num_attention_heads),
+// Keys read: hidden_size, num_attention_heads, num_key_value_heads (absent: the architecture's default, else num_attention_heads),
 // head_dim (absent or null = derived), rope_theta / rope_parameters, partial_rotary_factor (or
 // GPT-NeoX's rotary_pct and rotary_emb_base), sliding_window with use_sliding_window,
 // max_window_layers, layer_types or Gemma 3's sliding-window pattern, query_pre_attn_scalar,
@@ -8,7 +8,7 @@
 // text_config (multimodal wrappers such as Gemma 3 4B) is read instead of the top level when present.
 //
 // Decisions:
-// - Only architectures whose attention attncheck knows are imported (core/hf_architectures.hpp:
+// - Only architectures whose attention attncheck knows are imported (core/config/hf_architectures.hpp:
 //   llama, mistral, qwen2(_moe), qwen3(_moe), gemma, gemma3(_text), gpt_neox). Others differ in ways a
 //   generic reading would get silently wrong (Gemma 2 alternates layers, Phi has per-head LayerNorm),
 //   so they are refused; describe them with explicit flags instead.

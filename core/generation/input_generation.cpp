@@ -145,7 +145,7 @@ std::optional<ActivationDistribution> parse_activation_distribution(std::string_
 }
 
 Parameters generate_weights(const Geometry& geometry, std::uint64_t seed) {
-  // Parameter counts are exact in int64 (core/geometry.hpp bounds the dimensions); the bound keeps a
+  // Parameter counts are exact in int64 (core/model/geometry.hpp bounds the dimensions); the bound keeps a
   // typo like --heads 4096 --head-dim 1048576 an InputError instead of an allocation failure.
   const std::int64_t parameters = make_tp_plan(geometry, 1).unsharded_params.total();
   if (parameters > kMaxParameterElements) {

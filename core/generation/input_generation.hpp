@@ -1,4 +1,4 @@
-// Deterministic generation of Case inputs and weights (DESIGN §3, "exact inputs", "distinct heads").
+// Deterministic generation of Case inputs and weights (docs/ARCHITECTURE.md, "Exact inputs").
 //
 // Every generated value is a small integer times a power of two: |k| <= 255 (8 significant bits) times
 // 2^e, with e well inside fp16's range, so bf16, fp16, fp32 and fp64 all hold it exactly and a
@@ -43,7 +43,7 @@ struct InputOptions {
   bool position_gaps = false;
   bool pad_keys = false;  // random key_lengths in [1, seq] for rows >= 1 (row 0 keeps all seq keys)
   DecodeSchedule decode;
-  std::int64_t tp_size = 1;  // the plan stored in the case (reference-tp runs it)
+  std::int64_t tp_size = 1;  // the plan stored in the case (sharded implementations run it)
 };
 
 // Limits that keep impossible sizes InputErrors rather than allocation failures.

@@ -1,5 +1,5 @@
-// Case: everything an implementation needs to run one attention layer (DESIGN §2): the geometry and
-// its TP plan, the inputs, and the weights in Hugging Face layout (core/parameters.hpp).
+// Case: everything an implementation needs to run one attention layer: the geometry and
+// its TP plan, the inputs, and the weights in Hugging Face layout (core/model/parameters.hpp).
 //
 // Conventions every implementation follows:
 // - Self-attention over the whole sequence: seq_q = seq_k = seq. Query i sees key j when
@@ -49,7 +49,7 @@ struct Inputs {
 };
 
 struct Case {
-  TpPlan plan;  // plan.geometry is the case's geometry; plan.tp_size the ranks reference-tp uses
+  TpPlan plan;  // plan.geometry is the case's geometry; plan.tp_size the ranks a sharded implementation runs
   Inputs inputs;
   Parameters weights;  // unsharded, HF layout
 

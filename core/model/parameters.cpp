@@ -97,7 +97,7 @@ void check_parameters(const Parameters& parameters, const Geometry& geometry, Pa
     }
     if (tensor.shape != *shape || tensor.numel() != element_count(*shape)) {
       violations.add(field, to_string(tensor.shape), fmt::format("shape must be {}", to_string(*shape)),
-                     "see core/parameters.hpp for the layout");
+                     "see core/model/parameters.hpp for the layout");
       return;
     }
     check_finite(tensor, field, violations);

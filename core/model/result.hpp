@@ -1,5 +1,6 @@
-// Result: what an implementation returns for a Case (DESIGN §2). Two Results are all a comparison
-// needs. Every tensor is fp64, whatever the implementation computed in.
+// Result: what an implementation returns for a Case. Every tensor is fp64, whatever the implementation
+// computed in. A comparison needs two Results' tensors (named_tensors()), the Case (for shapes and
+// localisation) and, below fp64, the yardstick's errors (core/compare/compare.hpp).
 #pragma once
 
 #include <optional>
@@ -39,10 +40,11 @@ struct Result {
   // KV-cache decoding of inputs.decode: rows 0 .. decode.total()-1 of out, produced by the prefill call
   // and then the steps. [batch, decode.total(), hidden_size]; absent without a schedule.
   std::optional<Tensor> decode_out;
-  // reference-tp only: per rank, the gradients of that rank's shard as a TP trainer holds them after
+  // Sharded implementations only (reference-tp, torch-*, cuda-*-tp, the emulated and naive layers): per
+  // rank, the gradients of that rank's shard as a TP trainer holds them after
   // its all-reduces: a replicated KV head's gradient summed over its replica group, q_norm/k_norm
   // gradients summed over all ranks, o_bias's (added once, after the o_proj partials are summed)
-  // the full gradient on every rank. Shard layout: core/tp_shard.hpp.
+  // the full gradient on every rank. Shard layout: core/tp/tp_shard.hpp.
   std::vector<Parameters> rank_gradients;
 };
 

@@ -1,7 +1,7 @@
 // Tensor: a dense row-major fp64 array with a shape, the exchange type of Case and Result.
 //
 // Every implementation reads its inputs from and writes its results into Tensors, whatever precision
-// it computes in: generated inputs are exactly representable in bf16/fp16 (core/input_generation), so
+// it computes in: generated inputs are exactly representable in bf16/fp16 (core/generation/input_generation), so
 // fp64 storage loses nothing on the way in, and results are compared in fp64 on the way out.
 #pragma once
 

@@ -1,6 +1,6 @@
 // TpPlan: how one attention layer's heads and weights are cut over tp_size (P) tensor-parallel ranks.
 //
-// Semantics (DESIGN §3): Q/K/V are column-parallel, split on whole heads; rank r owns query heads
+// Semantics: Q/K/V are column-parallel, split on whole heads; rank r owns query heads
 // [r*H_q/P, (r+1)*H_q/P). P <= H_kv needs H_kv % P == 0 and gives each rank H_kv/P KV heads of its own.
 // P > H_kv needs P % H_kv == 0 and replicates each KV head on kv_replicas = P/H_kv consecutive ranks
 // (rank r uses KV head r / kv_replicas); those ranks form the head's replica group, the only ranks over

@@ -3,7 +3,7 @@
 // (query_width + 2 * kv_width locally); only the order differs, and a wrong order is a silent bug.
 //
 //   stacked  [Q | K | V]: all local query heads, then the local K heads, then the local V heads
-//            (vLLM's QKVParallelLinear; the per-rank [Q|K|V] of DESIGN.md).
+//            (vLLM's QKVParallelLinear).
 //   grouped  per local KV head g: [q heads of g ... | k_g | v_g] (Megatron-Core's linear_qkv).
 //   neox     GPT-NeoX's ParallelSelfAttention as its code reshapes the fused output: per local query
 //            head i, [q_i | head_dim/g rows of K | head_dim/g rows of V], where g = local query heads

@@ -1,6 +1,6 @@
 // Converters between HF's separate q/k/v projections and a rank's fused QKV weight in any layout of
-// core/fused_qkv.hpp (stacked [Q|K|V] as GPT-NeoX's GQA path and vLLM, grouped as Megatron-Core, neox
-// per head), using the row maps there. Together with core/tp_shard (full <-> rank shards) they take HF
+// core/tp/fused_qkv.hpp (stacked [Q|K|V] as vLLM, grouped as Megatron-Core, neox as GPT-NeoX's code
+// reshapes it), using the row maps there. Together with core/tp/tp_shard (full <-> rank shards) they take HF
 // weights to any framework's per-rank fused tensors and back, and gradients the same way.
 //
 // Layouts: a rank shard is what shard_parameters() gives (q_proj [local query width, hidden], k_proj and

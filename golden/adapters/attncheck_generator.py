@@ -4,7 +4,7 @@
 
 Golden files may name their weights by this generator and a seed instead of storing them
 (golden/SCHEMA.md, "Weight generator v1"). This module is that section written as code, so that a
-reader in Python can rebuild them; core/input_generation.cpp is the C++ side, and ctest
+reader in Python can rebuild them; core/generation/input_generation.cpp is the C++ side, and ctest
 `golden.python_generator` checks that the two agree value for value.
 
     python3 attncheck_generator.py --check DUMP.json   # compare with a dump from golden/generator_dump

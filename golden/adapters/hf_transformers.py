@@ -6,7 +6,7 @@ writes candidate files (golden/SCHEMA.md, "Candidate files") for `attncheck comp
     hf_transformers.py GOLDEN.h5 ... --output-dir DIR      # DIR/<golden name>.candidate.h5 each
     hf_transformers.py --worker [--plant-bug NAME]          # for attncheck fuzz --impl exec:'...'
 
-Only h5py, numpy, torch and transformers are used, and only what SCHEMA.md documents is read: this
+Only h5py, numpy, torch and transformers (with huggingface_hub, which it depends on) are used, and only what SCHEMA.md documents is read: this
 file is also the proof that the schema is enough to write a candidate from Python.
 
 What runs is transformers' code for the architecture: its Attention module (projections, QK-norm,
@@ -25,7 +25,7 @@ LlamaAttention. A geometry the chosen module cannot express (interleaved RoPE, s
 bias flags, a query that sees no key, ...) is refused with the reason and exit code 2.
 
 Exit codes: 0 candidates written, 2 bad input or a geometry transformers cannot express. As a worker
-(attncheck's protocol, properties/worker.hpp) a geometry it cannot express is answered "unsupported".
+(attncheck's protocol, impl/worker.hpp) a geometry it cannot express is answered "unsupported".
 """
 import argparse
 import contextlib
@@ -82,10 +82,9 @@ def _dataset(h5, path, dtype, shape, golden_path):
 
 
 def resolved_head_dim(geometry):
-    """SCHEMA.md: an absent head_dim means hidden_size / num_attention_heads. The adapter's only use of
-    the quotient: to size the generated weights. The module gets the absence itself where it has a
-    notion of it (GPT-NeoX), and an explicit value elsewhere (HF configs default head_dim to 128 or
-    256, not to the quotient)."""
+    """SCHEMA.md: an absent head_dim means hidden_size / num_attention_heads. The resolved head_dim sizes
+    the weights and is passed explicitly to every module except GPT-NeoX, which gets the absence itself
+    (the one module with a notion of it)."""
     if "head_dim" in geometry:
         return geometry["head_dim"]
     return geometry["hidden_size"] // geometry["num_attention_heads"]
@@ -513,7 +512,7 @@ PLANTED_BUGS = {"quotient-scale": _quotient_scale}
 
 
 def worker(attn_implementation, plant_bug):
-    """attncheck worker protocol 1 (properties/worker.hpp): "run CASE CANDIDATE" lines on stdin, one
+    """attncheck worker protocol 1 (impl/worker.hpp): "run CASE CANDIDATE" lines on stdin, one
     "ok" / "unsupported REASON" / "error MESSAGE" line each on stdout. Everything else goes to stderr."""
     protocol = sys.stdout
     sys.stdout = sys.stderr  # a stray print from any library must not corrupt the protocol

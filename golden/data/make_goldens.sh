@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Regenerates the committed goldens in this folder (issue 4's list). Usage, from the repository root
-# after building: golden/data/make_goldens.sh [path/to/attncheck]. Weights are named by the generator
-# and projection gradients sketched (golden/SCHEMA.md), except in small_softcap_padding.h5, which
-# stores everything in full as an example for readers. Batch 2, 6 tokens, decoding 4 + 1 + 1.
+# Regenerates the committed goldens in this folder. Usage, after building: golden/data/make_goldens.sh
+# [path/to/attncheck] (absolute, or relative to golden/data; default ../../build/cli/attncheck).
+# Weights are named by the generator and projection gradients sketched (golden/SCHEMA.md), except in
+# small_softcap_padding.h5, which stores everything in full as an example for readers. The others:
+# batch 2, 6 tokens, decoding 4 + 1 + 1.
 set -euo pipefail
 cd "$(dirname "$0")"
 attncheck=${1:-../../build/cli/attncheck}

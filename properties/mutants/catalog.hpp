@@ -1,8 +1,8 @@
-// The mutant catalog: realistic broken implementations, each the reference with one bug that a real
-// framework has made (or could easily make), registered like any implementation so that the property
-// suite, the fuzzer and `attncheck mutants` can show they are caught. A mutant runs on every case; where
-// its bug cannot show (a swap of heads in a one-head layer, a quotient scale where head_dim is the
-// quotient) it simply gives the right answer, as the broken framework would.
+// The mutant catalog: realistic broken implementations, each a correct fp64 layer (the reference, or the
+// naive layer of naive_layer.hpp) with one bug that a real framework has made (or could easily make), registered like
+// any implementation so that the property suite, the fuzzer and `attncheck mutants` can show they are caught. A mutant
+// runs on every case; where its bug cannot show (a swap of heads in a one-head layer, a quotient scale where head_dim
+// is the quotient) it simply gives the right answer, as the broken framework would.
 #pragma once
 
 #include <functional>
