@@ -1,5 +1,6 @@
-// An implementation that is a function of the case (the fp64 references, the mutants): its Result is
-// returned under golden-file names.
+// An implementation that is a function of the case (the references, the mutants, the LibTorch and CUDA
+// layers): its Result is returned under golden-file names. The function throws Unsupported for a case it
+// cannot run (a backend translates its own refusals).
 #pragma once
 
 #include <functional>
@@ -12,6 +13,7 @@
 namespace attncheck::impl {
 
 std::unique_ptr<Implementation> function_implementation(std::string name, bool sharded,
-                                                        std::function<Result(const Case&)> run);
+                                                        std::function<Result(const Case&)> run,
+                                                        Precision precision = Precision::fp64);
 
 }  // namespace attncheck::impl

@@ -1,6 +1,7 @@
 // Registers the LibTorch implementation's names (torch_options.hpp) in the registry (impl/registry.hpp):
 // torch-cpu-* run on any machine (kind default), torch-cuda-* need a GPU (kind device). Every one runs
-// every rank of the case's plan, so reports per-rank gradients.
+// every rank of the case's plan, so reports per-rank gradients; TorchUnsupported becomes Unsupported.
+#include "impl/function_implementation.hpp"
 #include "impl/registry.hpp"
 #include "torch_impl/torch_layer.hpp"
 #include "torch_impl/torch_options.hpp"
@@ -9,31 +10,23 @@ namespace attncheck::torch_impl {
 
 namespace {
 
-class TorchImplementation : public impl::Implementation {
- public:
-  TorchImplementation(std::string name, TorchOptions options) : name_(std::move(name)), options_(options) {}
-  const std::string& name() const override { return name_; }
-  bool sharded() const override { return true; }
-  Precision precision() const override { return options_.precision; }
-  NamedTensors run(const Case& test_case) override {
+std::unique_ptr<impl::Implementation> open_torch(const std::string& name, const TorchOptions& options) {
+  const auto run = [name, options](const Case& test_case) {
     try {
-      return named_tensors(run_torch(test_case, options_, name_));
+      return run_torch(test_case, options, name);
     } catch (const TorchUnsupported& error) {
-      throw impl::Unsupported(name_, error.what());
+      throw impl::Unsupported(name, error.what());
     }
-  }
-
- private:
-  std::string name_;
-  TorchOptions options_;
-};
+  };
+  return impl::function_implementation(name, true, run, options.precision);
+}
 
 const impl::BackendRegistration kRegistration(10, [] {
   std::vector<impl::ImplementationEntry> entries;
   for (const std::string& name : torch_implementation_names()) {
     const TorchOptions options = *parse_torch_implementation(name);
     entries.push_back({name, options.cuda ? impl::ImplementationKind::device : impl::ImplementationKind::default_run,
-                       [name, options] { return std::make_unique<TorchImplementation>(name, options); }});
+                       [name, options] { return open_torch(name, options); }});
   }
   return entries;
 });

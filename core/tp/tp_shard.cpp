@@ -60,6 +60,24 @@ void copy_columns(Tensor& target, IndexRange columns, const Tensor& source) {
   }
 }
 
+enum class Put { add, copy };
+
+// Puts a rank's head-sliced tensors into their slices of the full ones (q/k/v_proj and their biases by
+// rows, o_proj by columns), adding or copying. The tensors every rank holds whole are the caller's.
+void put_head_slices(Parameters& full, const Parameters& rank, const RankPlan& plan, Put put) {
+  const auto rows = [put](Tensor& target, IndexRange range, const Tensor& source) {
+    put == Put::add ? add_rows(target, range, source) : copy_rows(target, range, source);
+  };
+  rows(full.q_proj, plan.q_proj_rows, rank.q_proj);
+  rows(full.k_proj, plan.kv_proj_rows, rank.k_proj);
+  rows(full.v_proj, plan.kv_proj_rows, rank.v_proj);
+  if (full.q_bias) rows(*full.q_bias, plan.q_proj_rows, *rank.q_bias);
+  if (full.k_bias) rows(*full.k_bias, plan.kv_proj_rows, *rank.k_bias);
+  if (full.v_bias) rows(*full.v_bias, plan.kv_proj_rows, *rank.v_bias);
+  put == Put::add ? add_columns(full.o_proj, plan.o_proj_columns, rank.o_proj)
+                  : copy_columns(full.o_proj, plan.o_proj_columns, rank.o_proj);
+}
+
 void add_whole(std::optional<Tensor>& target, const std::optional<Tensor>& source) {
   for (std::size_t i = 0; i < target->values.size(); ++i) target->values[i] += source->values[i];
 }
@@ -97,14 +115,7 @@ GradientAssembler::GradientAssembler(const TpPlan& plan)
 
 void GradientAssembler::add_rank(const Parameters& partial) {
   if (next_rank_ >= plan_.tp_size) throw std::logic_error("GradientAssembler: more ranks than the plan has");
-  const RankPlan& rank_plan = plan_.ranks[next_rank_];
-  add_rows(full_.q_proj, rank_plan.q_proj_rows, partial.q_proj);
-  add_rows(full_.k_proj, rank_plan.kv_proj_rows, partial.k_proj);
-  add_rows(full_.v_proj, rank_plan.kv_proj_rows, partial.v_proj);
-  add_columns(full_.o_proj, rank_plan.o_proj_columns, partial.o_proj);
-  if (full_.q_bias) add_rows(*full_.q_bias, rank_plan.q_proj_rows, *partial.q_bias);
-  if (full_.k_bias) add_rows(*full_.k_bias, rank_plan.kv_proj_rows, *partial.k_bias);
-  if (full_.v_bias) add_rows(*full_.v_bias, rank_plan.kv_proj_rows, *partial.v_bias);
+  put_head_slices(full_, partial, plan_.ranks[next_rank_], Put::add);
   if (full_.q_norm) add_whole(full_.q_norm, partial.q_norm);
   if (full_.k_norm) add_whole(full_.k_norm, partial.k_norm);
   if (full_.o_bias && next_rank_ == 0) full_.o_bias = partial.o_bias;  // the same on every rank
@@ -135,15 +146,8 @@ Parameters gather_gradients(const std::vector<Parameters>& rank_gradients, const
   Parameters full = zero_parameters(plan.geometry, full_widths(plan.geometry));
   // Ranks in reverse, so that the first rank holding a slice writes it last.
   for (int r = plan.tp_size - 1; r >= 0; --r) {
-    const RankPlan& rank_plan = plan.ranks[r];
     const Parameters& rank = rank_gradients[r];
-    copy_rows(full.q_proj, rank_plan.q_proj_rows, rank.q_proj);
-    copy_rows(full.k_proj, rank_plan.kv_proj_rows, rank.k_proj);
-    copy_rows(full.v_proj, rank_plan.kv_proj_rows, rank.v_proj);
-    copy_columns(full.o_proj, rank_plan.o_proj_columns, rank.o_proj);
-    if (full.q_bias) copy_rows(*full.q_bias, rank_plan.q_proj_rows, *rank.q_bias);
-    if (full.k_bias) copy_rows(*full.k_bias, rank_plan.kv_proj_rows, *rank.k_bias);
-    if (full.v_bias) copy_rows(*full.v_bias, rank_plan.kv_proj_rows, *rank.v_bias);
+    put_head_slices(full, rank, plan.ranks[r], Put::copy);
     full.o_bias = rank.o_bias;
     full.q_norm = rank.q_norm;
     full.k_norm = rank.k_norm;

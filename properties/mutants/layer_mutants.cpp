@@ -50,12 +50,20 @@ class GqaKvGradLastHeadOnly : public NaiveLayer {
   void add_kv_gradient(MatrixRef kv_gradient, const RowMatrix& head_share) const override { kv_gradient = head_share; }
 };
 
-// The KV tensors a reduction touches, as pointers into one Parameters.
-std::vector<Tensor*> kv_tensors(Parameters& p) {
-  std::vector<Tensor*> tensors{&p.k_proj, &p.v_proj};
+// The KV tensors a reduction touches (k/v_proj, k/v_bias), by name.
+template <class ParametersT>
+auto kv_tensors(ParametersT& p) {
+  std::vector<decltype(&p.k_proj)> tensors{&p.k_proj, &p.v_proj};
   if (p.k_bias) tensors.push_back(&*p.k_bias);
   if (p.v_bias) tensors.push_back(&*p.v_bias);
   return tensors;
+}
+
+// target's KV tensors = source's.
+void assign_kv(Parameters& target, const Parameters& source) {
+  const auto to = kv_tensors(target);
+  const auto from = kv_tensors(source);
+  for (std::size_t i = 0; i < to.size(); ++i) *to[i] = *from[i];
 }
 
 // A replicated KV head's gradient left as each rank computed it: no all-reduce over its replica group.
@@ -63,11 +71,7 @@ class ReplicatedKvGradUnsummed : public NaiveLayer {
   std::vector<Parameters> reduce_gradients(const std::vector<Parameters>& rank_partials,
                                            const TpPlan& plan) const override {
     std::vector<Parameters> reduced = NaiveLayer::reduce_gradients(rank_partials, plan);
-    std::vector<Parameters> partials = rank_partials;  // mutable, to point into
-    for (std::size_t r = 0; r < reduced.size(); ++r) {
-      const std::vector<Tensor*> target = kv_tensors(reduced[r]), source = kv_tensors(partials[r]);
-      for (std::size_t i = 0; i < target.size(); ++i) *target[i] = *source[i];
-    }
+    for (std::size_t r = 0; r < reduced.size(); ++r) assign_kv(reduced[r], rank_partials[r]);
     return reduced;
   }
 };
@@ -79,18 +83,15 @@ class KvGradSummedOverAllRanks : public NaiveLayer {
                                            const TpPlan& plan) const override {
     std::vector<Parameters> reduced = NaiveLayer::reduce_gradients(rank_partials, plan);
     Parameters total = rank_partials[0];
-    std::vector<Parameters> partials = rank_partials;
-    for (std::size_t r = 1; r < partials.size(); ++r) {
-      const std::vector<Tensor*> sum = kv_tensors(total), term = kv_tensors(partials[r]);
+    for (std::size_t r = 1; r < rank_partials.size(); ++r) {
+      const auto sum = kv_tensors(total);
+      const auto term = kv_tensors(rank_partials[r]);
       for (std::size_t i = 0; i < sum.size(); ++i) {
         std::transform(sum[i]->values.begin(), sum[i]->values.end(), term[i]->values.begin(), sum[i]->values.begin(),
                        std::plus<>());
       }
     }
-    for (Parameters& rank : reduced) {
-      const std::vector<Tensor*> target = kv_tensors(rank), source = kv_tensors(total);
-      for (std::size_t i = 0; i < target.size(); ++i) *target[i] = *source[i];
-    }
+    for (Parameters& rank : reduced) assign_kv(rank, total);
     return reduced;
   }
 };

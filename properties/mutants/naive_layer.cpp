@@ -10,7 +10,6 @@
 namespace attncheck::properties::mutants {
 
 using reference::as_matrix;
-using reference::ConstMatrixMap;
 using reference::RowVector;
 
 std::int64_t NaiveLayer::aligned_key(const MaskQuery& query) const {
@@ -57,10 +56,6 @@ RowMatrix linear(const RowMatrix& x, const Tensor& weight, const std::optional<T
 Tensor column_sums(const RowMatrix& matrix) {
   const RowVector sums = matrix.colwise().sum();
   return Tensor({sums.size()}, std::vector<double>(sums.data(), sums.data() + sums.size()));
-}
-
-Tensor as_tensor(const RowMatrix& matrix, Shape shape) {
-  return Tensor(std::move(shape), std::vector<double>(matrix.data(), matrix.data() + matrix.size()));
 }
 
 // Rows [first, first + count) of every batch row of a [batch * seq, width] matrix, as [batch * count, width].
@@ -230,7 +225,7 @@ RankPass run_rank(const RankComputation& rank, const Inputs& inputs) {
   // Backward of sum(out * dout).
   const RowMatrix d_out = as_matrix(inputs.dout, batch * seq);
   Parameters& grads = pass.gradients;
-  grads.o_proj = as_tensor(d_out.transpose() * context, shard.o_proj.shape);
+  grads.o_proj = reference::to_tensor(d_out.transpose() * context, shard.o_proj.shape);
   if (shard.o_bias) grads.o_bias = column_sums(d_out);
   const RowMatrix d_context = d_out * as_matrix(shard.o_proj, shard.o_proj.shape[0]);
   RowMatrix d_q = RowMatrix::Zero(batch * seq, rank.heads * d);
@@ -260,13 +255,13 @@ RankPass run_rank(const RankComputation& rank, const Inputs& inputs) {
     RowVector d_q_norm = RowVector::Zero(d), d_k_norm = RowVector::Zero(d);
     rank.normalise_backward(d_q, p.q_input, p.q_inverse_rms, *shard.q_norm, rank.heads, d_q_norm);
     rank.normalise_backward(d_k, p.k_input, p.k_inverse_rms, *shard.k_norm, rank.kv_heads, d_k_norm);
-    grads.q_norm = as_tensor(d_q_norm, {d});
-    grads.k_norm = as_tensor(d_k_norm, {d});
+    grads.q_norm = reference::to_tensor(d_q_norm, {d});
+    grads.k_norm = reference::to_tensor(d_k_norm, {d});
   }
   pass.dx = RowMatrix::Zero(batch * seq, g.hidden_size());
   const auto projection = [&](const RowMatrix& d_projected, const Tensor& weight, Tensor& d_weight,
                               const std::optional<Tensor>& bias, std::optional<Tensor>& d_bias) {
-    d_weight = as_tensor(d_projected.transpose() * x, weight.shape);
+    d_weight = reference::to_tensor(d_projected.transpose() * x, weight.shape);
     if (bias) d_bias = column_sums(d_projected);
     pass.dx += d_projected * as_matrix(weight, weight.shape[0]);
   };
@@ -352,11 +347,11 @@ Result NaiveLayer::run(const Case& test_case) const {
 
   Result result;
   result.implementation = "naive-layer";
-  result.out = as_tensor(out, inputs.x.shape);
+  result.out = reference::to_tensor(out, inputs.x.shape);
   result.rank_gradients = reduce_gradients(partials, plan);
   result.gradients =
-      Gradients{.x = as_tensor(dx, inputs.x.shape), .params = gather_gradients(result.rank_gradients, plan)};
-  if (decode) result.decode_out = as_tensor(decode_out, {inputs.batch, inputs.decode.total(), hidden});
+      Gradients{.x = reference::to_tensor(dx, inputs.x.shape), .params = gather_gradients(result.rank_gradients, plan)};
+  if (decode) result.decode_out = reference::to_tensor(decode_out, {inputs.batch, inputs.decode.total(), hidden});
   return result;
 }
 
