@@ -35,9 +35,14 @@ std::pair<std::int64_t, std::int64_t> parse_shard(const std::string& text) {
 
 properties::FuzzOptions fuzz_options(const FuzzCommandOptions& options) {
   ViolationList violations;
+  const std::optional<properties::SizeProfile> profile = properties::parse_size_profile(options.profile);
+  if (!profile) {
+    violations.add("--profile", options.profile, "must name a size profile",
+                   "short (seq 3 .. 12, up to 16 heads) or long (seq 48 .. 4096 around tile edges, up to 4 heads)");
+  }
   if (options.max_size <= 0 || options.max_size > 64) {
     violations.add("--max-size", fmt::format("{}", options.max_size), "must lie in (0, 64]",
-                   "1 (up to 4 KV heads x 4, head_dim 256, hidden 256, seq 12)");
+                   "1 (short: up to 4 KV heads x 4, head_dim 256, hidden 256, seq 12; long: 2 x 2, seq 4096)");
   }
   if (options.seconds && *options.seconds <= 0) {
     violations.add("--seconds", fmt::format("{}", *options.seconds), "must be positive", "60");
@@ -52,7 +57,7 @@ properties::FuzzOptions fuzz_options(const FuzzCommandOptions& options) {
           .cases = options.cases,
           .shard_index = index,
           .shard_count = count,
-          .limits = properties::GenLimits{}.scaled(options.max_size),
+          .limits = properties::GenLimits::for_profile(*profile).scaled(options.max_size),
           .repro_dir = options.repro_dir,
           .shrink_seconds = options.shrink_seconds};
 }
@@ -67,6 +72,8 @@ FuzzCommands add_fuzz_commands(CLI::App& app, FuzzCommandOptions& options) {
   commands.fuzz->add_option("--cases", options.cases, "stop after this many cases")->excludes(seconds);
   commands.fuzz->add_option("--seed", options.seed, "seed of the case sequence")->default_val(1);
   commands.fuzz->add_option("--shard", options.shard, "run shard i of n of the seed's cases")->default_val("0/1");
+  commands.fuzz->add_option("--profile", options.profile, "size profile: short (seq 3 .. 12) or long (48 .. 4096)")
+      ->default_val("short");
   commands.fuzz->add_option("--max-size", options.max_size, "scale every size bound by this factor")->default_val(1.0);
   commands.fuzz->add_option("--repro-dir", options.repro_dir, "folder for the repro file")->default_val(".");
   commands.fuzz->add_option("--shrink-seconds", options.shrink_seconds, "time allowed for shrinking")->default_val(60);

@@ -1,5 +1,6 @@
 // `attncheck fuzz`, `attncheck mutants` and `attncheck replay` (properties/fuzz.hpp underneath).
-//   fuzz --impl NAME [--seconds S | --cases N] [--seed N] [--shard i/n] [--max-size F]: progress lines,
+//   fuzz --impl NAME [--seconds S | --cases N] [--seed N] [--shard i/n] [--profile short|long]
+//     [--max-size F]: progress lines,
 //     exit 1 on the first failure with the shrunk case's repro file and the command replaying it.
 //   mutants [--mutant NAME]... [--seconds S]: fuzzes every mutant of the catalog until it is caught;
 //     a table of mutant, killed?, by which property, cases needed, seconds, shrunk counterexample. Exit 1
@@ -23,6 +24,7 @@ struct FuzzCommandOptions {
   std::optional<std::int64_t> cases;
   std::uint64_t seed = 1;
   std::string shard = "0/1";
+  std::string profile = "short";  // properties::SizeProfile by name
   double max_size = 1.0;
   std::string repro_dir = ".";
   double shrink_seconds = 60.0;

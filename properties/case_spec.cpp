@@ -1,6 +1,7 @@
 #include "properties/case_spec.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace attncheck::properties {
 
@@ -28,6 +29,7 @@ std::string describe(const CaseSpec& spec) {
   if (in.position_offset) text += fmt::format(", positions from {}", *in.position_offset);
   if (in.position_gaps) text += ", position gaps";
   if (in.pad_keys) text += ", padded keys";
+  if (!in.key_lengths.empty()) text += fmt::format(", key lengths [{}]", fmt::join(in.key_lengths, ", "));
   if (!in.decode.empty()) {
     text += fmt::format(", decode {}", in.decode.prefill);
     for (const std::int64_t step : in.decode.steps) text += fmt::format("+{}", step);

@@ -14,6 +14,11 @@ attncheck_fuzz_case(reference_tp_clean 0 "fuzz reference-tp: 400 cases \\(0 unsu
 # Every mutant of the catalog is caught (each well within its 60 s).
 attncheck_fuzz_case(mutants_all_killed 0 "18 of 18 mutants killed" "^$" 600
                     mutants --repro-dir ${fuzz_dir}/mutants)
+# The long profile end to end: a fixed number of cases, clean.
+attncheck_fuzz_case(reference_tp_long_clean 0 "fuzz reference-tp: 30 cases \\(0 unsupported\\)" "^$" 120
+                    fuzz --impl reference-tp --profile long --cases 30 --seed 7 --repro-dir ${fuzz_dir})
+attncheck_fuzz_case(bad_profile 2 "^$" "--profile = medium: must name a size profile; short .* or long" 60
+                    fuzz --impl reference --profile medium)
 attncheck_fuzz_case(bad_shard 2 "^$" "--shard = 2/2: must be i/n with 0 <= i < n" 60
                     fuzz --impl reference --shard 2/2)
 attncheck_fuzz_case(not_a_worker 2 "^$" "must start a process that first prints 'attncheck-worker 1'" 60

@@ -2,6 +2,8 @@
 // every generated spec is a valid case, and a failure shrinks to a case no larger than the original.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 
@@ -48,6 +50,108 @@ TEST(Fuzz, EveryGeneratedSpecIsAValidCase) {
     EXPECT_EQ(test_case.geometry().head_dim() % 2, 0);
     EXPECT_LE(test_case.geometry().head_dim(), 256);
   }
+}
+
+// The long profile reaches where kernels break: lengths next to tile edges and prime ones, up to 4096,
+// windows and padding ending next to tile edges, rows with no key, long prefills with many decode calls,
+// the widths kernels specialise; and every case stays within the work budget.
+TEST(Fuzz, TheLongProfileReachesTileEdgesAndStaysWithinItsBudget) {
+  const GenLimits limits = GenLimits::for_profile(SizeProfile::long_sequences);
+  const auto near_edge = [](std::int64_t n) {
+    for (const std::int64_t tile : {64, 128}) {
+      const std::int64_t distance = std::min(n % tile, tile - n % tile);
+      if (n >= tile - 2 && distance <= 2) return true;
+    }
+    return false;
+  };
+  const auto is_prime = [](std::int64_t n) {
+    for (std::int64_t d = 2; d * d <= n; ++d) {
+      if (n % d == 0) return false;
+    }
+    return n > 1;
+  };
+  int edges = 0, primes = 0, beyond_2048 = 0, windows = 0, edge_windows = 0, padded = 0, edge_padding = 0;
+  int keyless_rows = 0, many_calls = 0, specialised = 0;
+  std::int64_t longest = 0;
+  for (std::int64_t i = 0; i < 404; ++i) {
+    const CaseSpec spec = fuzz_case(13, i, limits);
+    const Case test_case = make_case(spec);  // throws on an invalid spec
+    const Geometry& g = test_case.geometry();
+    const std::int64_t seq = spec.inputs.seq;
+    EXPECT_GE(seq, 48);
+    EXPECT_LE(seq, 4096);
+    EXPECT_LE(g.num_heads(), 4);
+    EXPECT_LE(
+        spec.inputs.batch * g.num_heads() * seq * seq * g.head_dim(),
+        std::max<std::int64_t>(limits.max_attention_work, spec.inputs.batch * g.num_heads() * 48 * 48 * g.head_dim()));
+    longest = std::max(longest, seq);
+    edges += near_edge(seq);
+    primes += is_prime(seq);
+    beyond_2048 += seq > 2048;
+    specialised += g.head_dim() == 64 || g.head_dim() == 80 || g.head_dim() == 128 || g.head_dim() == 256;
+    if (g.sliding_window()) {
+      ++windows;
+      edge_windows += near_edge(*g.sliding_window());
+    }
+    for (std::size_t b = 0; b < spec.inputs.key_lengths.size(); ++b) {
+      ++padded;
+      edge_padding += near_edge(spec.inputs.key_lengths[b]);
+      keyless_rows += spec.inputs.key_lengths[b] == 0;
+    }
+    many_calls += spec.inputs.decode.steps.size() >= 4 && spec.inputs.decode.prefill > seq / 2;
+  }
+  EXPECT_GT(edges, 100);
+  EXPECT_GT(primes, 20);
+  EXPECT_GT(beyond_2048, 5);
+  EXPECT_GT(longest, 3000);  // 4096 at RapidCheck size 100 only
+  EXPECT_GT(windows, 50);
+  EXPECT_GT(edge_windows, 10);
+  EXPECT_GT(padded, 30);
+  EXPECT_GT(edge_padding, 5);
+  EXPECT_GT(keyless_rows, 3);
+  EXPECT_GT(many_calls, 20);
+  EXPECT_GT(specialised, 40);
+  std::printf(
+      "long profile over 404 cases: %d near a tile edge, %d prime, %d beyond 2048 (longest %lld), %d windows "
+      "(%d near an edge), %d padded rows (%d near an edge, %d without keys), %d long prefills with 4+ calls, "
+      "%d with head_dim 64/80/128/256\n",
+      edges, primes, beyond_2048, static_cast<long long>(longest), windows, edge_windows, padded, edge_padding,
+      keyless_rows, many_calls, specialised);
+}
+
+// Right up to 64 keys, wrong beyond: a bug past a kernel's first tile.
+class WrongPastOneTile : public impl::Implementation {
+ public:
+  const std::string& name() const override { return name_; }
+  bool sharded() const override { return true; }
+  NamedTensors run(const Case& test_case) override {
+    NamedTensors tensors = named_tensors(reference::run_reference_tp(test_case));
+    if (test_case.inputs.seq > 64) tensors.at("out").values[0] += 1.0;
+    return tensors;
+  }
+
+ private:
+  std::string name_ = "wrong-past-one-tile";
+};
+
+TEST(Fuzz, ALongProfileFailureShrinksToTheSmallestFailingLength) {
+  WrongPastOneTile wrong;
+  const FuzzReport report = fuzz(wrong,
+                                 {.seed = 2,
+                                  .cases = 20,
+                                  .shard_index = 60,  // RapidCheck size 60 every time: sequences of up to ~2500
+                                  .shard_count = 101,
+                                  .limits = GenLimits::for_profile(SizeProfile::long_sequences),
+                                  .repro_dir = ::testing::TempDir() + "/fuzz_test_long_repro",
+                                  .shrink_seconds = 120,
+                                  .progress_seconds = 0},
+                                 nullptr);
+  ASSERT_TRUE(report.failure.has_value());
+  EXPECT_GT(report.failure->original.inputs.seq, 64);
+  EXPECT_EQ(report.failure->shrunk.inputs.seq, 65) << describe(report.failure->shrunk);
+  std::printf("shrunk in %lld steps (%.1f s) from: %s\n  to: %s\n",
+              static_cast<long long>(report.failure->shrink_steps), report.failure->shrink_seconds,
+              describe(report.failure->original).c_str(), describe(report.failure->shrunk).c_str());
 }
 
 TEST(Fuzz, ShardsSplitTheCasesWithoutOverlapOrGap) {

@@ -6,30 +6,51 @@
 #include <vector>
 
 #include "core/model/tp_plan.hpp"
+#include "properties/long_sequences.hpp"
+#include "properties/size_scaling.hpp"
 
 namespace attncheck::properties {
 
 namespace gen = rc::gen;
 using rc::Gen;
 
+std::string_view to_string(SizeProfile profile) {
+  return profile == SizeProfile::long_sequences ? "long" : "short";
+}
+
+std::optional<SizeProfile> parse_size_profile(std::string_view text) {
+  if (text == "short") return SizeProfile::short_sequences;
+  if (text == "long") return SizeProfile::long_sequences;
+  return std::nullopt;
+}
+
+GenLimits GenLimits::for_profile(SizeProfile profile) {
+  if (profile == SizeProfile::short_sequences) return {};
+  return {.max_kv_heads = 2,
+          .max_group = 2,
+          .max_head_dim = 256,
+          .max_hidden = 256,
+          .max_batch = 2,
+          .min_seq = 48,
+          .max_seq = 4096,
+          .profile = SizeProfile::long_sequences};
+}
+
 GenLimits GenLimits::scaled(double factor) const {
   const auto times = [factor](std::int64_t value, std::int64_t minimum) {
     return std::max(minimum, static_cast<std::int64_t>(static_cast<double>(value) * factor));
   };
-  return {.max_kv_heads = times(max_kv_heads, 1),
-          .max_group = times(max_group, 1),
-          .max_head_dim = times(max_head_dim, 2) / 2 * 2,
-          .max_hidden = times(max_hidden, 2),
-          .max_batch = times(max_batch, 1),
-          .max_seq = times(max_seq, 3)};
+  GenLimits limits = *this;
+  limits.max_kv_heads = times(max_kv_heads, 1);
+  limits.max_group = times(max_group, 1);
+  limits.max_head_dim = times(max_head_dim, 2) / 2 * 2;
+  limits.max_hidden = times(max_hidden, 2);
+  limits.max_batch = times(max_batch, 1);
+  limits.max_seq = times(max_seq, min_seq);
+  return limits;
 }
 
 namespace {
-
-// low at size 0, high at size 100 and above.
-std::int64_t bound_at(int size, std::int64_t low, std::int64_t high) {
-  return low + (high - low) * std::clamp(size, 0, 100) / 100;
-}
 
 // Even head_dim in [2, max]: small ones most often (mask and RoPE bugs show at any width), any even
 // width up to max sometimes (the fuzzer must reach 80, 96, 256, ...). Shrinks towards 2.
@@ -91,7 +112,15 @@ struct Features {
   double rope_theta = 10000.0;
 };
 
-Gen<Features> features(std::int64_t head_dim, std::int64_t max_seq) {
+// Sliding windows of the short profile: none, or 1 .. max_seq + 1 (a window longer than the sequence).
+Gen<std::optional<std::int64_t>> short_windows(std::int64_t max_seq) {
+  return gen::weightedOneOf<std::optional<std::int64_t>>(
+      {{3, gen::just(std::optional<std::int64_t>())},
+       {1, gen::map(gen::inRange<std::int64_t>(1, max_seq + 2),
+                    [](std::int64_t w) { return std::optional<std::int64_t>(w); })}});
+}
+
+Gen<Features> features(std::int64_t head_dim, const Gen<std::optional<std::int64_t>>& windows) {
   return gen::map(
       gen::tuple(rotaries(head_dim), gen::element(RopeStyle::half_split, RopeStyle::interleaved),
                  gen::weightedElement<QkNorm>({{3, QkNorm::none}, {2, QkNorm::rms}, {1, QkNorm::rms_one_plus}}),
@@ -105,11 +134,7 @@ Gen<Features> features(std::int64_t head_dim, std::int64_t max_seq) {
                  gen::weightedOneOf<std::optional<double>>(
                      {{3, gen::just(std::optional<double>())},
                       {1, gen::map(gen::element(5.0, 30.0), [](double c) { return std::optional<double>(c); })}}),
-                 gen::weightedOneOf<std::optional<std::int64_t>>(
-                     {{3, gen::just(std::optional<std::int64_t>())},
-                      {1, gen::map(gen::inRange<std::int64_t>(1, max_seq + 2),
-                                   [](std::int64_t w) { return std::optional<std::int64_t>(w); })}}),
-                 gen::weightedElement<bool>({{6, true}, {1, false}}), gen::element(10000.0, 1e6)),
+                 windows, gen::weightedElement<bool>({{6, true}, {1, false}}), gen::element(10000.0, 1e6)),
       [](const auto& t) {
         return Features{.rotary = std::get<0>(t),
                         .rope_style = std::get<1>(t),
@@ -147,16 +172,20 @@ Gen<GeometrySpec> geometries(const GenLimits& limits, int size) {
   const std::int64_t max_group = bound_at(size, 1, limits.max_group);
   const std::int64_t max_head_dim = std::max<std::int64_t>(2, bound_at(size, 2, limits.max_head_dim));
   const std::int64_t max_hidden = bound_at(size, 2, limits.max_hidden);
-  const std::int64_t max_seq = bound_at(size, 3, limits.max_seq);
+  const std::int64_t max_seq = bound_at(size, limits.min_seq, limits.max_seq);
+  const bool long_profile = limits.profile == SizeProfile::long_sequences;
+  const Gen<std::optional<std::int64_t>> windows =
+      long_profile ? long_sequences::windows(max_seq) : short_windows(max_seq);
   return gen::mapcat(
       gen::tuple(gen::inRange<std::int64_t>(1, max_kv + 1), gen::inRange<std::int64_t>(1, max_group + 1),
-                 head_dims(max_head_dim), gen::weightedElement<bool>({{5, false}, {1, true}})),
+                 long_profile ? long_sequences::head_dims(max_head_dim) : head_dims(max_head_dim),
+                 gen::weightedElement<bool>({{5, false}, {1, true}})),
       [=](const std::tuple<std::int64_t, std::int64_t, std::int64_t, bool>& heads) {
         const auto [kv, group, head_dim, omit_head_dim] = heads;
         const std::int64_t query_width = kv * group * head_dim;
         const Gen<std::int64_t> hidden = omit_head_dim ? gen::just(query_width) : hidden_sizes(query_width, max_hidden);
         return gen::map(
-            gen::tuple(hidden, features(head_dim, max_seq)), [=](const std::tuple<std::int64_t, Features>& rest) {
+            gen::tuple(hidden, features(head_dim, windows)), [=](const std::tuple<std::int64_t, Features>& rest) {
               return build_geometry(kv, group, head_dim, omit_head_dim, std::get<0>(rest), std::get<1>(rest));
             });
       });
@@ -231,7 +260,10 @@ rc::Gen<CaseSpec> case_specs(const GenLimits& limits) {
       // TP sizes from the valid set, 1 first (shrinking goes there); P > H_kv replicates KV heads.
       const std::vector<std::int64_t> tp_sizes = valid_tp_sizes(resolve_geometry(geometry));
       return gen::mapcat(gen::elementOf(tp_sizes), [geometry, limits, size](std::int64_t tp_size) {
-        return gen::map(input_options(geometry, tp_size, limits, size), [geometry](const InputOptions& inputs) {
+        const Gen<InputOptions> input_generator = limits.profile == SizeProfile::long_sequences
+                                                      ? long_sequences::input_options(geometry, tp_size, limits, size)
+                                                      : input_options(geometry, tp_size, limits, size);
+        return gen::map(input_generator, [geometry](const InputOptions& inputs) {
           return CaseSpec{.geometry = geometry, .inputs = inputs};
         });
       });

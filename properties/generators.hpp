@@ -6,12 +6,27 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include <rapidcheck.h>
 
 #include "properties/case_spec.hpp"
 
 namespace attncheck::properties {
+
+// Which sizes the generators aim at.
+enum class SizeProfile {
+  // seq 3 .. 12, up to 16 query heads: every feature and layout, thousands of cases a second.
+  short_sequences,
+  // seq 48 .. 4096 where real kernels break (long_sequences.hpp): lengths next to multiples of 64 and
+  // 128 (tile edges) and primes, long prefills with caches filled in many calls, windows and padding
+  // ending next to tile edges, fully masked rows, head_dim up to 256; few heads, so that a case stays
+  // cheap on 2 cores.
+  long_sequences,
+};
+std::string_view to_string(SizeProfile profile);  // "short" | "long"
+std::optional<SizeProfile> parse_size_profile(std::string_view text);
 
 // Upper bounds at RapidCheck size 100; smaller sizes scale them down (size 0: the smallest case).
 struct GenLimits {
@@ -20,8 +35,14 @@ struct GenLimits {
   std::int64_t max_head_dim = 256;  // even head_dims 2 .. this
   std::int64_t max_hidden = 256;
   std::int64_t max_batch = 3;
-  std::int64_t max_seq = 12;  // at least 3: a single token cannot reveal a mask bug
+  std::int64_t min_seq = 3;   // at least 3: a single token cannot reveal a mask bug
+  std::int64_t max_seq = 12;  // at least min_seq
+  SizeProfile profile = SizeProfile::short_sequences;
+  // Long profile only: a case's attention work, batch * num_heads * seq^2 * head_dim, stays below this
+  // (the longest sequences go with narrow heads): 2^30 is seq 4096 for one head of 64.
+  std::int64_t max_attention_work = std::int64_t{1} << 30;
 
+  static GenLimits for_profile(SizeProfile profile);
   // `attncheck fuzz --max-size F`: every bound times F (at least the minimum each needs).
   GenLimits scaled(double factor) const;
 };

@@ -198,6 +198,18 @@ Inputs generate_inputs(const Geometry& geometry, const InputOptions& options) {
     violations.add("position_offset", std::to_string(*options.position_offset),
                    "offset + (seq - 1) * (4 with position_gaps, else 1) must lie in [0, 2^31)", "0");
   }
+  if (!options.key_lengths.empty()) {
+    if (static_cast<std::int64_t>(options.key_lengths.size()) != options.batch) {
+      violations.add("key_lengths", fmt::format("{} values", options.key_lengths.size()),
+                     "must hold one key length per batch row, or none", fmt::format("{} values", options.batch));
+    }
+    for (const std::int64_t length : options.key_lengths) {
+      if (length < 0 || length > options.seq) {
+        violations.add("key_lengths", std::to_string(length), "must lie in [0, seq]", std::to_string(options.seq));
+        break;
+      }
+    }
+  }
   violations.throw_if_any("invalid input options");
 
   Inputs inputs;
@@ -223,7 +235,8 @@ Inputs generate_inputs(const Geometry& geometry, const InputOptions& options) {
       offset += options.position_gaps ? 1 + gap_stream.uniform_below(4) : 1;
     }
     const bool padded = options.pad_keys && b > 0;
-    inputs.key_lengths.push_back(padded ? 1 + length_stream.uniform_below(options.seq) : options.seq);
+    const std::int64_t drawn = padded ? 1 + length_stream.uniform_below(options.seq) : options.seq;
+    inputs.key_lengths.push_back(options.key_lengths.empty() ? drawn : options.key_lengths[b]);
   }
   inputs.decode = options.decode;
   return inputs;

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "core/model/case.hpp"
 
@@ -42,6 +43,9 @@ struct InputOptions {
   // the only way a wrong choice of positions shows, RoPE being invariant to a uniform shift.
   bool position_gaps = false;
   bool pad_keys = false;  // random key_lengths in [1, seq] for rows >= 1 (row 0 keeps all seq keys)
+  // Explicit key lengths, one per batch row, each in [0, seq] (0: every query of the row sees no key).
+  // Empty: pad_keys decides. The long-sequence generators put them near tile edges.
+  std::vector<std::int64_t> key_lengths;
   DecodeSchedule decode;
   std::int64_t tp_size = 1;  // the plan stored in the case (sharded implementations run it)
 };

@@ -130,6 +130,12 @@ TEST(InputGeneration, PositionsPaddingAndDistributions) {
   double largest = 0.0;
   for (double v : heavy.x.values) largest = std::max(largest, std::fabs(v));
   EXPECT_GT(largest, 4.0) << "heavy tail should reach beyond the uniform range [-1, 1]";
+  // Explicit key lengths replace the drawn ones, and change nothing else.
+  const Inputs explicit_lengths =
+      generate_inputs(geometry, {.seed = 8, .batch = 4, .seq = 6, .pad_keys = true, .key_lengths = {6, 0, 3, 5}});
+  EXPECT_EQ(explicit_lengths.key_lengths, (std::vector<std::int64_t>{6, 0, 3, 5}));
+  EXPECT_EQ(explicit_lengths.x, inputs.x);
+  EXPECT_EQ(explicit_lengths.positions, inputs.positions);
 }
 
 TEST(InputGeneration, BadOptionsAreInputErrors) {
@@ -143,6 +149,9 @@ TEST(InputGeneration, BadOptionsAreInputErrors) {
   EXPECT_THROW(generate_weights(resolve_geometry({.hidden_size = 1 << 20, .num_heads = 4096, .head_dim = 1 << 10}), 1),
                InputError);                                           // 2^42 parameters
   EXPECT_THROW(generate_case(geometry, {.tp_size = 4}), InputError);  // 2 KV heads, 6 query heads
+  EXPECT_THROW(generate_inputs(geometry, {.batch = 2, .seq = 4, .key_lengths = {4}}), InputError);  // one row short
+  EXPECT_THROW(generate_inputs(geometry, {.batch = 1, .seq = 4, .key_lengths = {5}}), InputError);  // past seq
+  EXPECT_THROW(generate_inputs(geometry, {.batch = 1, .seq = 4, .key_lengths = {-1}}), InputError);
   EXPECT_EQ(parse_activation_distribution("heavy-tailed"), ActivationDistribution::heavy_tailed);
   EXPECT_FALSE(parse_activation_distribution("gaussian").has_value());
 }
