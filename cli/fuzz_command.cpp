@@ -123,14 +123,23 @@ int run_mutants(const FuzzCommandOptions& options, std::ostream& out) {
   int survivors = 0;
   for (const std::string& name : names) {
     const auto implementation = impl::open_implementation(name);
-    const properties::FuzzReport report = properties::fuzz(*implementation, fuzz, nullptr);
+    // Each mutant with its catalog profile (the long one for bugs past a kernel's first tile).
+    properties::FuzzOptions mutant_fuzz = fuzz;
+    if (const properties::Mutant* mutant = properties::find_mutant(name)) {
+      mutant_fuzz.limits = properties::GenLimits::for_profile(mutant->profile);
+    }
+    const properties::FuzzReport report = properties::fuzz(*implementation, mutant_fuzz, nullptr);
     const bool killed = report.failure.has_value();
     if (!killed) ++survivors;
     const std::string by = killed
                                ? fmt::format("{}: {}", report.failure->outcome.property, report.failure->outcome.detail)
                                : std::string("-");
     if (options.json) {
-      nlohmann::json row{{"mutant", name}, {"killed", killed}, {"cases", report.cases}, {"seconds", report.seconds}};
+      nlohmann::json row{{"mutant", name},
+                         {"profile", properties::to_string(mutant_fuzz.limits.profile)},
+                         {"killed", killed},
+                         {"cases", report.cases},
+                         {"seconds", report.seconds}};
       if (killed) {
         row["property"] = report.failure->outcome.property;
         row["detail"] = report.failure->outcome.detail;
@@ -142,7 +151,11 @@ int run_mutants(const FuzzCommandOptions& options, std::ostream& out) {
     } else {
       out << fmt::format("{:<38} {:<7} {:<44} {:>6} {:>8.2f}\n", name, killed ? "yes" : "NO",
                          by.size() > 44 ? by.substr(0, 41) + "..." : by, report.cases, report.seconds);
-      if (killed) out << fmt::format("{:<38} shrunk: {}\n", "", properties::describe(report.failure->shrunk));
+      if (killed) {
+        const bool long_profile = mutant_fuzz.limits.profile == properties::SizeProfile::long_sequences;
+        out << fmt::format("{:<38} shrunk{}: {}\n", "", long_profile ? " (long profile)" : "",
+                           properties::describe(report.failure->shrunk));
+      }
     }
   }
   if (options.json) {

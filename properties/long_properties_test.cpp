@@ -1,14 +1,17 @@
-// The long-sequence profile in the property suite (label slow): every implementation of kind default
-// matches the oracle on cases of 48 .. 4096 tokens around tile edges (generators.hpp,
-// SizeProfile::long_sequences). A fixed seed, like the short properties; `attncheck fuzz --profile long`
+// The long-sequence profile in the property suite (label slow): every implementation of kind default,
+// and the long mutants' tiled layer, match the oracle on cases of 48 .. 4096 tokens around tile edges
+// (generators.hpp, SizeProfile::long_sequences). A fixed seed, like the short properties; `attncheck fuzz --profile long`
 // explores beyond it.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include "core/errors/input_error.hpp"
 #include "impl/registry.hpp"
 #include "properties/checks.hpp"
 #include "properties/generators.hpp"
+#include "properties/mutants/tiled_layer.hpp"
 #include "properties/property_test_support.hpp"
+#include "reference/reference.hpp"
 
 namespace attncheck::properties {
 namespace {
@@ -24,6 +27,23 @@ RC_GTEST_PROP(LongSequences, EveryImplementationMatchesTheReference, ()) {
     const CheckOutcome outcome = check_matches_reference(*implementation, test_case);
     if (outcome.verdict == Verdict::fail) RC_FAIL(name + ": " + outcome.detail);
   }
+}
+
+// The vehicle of the long-profile mutants (tiled_layer.hpp), with no step overridden, is a correct
+// layer on long cases: its online softmax over tiles and its split-KV decoding match reference-tp, so a
+// mutant built on it differs from the oracle by its bug alone.
+RC_GTEST_PROP(LongSequences, TheMutantsTiledLayerMatchesTheReference, ()) {
+  const CaseSpec spec = *case_specs(GenLimits::for_profile(SizeProfile::long_sequences));
+  RC_CLASSIFY(spec.inputs.seq > mutants::TiledLayer::kTileKeys, "more than one key tile");
+  RC_CLASSIFY(!spec.inputs.decode.empty(), "split-KV decoding");
+  const Case test_case = make_case(spec);
+  NamedTensors expected;
+  try {
+    expected = named_tensors(reference::run_reference_tp(test_case));
+  } catch (const InputError&) {
+    RC_DISCARD("no reference answer (a non-finite fp64 result)");
+  }
+  testing::assert_close(test_case, expected, named_tensors(mutants::TiledLayer().run(test_case)));
 }
 
 }  // namespace

@@ -42,6 +42,18 @@ std::vector<Mutant> build_catalog() {
       {"mutant-gqa-kv-grad-last-head-only",
        "dK/dV overwritten by each query head of a GQA group instead of accumulated", true,
        m::gqa_kv_grad_last_head_only},
+      {"mutant-online-softmax-max-not-rescaled",
+       "online softmax: what earlier key tiles accumulated is not rescaled when a later tile raises the maximum", true,
+       m::online_softmax_max_not_rescaled, SizeProfile::long_sequences},
+      {"mutant-online-softmax-sum-not-rescaled",
+       "online softmax: the accumulator is rescaled when the maximum rises, the row sum is not", true,
+       m::online_softmax_sum_not_rescaled, SizeProfile::long_sequences},
+      {"mutant-split-kv-combine-by-key-counts",
+       "split-KV decoding weights each piece of the cache by its key count instead of its softmax sum", true,
+       m::split_kv_combine_by_key_counts, SizeProfile::long_sequences},
+      {"mutant-window-tile-skip-from-last-query",
+       "a block of queries skips the key tiles before its last query's window: earlier queries lose keys", true,
+       m::window_tile_skip_from_last_query, SizeProfile::long_sequences},
   };
 }
 
@@ -50,6 +62,13 @@ std::vector<Mutant> build_catalog() {
 const std::vector<Mutant>& mutant_catalog() {
   static const std::vector<Mutant> catalog = build_catalog();
   return catalog;
+}
+
+const Mutant* find_mutant(const std::string& name) {
+  for (const Mutant& mutant : mutant_catalog()) {
+    if (mutant.name == name) return &mutant;
+  }
+  return nullptr;
 }
 
 std::vector<std::string> mutant_names() {

@@ -11,6 +11,7 @@
 
 #include "core/model/case.hpp"
 #include "core/model/result.hpp"
+#include "properties/generators.hpp"
 
 namespace attncheck::properties {
 
@@ -19,9 +20,14 @@ struct Mutant {
   std::string bug;   // one line: what is wrong
   bool sharded = true;
   std::function<Result(const Case&)> run;
+  // The size profile `attncheck mutants` fuzzes it with: the long one for bugs that need more keys than
+  // a kernel's first tile (every short case passes them).
+  SizeProfile profile = SizeProfile::short_sequences;
 };
 
 const std::vector<Mutant>& mutant_catalog();
 std::vector<std::string> mutant_names();
+// The catalog entry of that name, or null.
+const Mutant* find_mutant(const std::string& name);
 
 }  // namespace attncheck::properties

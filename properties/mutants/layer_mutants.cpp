@@ -4,6 +4,7 @@
 
 #include "properties/mutants/mutant_functions.hpp"
 #include "properties/mutants/naive_layer.hpp"
+#include "properties/mutants/tiled_layer.hpp"
 
 namespace attncheck::properties::mutants {
 
@@ -101,7 +102,60 @@ class OBiasEveryRank : public NaiveLayer {
   bool o_bias_on_every_rank() const override { return true; }
 };
 
+// The kernels' mistakes past the first tile of keys (tiled_layer.hpp): right on any case of at most 64
+// keys, so only the long profile catches them.
+
+// A tile that raises a row's maximum does not rescale what was accumulated under the old one.
+class OnlineSoftmaxMaxNotRescaled : public TiledLayer {
+  void rescale(SoftmaxState&, double) const override {}
+};
+
+// The accumulator is rescaled when the maximum rises, the row sum is not.
+class OnlineSoftmaxSumNotRescaled : public TiledLayer {
+  void rescale(SoftmaxState& state, double factor) const override { state.accumulator *= factor; }
+};
+
+// Split-KV decoding combines its pieces' softmaxes weighted by how many keys each piece holds, instead
+// of by their sums at a common maximum.
+class SplitKvCombineByKeyCounts : public TiledLayer {
+  reference::RowVector combine_pieces(std::span<const SoftmaxState> pieces,
+                                      std::span<const std::int64_t> visible_keys_per_piece) const override {
+    reference::RowVector combined = reference::RowVector::Zero(pieces.front().accumulator.size());
+    double keys = 0.0;
+    for (std::size_t p = 0; p < pieces.size(); ++p) {
+      if (visible_keys_per_piece[p] == 0) continue;
+      combined += static_cast<double>(visible_keys_per_piece[p]) * (pieces[p].accumulator / pieces[p].sum);
+      keys += static_cast<double>(visible_keys_per_piece[p]);
+    }
+    return keys > 0.0 ? reference::RowVector(combined / keys) : combined;
+  }
+};
+
+// A sliding window's first key tile computed for the block's last query: the block's earlier queries
+// lose the keys of the tiles before it (their windows start further back).
+class WindowTileSkipFromLastQuery : public TiledLayer {
+  std::int64_t first_key_tile(std::span<const KeyRange> block_rows) const override {
+    for (auto row = block_rows.rbegin(); row != block_rows.rend(); ++row) {
+      if (row->end > row->begin) return row->begin / kTileKeys;
+    }
+    return 0;
+  }
+};
+
 }  // namespace
+
+Result online_softmax_max_not_rescaled(const Case& test_case) {
+  return OnlineSoftmaxMaxNotRescaled().run(test_case);
+}
+Result online_softmax_sum_not_rescaled(const Case& test_case) {
+  return OnlineSoftmaxSumNotRescaled().run(test_case);
+}
+Result split_kv_combine_by_key_counts(const Case& test_case) {
+  return SplitKvCombineByKeyCounts().run(test_case);
+}
+Result window_tile_skip_from_last_query(const Case& test_case) {
+  return WindowTileSkipFromLastQuery().run(test_case);
+}
 
 Result causal_off_by_one(const Case& test_case) {
   return CausalOffByOne().run(test_case);

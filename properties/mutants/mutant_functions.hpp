@@ -33,4 +33,10 @@ Result replicated_kv_grad_unsummed(const Case& test_case);    // no replica-grou
 Result kv_grad_summed_over_all_ranks(const Case& test_case);  // KV gradients summed over every rank
 Result o_bias_every_rank(const Case& test_case);              // o_bias added by every rank
 
+// Past the first tile of keys (layer_mutants.cpp on tiled_layer.hpp): the long profile's mutants
+Result online_softmax_max_not_rescaled(const Case& test_case);   // state kept when the maximum rises
+Result online_softmax_sum_not_rescaled(const Case& test_case);   // accumulator rescaled, row sum not
+Result split_kv_combine_by_key_counts(const Case& test_case);    // pieces weighted by key counts
+Result window_tile_skip_from_last_query(const Case& test_case);  // window's first tile from the last query
+
 }  // namespace attncheck::properties::mutants

@@ -32,6 +32,11 @@ double NaiveLayer::softmax_shift(double row_maximum) const {
   return row_maximum;
 }
 
+RowMatrix NaiveLayer::head_context(const RowMatrix&, std::span<const KeyRange>, const ConstMatrixRef& v,
+                                   const RowMatrix& probabilities) const {
+  return probabilities * v;
+}
+
 void NaiveLayer::add_kv_gradient(MatrixRef kv_gradient, const RowMatrix& head_share) const {
   kv_gradient += head_share;
 }
@@ -130,16 +135,18 @@ struct RankComputation {
       scores = *geometry.softcap() * head.tanh;
     }
     head.probabilities = RowMatrix::Zero(seq_q, seq_k);
+    std::vector<KeyRange> visible_keys(static_cast<std::size_t>(seq_q));
     for (std::int64_t i = 0; i < seq_q; ++i) {
       const KeyRange keys = layer.visible_keys(
           geometry,
           {.query = i, .seq_q = seq_q, .seq_k = seq_k, .key_length = key_length, .rank = rank, .tp_size = tp_size});
+      visible_keys[i] = keys;
       if (keys.end <= keys.begin) continue;  // a query that sees no key: probabilities and context 0
       const auto visible = scores.row(i).segment(keys.begin, keys.end - keys.begin);
       const RowVector exps = (visible.array() - layer.softmax_shift(visible.maxCoeff())).exp().matrix();
       head.probabilities.row(i).segment(keys.begin, keys.end - keys.begin) = exps / exps.sum();
     }
-    context = head.probabilities * v;
+    context = layer.head_context(scores, visible_keys, v, head.probabilities);
     return head;
   }
 
@@ -211,14 +218,13 @@ RankPass run_rank(const RankComputation& rank, const Inputs& inputs) {
 
   RankPass pass;
   RowMatrix context(batch * seq, rank.heads * d);
-  std::vector<HeadAttention> heads;  // per (b, h), b-major
+  const auto attend = [&](std::int64_t b, std::int64_t h, MatrixRef head_context) {
+    const std::int64_t kv = h / group;
+    return rank.attend(p.q.block(b * seq, h * d, seq, d), p.k.block(b * seq, kv * d, seq, d),
+                       p.v.block(b * seq, kv * d, seq, d), inputs.key_lengths[b], head_context);
+  };
   for (std::int64_t b = 0; b < batch; ++b) {
-    for (std::int64_t h = 0; h < rank.heads; ++h) {
-      const std::int64_t kv = h / group;
-      heads.push_back(rank.attend(p.q.block(b * seq, h * d, seq, d), p.k.block(b * seq, kv * d, seq, d),
-                                  p.v.block(b * seq, kv * d, seq, d), inputs.key_lengths[b],
-                                  context.block(b * seq, h * d, seq, d)));
-    }
+    for (std::int64_t h = 0; h < rank.heads; ++h) attend(b, h, context.block(b * seq, h * d, seq, d));
   }
   pass.partial_out = context * as_matrix(shard.o_proj, shard.o_proj.shape[0]).transpose();
 
@@ -231,10 +237,11 @@ RankPass run_rank(const RankComputation& rank, const Inputs& inputs) {
   RowMatrix d_q = RowMatrix::Zero(batch * seq, rank.heads * d);
   RowMatrix d_k = RowMatrix::Zero(batch * seq, rank.kv_heads * d);
   RowMatrix d_v = RowMatrix::Zero(batch * seq, rank.kv_heads * d);
+  RowMatrix recomputed_context(seq, d);  // the forward's, thrown away: only the probabilities are needed
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t h = 0; h < rank.heads; ++h) {
       const std::int64_t kv = h / group;
-      const HeadAttention& head = heads[b * rank.heads + h];
+      const HeadAttention head = attend(b, h, recomputed_context);
       const RowMatrix& probabilities = head.probabilities;
       const RowMatrix d_context_head = d_context.block(b * seq, h * d, seq, d);
       rank.add_kv_gradient(d_v.block(b * seq, kv * d, seq, d), probabilities.transpose() * d_context_head);

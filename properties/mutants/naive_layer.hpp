@@ -14,11 +14,13 @@
 //   x, d_out, partial_out, dx   [tokens, hidden_size]
 //   q, d_q, context             [tokens, local_heads * head_dim]     local query head h at columns h * head_dim
 //   k, v, d_k, d_v              [tokens, local_kv_heads * head_dim]  local KV head g at columns g * head_dim
-//   probabilities, tanh         [seq_q, seq_k] per (batch row, local query head)
+//   probabilities, tanh         [seq_q, seq_k] of one (batch row, local query head) at a time: the backward
+//                               pass recomputes them, so memory stays at one head's whatever the length
 //   KV cache                    [decode.total(), local_kv_heads * head_dim] per batch row, rows filled so far
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/model/case.hpp"
@@ -64,6 +66,12 @@ class NaiveLayer {
   virtual std::int64_t heads_per_norm(std::int64_t local_heads) const;
   // What a row of scores is shifted by before exp: its maximum.
   virtual double softmax_shift(double row_maximum) const;
+  // One query head's context: the softmax of each query's visible scores times v. scores [seq_q, seq_k]
+  // (scaled and capped), visible[i] the keys query i sees, v [seq_k, head_dim]; probabilities is that
+  // softmax, dense, as the backward pass uses it. Returns [seq_q, head_dim]: probabilities * v here; a
+  // tiled layer (tiled_layer.hpp) computes it tile by tile instead.
+  virtual RowMatrix head_context(const RowMatrix& scores, std::span<const KeyRange> visible, const ConstMatrixRef& v,
+                                 const RowMatrix& probabilities) const;
   // Adds one query head's share of its KV head's gradient (dK or dV rows of one batch row).
   virtual void add_kv_gradient(MatrixRef kv_gradient, const RowMatrix& head_share) const;
   // Each rank's gradients as its optimiser sees them, from every rank's partial gradients: the
