@@ -7,8 +7,10 @@
 #include <string>
 
 #include "core/compare/compare.hpp"
+#include "core/errors/input_error.hpp"
 #include "core/model/result.hpp"
 #include "properties/case_spec.hpp"
+#include "reference/reference.hpp"
 
 namespace attncheck::properties::testing {
 
@@ -16,6 +18,17 @@ namespace attncheck::properties::testing {
 inline void assert_close(const Case& test_case, const NamedTensors& expected, const NamedTensors& actual) {
   const CompareReport report = compare(test_case, expected, actual, Precision::fp64);
   if (!report.passed()) RC_FAIL(render_text(report));
+}
+
+// reference-tp's tensors for the case; the case is discarded when the oracle has no answer (a
+// non-finite fp64 result).
+inline NamedTensors reference_tp_or_discard(const Case& test_case) {
+  try {
+    return named_tensors(reference::run_reference_tp(test_case));
+  } catch (const InputError&) {
+    RC_DISCARD("no reference answer (a non-finite fp64 result)");
+  }
+  return {};
 }
 
 inline NamedTensors without_ranks(NamedTensors tensors) {
