@@ -74,6 +74,10 @@ GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
       ->check(CLI::IsMember({"uniform", "heavy-tailed", "outliers"}))
       ->capture_default_str();
   commands.make->add_flag("--pad-keys", options.pad_keys, "random key lengths for batch rows >= 1");
+  commands.make
+      ->add_option("--key-lengths", options.key_lengths,
+                   "key length of each batch row, in [0, seq] (0: its queries see no key); overrides --pad-keys")
+      ->delimiter(',');
   commands.make->add_flag("--sketch-gradients", options.sketch_gradients,
                           "store q/k/v/o_proj gradients as per-line sketches (SCHEMA.md) instead of in full");
   commands.make
@@ -81,12 +85,20 @@ GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
                    "store the weights, or name the generator and seed (SCHEMA.md) instead")
       ->check(CLI::IsMember({"stored", "generated"}))
       ->capture_default_str();
+  commands.make
+      ->add_option("--inputs", options.inputs,
+                   "store x and dout, or name the generator, seed and distribution (SCHEMA.md) instead")
+      ->check(CLI::IsMember({"stored", "generated"}))
+      ->capture_default_str();
+  commands.make->add_flag("--sketch-activations", options.sketch_activations,
+                          "store out, grads/x and decode/out as per-token sketches (SCHEMA.md) instead of in full");
   commands.make->add_option("-o,--output", options.output, "golden file to write")->required();
 
   commands.inspect = golden->add_subcommand("inspect", "Print a golden file's geometry, inputs and tensors");
   commands.inspect->add_option("file", options.golden_file, "golden file")->required();
 
-  commands.expand = golden->add_subcommand("expand", "Rewrite a golden with its generated weights stored");
+  commands.expand =
+      golden->add_subcommand("expand", "Rewrite a golden with its generated weights and inputs stored");
   commands.expand->add_option("file", options.golden_file, "golden file")->required();
   commands.expand->add_option("-o,--output", options.output, "golden file to write")->required();
 
@@ -115,6 +127,7 @@ int run_golden_make(const GoldenOptions& options, std::ostream& out) {
                                                          .seq = options.seq,
                                                          .activations = activations.value(),
                                                          .pad_keys = options.pad_keys,
+                                                         .key_lengths = options.key_lengths,
                                                          .decode = parse_decode(options.decode),
                                                          .tp_size = options.tp_size});
   Result expected = options.tp_size > 1 ? reference::run_reference_tp(test_case) : reference::run_reference(test_case);
@@ -123,7 +136,10 @@ int run_golden_make(const GoldenOptions& options, std::ostream& out) {
                                         .seed = options.seed,
                                         .generator = "attncheck " ATTNCHECK_VERSION,
                                         .weights_by_generator = options.weights == "generated",
-                                        .gradients_sketched = options.sketch_gradients});
+                                        .inputs_by_generator = options.inputs == "generated",
+                                        .activations = activations.value(),
+                                        .gradients_sketched = options.sketch_gradients,
+                                        .activations_sketched = options.sketch_activations});
   out << fmt::format("wrote {} ({} bytes): {}, tp {}, batch {}, seq {}\n", options.output,
                      std::filesystem::file_size(options.output), source.title, options.tp_size, options.batch,
                      options.seq);
@@ -137,7 +153,11 @@ int run_golden_inspect(const GoldenOptions& options, std::ostream& out) {
   out << fmt::format("{}: schema v{}, written by {}, seed {}, weights {}\n", options.golden_file,
                      golden::kSchemaVersion, golden.generator, golden.seed,
                      golden.weights_by_generator ? fmt::format("named ({})", golden::kWeightGenerator) : "stored");
+  if (golden.inputs_by_generator) {
+    out << fmt::format("inputs x, dout: named ({}, {})\n", golden::kInputGenerator, to_string(golden.activations));
+  }
   if (golden.gradients_sketched) out << "projection gradients: sketched (attncheck-sketch-v1)\n";
+  if (golden.activations_sketched) out << "out, grads/x, decode/out: sketched per token (attncheck-sketch-v1)\n";
   out << "geometry: " << describe(test_case.geometry()) << '\n';
   out << fmt::format("tp_size {}, batch {}, seq {}, key_lengths [{}], positions from {}", test_case.plan.tp_size,
                      inputs.batch, inputs.seq, fmt::join(inputs.key_lengths, ", "), inputs.positions.front());
@@ -158,8 +178,9 @@ int run_golden_inspect(const GoldenOptions& options, std::ostream& out) {
 int run_golden_expand(const GoldenOptions& options, std::ostream& out) {
   golden::Golden golden = golden::read_golden(options.golden_file);  // regenerates named weights
   golden.weights_by_generator = false;
+  golden.inputs_by_generator = false;
   golden::write_golden(options.output, golden);
-  out << fmt::format("wrote {} ({} bytes): {} with its weights stored\n", options.output,
+  out << fmt::format("wrote {} ({} bytes): {} with its weights and inputs stored\n", options.output,
                      std::filesystem::file_size(options.output), options.golden_file);
   return kExitOk;
 }

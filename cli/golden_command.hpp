@@ -30,8 +30,11 @@ struct GoldenOptions {
   std::uint64_t seed = 1;
   std::string activations = "uniform";
   bool pad_keys = false;
-  std::string weights = "stored";  // or "generated": /weights names the generator and seed
-  bool sketch_gradients = false;   // projection gradients as sketches
+  std::vector<std::int64_t> key_lengths;  // explicit, one per batch row (overrides --pad-keys)
+  std::string weights = "stored";         // or "generated": /weights names the generator and seed
+  std::string inputs = "stored";          // or "generated": /inputs names the generator for x and dout
+  bool sketch_gradients = false;          // projection gradients as sketches
+  bool sketch_activations = false;        // out, grads/x, decode/out as per-token sketches
   std::string output;
   // inspect, run, check, compare
   std::vector<std::string> files;  // check: goldens

@@ -1,4 +1,4 @@
-// Prints generate_weights() for a few geometries, and two sketches, as JSON, for golden/adapters/attncheck_generator.py
+// Prints generate_weights() for a few geometries, generated x and dout, and two sketches, as JSON, for golden/adapters/attncheck_generator.py
 // --check (ctest golden.python_generator): the Python rebuild of SCHEMA.md's weight generator must give
 // the same values as the C++ one, value for value.
 #include <nlohmann/json.hpp>
@@ -46,6 +46,19 @@ int main() {
                                {"qkv_bias", g.qkv_bias()},
                                {"out_bias", g.out_bias()}}},
                              {"weights", weights}});
+  }
+  // Inputs x and dout in each distribution (SCHEMA.md, "Input generator v1").
+  dump["activations"] = nlohmann::json::array();
+  for (const auto distribution :
+       {ActivationDistribution::uniform, ActivationDistribution::heavy_tailed, ActivationDistribution::outliers}) {
+    for (const char* name : {"x", "dout"}) {
+      const Shape shape = {2, 5, 70};
+      dump["activations"].push_back({{"seed", 2026},
+                                     {"name", name},
+                                     {"shape", shape},
+                                     {"distribution", std::string(to_string(distribution))},
+                                     {"values", generate_activations(name, shape, distribution, 2026).values}});
+    }
   }
   // Sketches of two generated matrices standing in for gradients (sums may round differently in
   // another language: the check allows 1e-12 relative).

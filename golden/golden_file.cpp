@@ -160,6 +160,56 @@ Parameters read_parameters(const H5::H5File& file, const std::string& group_path
   return parameters;
 }
 
+// ---- inputs named by the generator ----
+
+// /inputs without x and dout: attributes generator, seed, activations; batch and seq from position_ids.
+void read_generated_inputs(const H5::H5File& file, const H5::Group& group, const std::string& generator,
+                           const std::string& path, Golden& golden) {
+  if (generator != kInputGenerator) {
+    fail(path, "/inputs@generator", generator, fmt::format("this attncheck knows {}", kInputGenerator),
+         "store x and dout as datasets");
+  }
+  for (const char* name : {"x", "dout"}) {
+    if (exists(file, std::string("/inputs/") + name)) {
+      fail(path, std::string("/inputs/") + name, "present", "a file whose /inputs names a generator stores no x or dout",
+           "drop the dataset, or the generator attributes");
+    }
+  }
+  const auto seed = read_integer_attribute(group, "seed", path);
+  if (!seed) fail(path, "/inputs@seed", "absent", "generated inputs must name their seed", "");
+  const std::string distribution_name = read_string_attribute(group, "activations", path).value_or("");
+  const auto distribution = parse_activation_distribution(distribution_name);
+  if (!distribution) {
+    fail(path, "/inputs@activations", distribution_name.empty() ? "absent" : distribution_name,
+         "must be uniform, heavy-tailed or outliers", "uniform");
+  }
+  Inputs& inputs = golden.test_case.inputs;
+  Shape position_shape;
+  const std::vector<std::int64_t> positions =
+      read_integers(file, "/inputs/position_ids", path, std::nullopt, &position_shape);
+  const std::int64_t hidden = golden.test_case.geometry().hidden_size();
+  if (position_shape.size() != 2 || position_shape[0] < 1 || position_shape[1] < 1) {
+    fail(path, "/inputs/position_ids", to_string(position_shape), "shape must be [batch, seq] with batch, seq >= 1",
+         "");
+  }
+  // Bound what is generated before generating it.
+  if (position_shape[0] * position_shape[1] > kMaxDatasetElements / hidden) {
+    fail(path, "/inputs/position_ids", to_string(position_shape),
+         fmt::format("generated x would hold more than 2^28 values (hidden_size {})", hidden), "a shorter sequence");
+  }
+  inputs.batch = position_shape[0];
+  inputs.seq = position_shape[1];
+  inputs.positions = positions;
+  golden.activations = *distribution;
+  // The same 64 bits as the unsigned seed. write_golden names golden.seed: a file whose inputs and
+  // root seeds differ is read faithfully, and `golden expand` stores such inputs.
+  const auto input_seed = static_cast<std::uint64_t>(*seed);
+  golden.inputs_by_generator = input_seed == golden.seed;
+  const Shape shape{inputs.batch, inputs.seq, hidden};
+  inputs.x = generate_activations("x", shape, *distribution, input_seed);
+  inputs.dout = generate_activations("dout", shape, *distribution, input_seed);
+}
+
 }  // namespace
 
 static void write_golden_unchecked(const std::string& path, const Golden& golden) {
@@ -174,10 +224,21 @@ static void write_golden_unchecked(const std::string& path, const Golden& golden
 
   const Inputs& inputs = test_case.inputs;
   H5::Group input_group = file.createGroup("/inputs");
-  write_tensor(input_group, "x", inputs.x);
+  if (golden.inputs_by_generator) {
+    for (const auto& [name, tensor] : {std::pair{"x", &inputs.x}, std::pair{"dout", &inputs.dout}}) {
+      if (generate_activations(name, tensor->shape, golden.activations, golden.seed) != *tensor) {
+        throw std::logic_error(fmt::format("write_golden: inputs_by_generator, but {} is not the generator's", name));
+      }
+    }
+    write_attribute(input_group, "generator", std::string(kInputGenerator));
+    write_attribute(input_group, "seed", static_cast<std::int64_t>(golden.seed));  // the same 64 bits
+    write_attribute(input_group, "activations", std::string(to_string(golden.activations)));
+  } else {
+    write_tensor(input_group, "x", inputs.x);
+    write_tensor(input_group, "dout", inputs.dout);
+  }
   write_integers(input_group, "position_ids", inputs.positions, {inputs.batch, inputs.seq});
   write_integers(input_group, "key_lengths", inputs.key_lengths, {inputs.batch});
-  write_tensor(input_group, "dout", inputs.dout);
   if (!inputs.decode.empty()) {
     std::vector<std::int64_t> schedule = {inputs.decode.prefill};
     schedule.insert(schedule.end(), inputs.decode.steps.begin(), inputs.decode.steps.end());
@@ -195,12 +256,13 @@ static void write_golden_unchecked(const std::string& path, const Golden& golden
   }
 
   H5::Group expected_group = file.createGroup("/expected");
-  write_tensor(expected_group, "out", expected.out);
+  const bool activations_sketched = golden.activations_sketched;
+  if (!activations_sketched) write_tensor(expected_group, "out", expected.out);
   H5::Group grads = file.createGroup("/expected/grads");
-  write_tensor(grads, "x", expected.gradients->x);
+  if (!activations_sketched) write_tensor(grads, "x", expected.gradients->x);
   const bool sketched = golden.gradients_sketched;
   write_parameters(grads, expected.gradients->params, sketched);
-  if (sketched) {
+  if (sketched || activations_sketched) {
     // From the full gradients when the Result has them, else the sketches a read golden carries.
     for (const auto& [name, tensor] : expected_tensors(golden)) {
       if (!name.ends_with(kSketchSuffix)) continue;
@@ -211,7 +273,7 @@ static void write_golden_unchecked(const std::string& path, const Golden& golden
       write_tensor(parent, base.substr(base.rfind('/') + 1), tensor);
     }
   }
-  if (expected.decode_out) {
+  if (expected.decode_out && !activations_sketched) {
     H5::Group decode = file.createGroup("/expected/decode");
     write_tensor(decode, "out", *expected.decode_out);
   }
@@ -239,19 +301,26 @@ static Golden read_golden_unchecked(const std::string& path) {
   Case& test_case = golden.test_case;
   const Geometry& geometry = test_case.geometry();
   Inputs& inputs = test_case.inputs;
-  inputs.x = read_tensor(file, "/inputs/x", path, std::nullopt);
-  if (inputs.x.shape.size() != 3 || inputs.x.shape[2] != geometry.hidden_size() || inputs.x.shape[0] < 1 ||
-      inputs.x.shape[1] < 1) {
-    fail(path, "/inputs/x", to_string(inputs.x.shape),
-         fmt::format("shape must be [batch, seq, hidden_size = {}] with batch, seq >= 1", geometry.hidden_size()), "");
+  if (!exists(file, "/inputs")) fail(path, "/inputs", "missing", "the schema requires this group", "");
+  const H5::Group input_group = file.openGroup("/inputs");
+  if (const auto input_generator = read_string_attribute(input_group, "generator", path)) {
+    read_generated_inputs(file, input_group, *input_generator, path, golden);
+  } else {
+    inputs.x = read_tensor(file, "/inputs/x", path, std::nullopt);
+    if (inputs.x.shape.size() != 3 || inputs.x.shape[2] != geometry.hidden_size() || inputs.x.shape[0] < 1 ||
+        inputs.x.shape[1] < 1) {
+      fail(path, "/inputs/x", to_string(inputs.x.shape),
+           fmt::format("shape must be [batch, seq, hidden_size = {}] with batch, seq >= 1", geometry.hidden_size()),
+           "");
+    }
+    inputs.batch = inputs.x.shape[0];
+    inputs.seq = inputs.x.shape[1];
+    inputs.positions = read_integers(file, "/inputs/position_ids", path, Shape{inputs.batch, inputs.seq});
+    inputs.dout = read_tensor(file, "/inputs/dout", path, inputs.x.shape);
   }
-  inputs.batch = inputs.x.shape[0];
-  inputs.seq = inputs.x.shape[1];
-  inputs.positions = read_integers(file, "/inputs/position_ids", path, Shape{inputs.batch, inputs.seq});
   inputs.key_lengths = exists(file, "/inputs/key_lengths")
                            ? read_integers(file, "/inputs/key_lengths", path, Shape{inputs.batch})
                            : std::vector<std::int64_t>(static_cast<std::size_t>(inputs.batch), inputs.seq);
-  inputs.dout = read_tensor(file, "/inputs/dout", path, inputs.x.shape);
   if (exists(file, "/inputs/decode_schedule")) {
     const std::vector<std::int64_t> schedule = read_integers(file, "/inputs/decode_schedule", path, std::nullopt);
     if (schedule.empty() || (schedule.size() == 1 && schedule.front() == 0)) {
@@ -287,26 +356,44 @@ static Golden read_golden_unchecked(const std::string& path) {
 
   Result& expected = golden.expected;
   expected.implementation = "golden";
-  expected.out = read_tensor(file, "/expected/out", path, inputs.x.shape);
-  golden.gradients_sketched = exists(file, "/expected/sketches");
+  const Shape activation_shape{inputs.batch, inputs.seq, geometry.hidden_size()};
+  // Each of out, grads/x, decode/out is stored in full or (long goldens) as a per-token sketch; the
+  // projection gradients likewise. A file sketches all three activations or none.
+  golden.activations_sketched = exists(file, "/expected/sketches/out");
+  golden.gradients_sketched = exists(file, "/expected/sketches/grads/q_proj");
   NamedTensors* sketches = golden.gradients_sketched ? &golden.sketches : nullptr;
-  expected.gradients = Gradients{.x = read_tensor(file, "/expected/grads/x", path, inputs.x.shape),
+  const auto read_activation = [&](const std::string& name, const Shape& shape) {
+    if (!golden.activations_sketched) return read_tensor(file, "/expected/" + name, path, shape);
+    if (exists(file, "/expected/" + name)) {
+      fail(path, "/expected/" + name, "present", "a golden whose /expected/sketches/out exists sketches it too",
+           "store it as /expected/sketches/" + name + " only");
+    }
+    golden.sketches[name + std::string(kSketchSuffix)] =
+        read_tensor(file, "/expected/sketches/" + name, path, sketch_shape(name, shape));
+    return Tensor();
+  };
+  expected.out = read_activation("out", activation_shape);
+  expected.gradients = Gradients{.x = read_activation("grads/x", activation_shape),
                                  .params = read_parameters(file, "/expected/grads", geometry, full_widths(geometry),
                                                            path, false, "grads/", sketches)};
   if (!inputs.decode.empty()) {
-    expected.decode_out = read_tensor(file, "/expected/decode/out", path,
-                                      Shape{inputs.batch, inputs.decode.total(), geometry.hidden_size()});
-    // Decoding reproduces the first rows of the full forward (up to fp64 rounding).
-    const std::int64_t total = inputs.decode.total(), hidden = geometry.hidden_size();
+    const Shape decode_shape{inputs.batch, inputs.decode.total(), geometry.hidden_size()};
+    expected.decode_out = read_activation("decode/out", decode_shape);
+    // Decoding reproduces the first rows of the full forward (up to fp64 rounding); sketched, the first
+    // rows' sketches (a token's sketch depends on that token's row alone).
+    const Tensor& decoded = golden.activations_sketched ? golden.sketches.at("decode/out#sketch") : *expected.decode_out;
+    const Tensor& full = golden.activations_sketched ? golden.sketches.at("out#sketch") : expected.out;
+    const std::int64_t total = inputs.decode.total(), width = full.shape[2];
     double scale = 0.0;
-    for (double value : expected.out.values) scale = std::max(scale, std::fabs(value));
+    for (double value : full.values) scale = std::max(scale, std::fabs(value));
     for (std::int64_t b = 0; b < inputs.batch; ++b) {
-      for (std::int64_t i = 0; i < total * hidden; ++i) {
-        const double decoded = expected.decode_out->values[b * total * hidden + i];
-        const double full = expected.out.values[b * inputs.seq * hidden + i];
-        if (std::fabs(decoded - full) > tolerance(Precision::fp64, TensorRole::output, scale)) {
-          fail(path, "/expected/decode/out", fmt::format("{} at batch {} flat {}", decoded, b, i),
-               fmt::format("must equal the first rows of /expected/out ({} there)", full), "regenerate the file");
+      for (std::int64_t i = 0; i < total * width; ++i) {
+        const double decoded_value = decoded.values[b * total * width + i];
+        const double full_value = full.values[b * inputs.seq * width + i];
+        if (std::fabs(decoded_value - full_value) > tolerance(Precision::fp64, TensorRole::output, scale)) {
+          fail(path, golden.activations_sketched ? "/expected/sketches/decode/out" : "/expected/decode/out",
+               fmt::format("{} at batch {} flat {}", decoded_value, b, i),
+               fmt::format("must equal the first rows of /expected/out ({} there)", full_value), "regenerate the file");
         }
       }
     }
@@ -375,7 +462,7 @@ namespace {
 
 NamedTensors all_expected_tensors(const Golden& golden) {
   NamedTensors tensors = named_tensors(golden.expected);
-  if (!golden.gradients_sketched) return tensors;
+  if (!golden.gradients_sketched && !golden.activations_sketched) return tensors;
   if (!golden.sketches.empty()) {  // read from a file: the sketched tensors of `expected` are empty
     for (const auto& [name, tensor] : golden.sketches) {
       tensors.erase(name.substr(0, name.size() - kSketchSuffix.size()));
@@ -385,7 +472,8 @@ NamedTensors all_expected_tensors(const Golden& golden) {
   }
   NamedTensors sketched;  // about to be written: sketch the full gradients
   for (auto& [name, tensor] : tensors) {
-    if (sketchable(name)) {
+    if ((golden.gradients_sketched && sketchable(name)) ||
+        (golden.activations_sketched && sketchable_activation(name))) {
       sketched[name + std::string(kSketchSuffix)] = sketch(name, tensor);
     } else {
       sketched[name] = std::move(tensor);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/compare/compare.hpp"
+#include "core/generation/input_generation.hpp"
 #include "core/model/case.hpp"
 #include "core/model/precision.hpp"
 #include "core/model/result.hpp"
@@ -19,6 +20,8 @@ inline constexpr std::int64_t kSchemaVersion = 1;
 // The weight generator a golden may name instead of storing its weights (SCHEMA.md, "Weight generator
 // v1"; core/generation/input_generation.cpp; golden/adapters/attncheck_generator.py).
 inline constexpr const char* kWeightGenerator = "attncheck-splitmix64-v1";
+// The same generator names x and dout (SCHEMA.md, "Input generator v1"), so long goldens cost kilobytes.
+inline constexpr const char* kInputGenerator = "attncheck-splitmix64-v1";
 
 struct Golden {
   Case test_case;
@@ -28,10 +31,19 @@ struct Golden {
   // Write /weights as (kWeightGenerator, seed) instead of datasets. Valid only when the weights are
   // exactly generate_weights(geometry, seed) (write_golden checks). Set by read_golden from the file.
   bool weights_by_generator = false;
+  // Write x and dout as (kInputGenerator, seed, activations) attributes of /inputs instead of datasets.
+  // Valid only when they are exactly generate_activations(...) of that seed and distribution
+  // (write_golden checks). Set by read_golden from the file.
+  bool inputs_by_generator = false;
+  ActivationDistribution activations = ActivationDistribution::uniform;
   // Store the projection gradients (q/k/v/o_proj, per rank too) as sketches (core/compare/sketch.hpp) under
   // /expected/sketches instead of in full. On read, `sketches` holds them ("grads/q_proj#sketch", ...)
   // and the matching tensors of `expected` are left empty.
   bool gradients_sketched = false;
+  // Store out, grads/x and decode/out as per-token sketches ([batch, tokens, 4]) instead of in full;
+  // on read, `sketches` holds them ("out#sketch", ...) and the matching tensors of `expected` are left
+  // empty. Long sequences: a [1, 2048, 1024] activation is 16 MB in full, 64 KB sketched.
+  bool activations_sketched = false;
   NamedTensors sketches;
 };
 

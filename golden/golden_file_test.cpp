@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "core/compare/compare.hpp"
+#include "core/compare/sketch.hpp"
 #include "core/errors/input_error.hpp"
 #include "core/generation/input_generation.hpp"
 #include "golden/hdf5_io.hpp"
@@ -163,6 +164,105 @@ TEST(GoldenFile, SketchedGradientsRoundTripAndStillLocaliseHeads) {
   EXPECT_FALSE(padded_report.passed());
   EXPECT_LT(std::filesystem::file_size(path),
             std::filesystem::file_size(written("full_15", make_golden(kSpec, 4, 15))));
+}
+
+TEST(GoldenFile, GeneratedInputsAndSketchedActivationsRoundTripAndStillLocaliseTokens) {
+  Golden golden = make_golden(kSpec, 4, 16);
+  golden.weights_by_generator = true;
+  golden.inputs_by_generator = true;
+  golden.gradients_sketched = true;
+  golden.activations_sketched = true;
+  const std::string path = written("generated_inputs", golden);
+  const Golden read = read_golden(path);
+  EXPECT_TRUE(read.inputs_by_generator);
+  EXPECT_TRUE(read.activations_sketched);
+  EXPECT_EQ(read.test_case.inputs, golden.test_case.inputs);  // x and dout regenerated exactly
+  {
+    const H5::H5File file(path, H5F_ACC_RDONLY);
+    EXPECT_FALSE(exists(file, "/inputs/x"));
+    EXPECT_FALSE(exists(file, "/expected/out"));
+    EXPECT_FALSE(exists(file, "/expected/decode/out"));
+  }
+  const NamedTensors expected = expected_tensors(read);
+  EXPECT_EQ(expected, expected_tensors(golden));
+  for (const char* name : {"out#sketch", "grads/x#sketch", "decode/out#sketch"}) {
+    ASSERT_TRUE(expected.contains(name)) << name;
+    EXPECT_EQ(expected.at(name).shape.back(), 1 + kSketchProjections);
+  }
+  EXPECT_FALSE(expected.contains("out"));
+  EXPECT_TRUE(compare(read.test_case, expected, named_tensors(reference::run_reference_tp(read.test_case)),
+                      Precision::fp64)
+                  .passed());
+  // The last token of batch row 0 changed (its x moved; row 0 is never padded, and a last token is a key
+  // of itself only): out's sketch fails there, and only there.
+  Case moved = read.test_case;
+  const std::int64_t hidden = moved.geometry().hidden_size(), seq = moved.inputs.seq;
+  for (std::int64_t c = 0; c < hidden; ++c) moved.inputs.x.values[(seq - 1) * hidden + c] += 0.5;
+  const CompareReport report =
+      compare(read.test_case, expected, named_tensors(reference::run_reference_tp(moved)), Precision::fp64);
+  const auto out = std::find_if(report.tensors.begin(), report.tensors.end(),
+                                [](const TensorReport& t) { return t.name == "out#sketch"; });
+  ASSERT_NE(out, report.tensors.end());
+  EXPECT_EQ(out->status, TensorStatus::mismatch);
+  EXPECT_EQ(out->batch_rows, (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(out->positions, (std::vector<std::int64_t>{seq - 1}));
+  EXPECT_LT(std::filesystem::file_size(path), std::filesystem::file_size(written("stored_16", make_golden(kSpec, 4, 16))));
+  // Inputs that are not the generator's cannot be written as generated.
+  Golden edited_inputs = golden;
+  edited_inputs.test_case.inputs.dout.values[3] += 1.0;
+  EXPECT_THROW(write_golden(temp_path("inputs_not_generated"), edited_inputs), std::logic_error);
+}
+
+TEST(GoldenFile, GeneratedInputsThatDisagreeWithThemselvesAreRefused) {
+  Golden golden = make_golden(kSpec, 1, 17);
+  golden.inputs_by_generator = true;
+  golden.activations_sketched = true;
+  const std::string path = written("generated_inputs_damaged", golden);
+  const auto edit = [&](const std::string& name, const auto& change) {
+    const std::string copy = temp_path(name);
+    std::filesystem::copy_file(path, copy, std::filesystem::copy_options::overwrite_existing);
+    {
+      H5::H5File file(copy, H5F_ACC_RDWR);
+      change(file);
+    }
+    return copy;
+  };
+  expect_input_error_naming(edit("input_generator", [](H5::H5File& file) {
+                              H5::Group group = file.openGroup("/inputs");
+                              group.removeAttr("generator");
+                              write_attribute(group, "generator", std::string("torch.randn"));
+                            }),
+                            "/inputs@generator");
+  expect_input_error_naming(edit("input_distribution", [](H5::H5File& file) {
+                              H5::Group group = file.openGroup("/inputs");
+                              group.removeAttr("activations");
+                              write_attribute(group, "activations", std::string("gaussian"));
+                            }),
+                            "/inputs@activations");
+  expect_input_error_naming(
+      edit("input_seed", [](H5::H5File& file) { file.openGroup("/inputs").removeAttr("seed"); }), "/inputs@seed");
+  expect_input_error_naming(edit("input_x_too", [](H5::H5File& file) {
+                              H5::Group group = file.openGroup("/inputs");
+                              write_tensor(group, "x", Tensor({2, 5, 10}));
+                            }),
+                            "/inputs/x");
+  expect_input_error_naming(edit("positions_rank", [](H5::H5File& file) {
+                              ASSERT_GE(H5Ldelete(file.getId(), "/inputs/position_ids", H5P_DEFAULT), 0);
+                              H5::Group group = file.openGroup("/inputs");
+                              write_integers(group, "position_ids", {0, 1, 2}, {3});
+                            }),
+                            "/inputs/position_ids");
+  expect_input_error_naming(edit("full_and_sketched_out", [](H5::H5File& file) {
+                              H5::Group group = file.openGroup("/expected");
+                              write_tensor(group, "out", Tensor({2, 5, 10}));
+                            }),
+                            "/expected/out");
+  expect_input_error_naming(edit("sketch_shape", [](H5::H5File& file) {
+                              ASSERT_GE(H5Ldelete(file.getId(), "/expected/sketches/grads/x", H5P_DEFAULT), 0);
+                              H5::Group group = file.openGroup("/expected/sketches/grads");
+                              write_tensor(group, "x", Tensor({2, 5, 3}));
+                            }),
+                            "/expected/sketches/grads/x");
 }
 
 TEST(GoldenFile, UnknownWeightGeneratorIsRefused) {

@@ -190,10 +190,11 @@ Tensor read_tensor(const H5::H5File& file, const std::string& path, const std::s
 }
 
 std::vector<std::int64_t> read_integers(const H5::H5File& file, const std::string& path, const std::string& file_name,
-                                        const std::optional<Shape>& expected_shape) {
+                                        const std::optional<Shape>& expected_shape, Shape* shape_read) {
   Shape shape;
   H5::DataSet dataset = open_dataset(file, path, file_name, H5T_INTEGER, expected_shape, shape);
-  if (!expected_shape && shape.size() != 1) {
+  if (shape_read != nullptr) *shape_read = shape;
+  if (!expected_shape && shape_read == nullptr && shape.size() != 1) {
     fail(file_name, path, to_string(shape), "must be a vector (rank 1)", "see golden/SCHEMA.md");
   }
   std::vector<std::int64_t> values(static_cast<std::size_t>(element_count(shape)));

@@ -37,9 +37,10 @@ void write_integers(H5::Group& group, const std::string& name, const std::vector
 // refused unless allow_non_finite (a candidate's NaN is a comparison failure, not bad input).
 Tensor read_tensor(const H5::H5File& file, const std::string& path, const std::string& file_name,
                    const std::optional<Shape>& expected_shape, bool allow_non_finite = false);
-// Reads an int64 dataset; with expected_shape absent, any rank-1 length is accepted.
+// Reads an int64 dataset; with expected_shape absent, any rank-1 length is accepted, or, when shape_read
+// is given, any shape (returned there for the caller to check).
 std::vector<std::int64_t> read_integers(const H5::H5File& file, const std::string& path, const std::string& file_name,
-                                        const std::optional<Shape>& expected_shape);
+                                        const std::optional<Shape>& expected_shape, Shape* shape_read = nullptr);
 
 // Scalar attributes.
 void write_attribute(H5::H5Object& object, const std::string& name, std::int64_t value);

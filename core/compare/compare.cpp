@@ -169,9 +169,13 @@ TensorReport compare_tensor(const Case& test_case, const std::string& name, cons
   return report;
 }
 
-// The shape of a projection gradient ("grads/q_proj", "ranks/3/grads/o_proj") for this case.
+// The full shape of a sketchable tensor for this case: a projection gradient ("grads/q_proj",
+// "ranks/3/grads/o_proj") or an activation ("out", "grads/x", "decode/out").
 Shape full_gradient_shape(const Case& test_case, const std::string& name) {
   const Geometry& g = test_case.geometry();
+  const Inputs& inputs = test_case.inputs;
+  if (name == "out" || name == "grads/x") return {inputs.batch, inputs.seq, g.hidden_size()};
+  if (name == "decode/out") return {inputs.batch, inputs.decode.total(), g.hidden_size()};
   std::int64_t query_width = g.query_width();
   std::int64_t kv_width = g.kv_width();
   if (name.starts_with("ranks/")) {

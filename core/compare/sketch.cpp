@@ -19,6 +19,11 @@ bool along_columns(std::string_view name) {
   return base_name(name) == "grads/o_proj";
 }
 
+// out, grads/x and decode/out: [batch, tokens, hidden], sketched along hidden per token.
+bool is_activation(std::string_view name) {
+  return name == "out" || name == "grads/x" || name == "decode/out";
+}
+
 }  // namespace
 
 bool sketchable(std::string_view name) {
@@ -26,7 +31,13 @@ bool sketchable(std::string_view name) {
   return base == "grads/q_proj" || base == "grads/k_proj" || base == "grads/v_proj" || base == "grads/o_proj";
 }
 
+bool sketchable_activation(std::string_view name) { return is_activation(name); }
+
 Shape sketch_shape(std::string_view name, const Shape& gradient_shape) {
+  if (is_activation(name)) {
+    if (gradient_shape.size() != 3) throw std::logic_error("sketch_shape: an activation is [batch, tokens, hidden]");
+    return {gradient_shape[0], gradient_shape[1], 1 + kSketchProjections};
+  }
   if (!sketchable(name) || gradient_shape.size() != 2) throw std::logic_error("sketch_shape: not a projection");
   return {along_columns(name) ? gradient_shape[1] : gradient_shape[0], 1 + kSketchProjections};
 }
@@ -34,8 +45,9 @@ Shape sketch_shape(std::string_view name, const Shape& gradient_shape) {
 Tensor sketch(std::string_view name, const Tensor& gradient) {
   const Shape shape = sketch_shape(name, gradient.shape);
   const bool columns = along_columns(name);
-  const std::int64_t lines = shape[0];
-  const std::int64_t length = columns ? gradient.shape[0] : gradient.shape[1];
+  // An activation's lines are its tokens (batch * tokens of them), each of length hidden.
+  const std::int64_t lines = is_activation(name) ? shape[0] * shape[1] : shape[0];
+  const std::int64_t length = columns ? gradient.shape[0] : gradient.shape.back();
   std::vector<double> signs(static_cast<std::size_t>(length * kSketchProjections));
   SplitMixStream stream(0, "attncheck-sketch-v1");
   for (double& sign : signs) sign = stream.coin() ? -1.0 : 1.0;

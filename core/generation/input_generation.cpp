@@ -98,7 +98,10 @@ Tensor small_vector(std::string_view name, std::int64_t size, double base, int e
   return tensor;
 }
 
-Tensor activations(std::string_view name, const Shape& shape, ActivationDistribution distribution, std::uint64_t seed) {
+}  // namespace
+
+Tensor generate_activations(std::string_view name, const Shape& shape, ActivationDistribution distribution,
+                            std::uint64_t seed) {
   Tensor tensor(shape);
   Stream stream(seed, name);
   const std::int64_t hidden = shape.back();
@@ -121,8 +124,6 @@ Tensor activations(std::string_view name, const Shape& shape, ActivationDistribu
   }
   return tensor;
 }
-
-}  // namespace
 
 std::string_view to_string(ActivationDistribution distribution) {
   switch (distribution) {
@@ -216,8 +217,8 @@ Inputs generate_inputs(const Geometry& geometry, const InputOptions& options) {
   inputs.batch = options.batch;
   inputs.seq = options.seq;
   const Shape activation_shape = {options.batch, options.seq, geometry.hidden_size()};
-  inputs.x = activations("x", activation_shape, options.activations, options.seed);
-  inputs.dout = activations("dout", activation_shape, options.activations, options.seed);
+  inputs.x = generate_activations("x", activation_shape, options.activations, options.seed);
+  inputs.dout = generate_activations("dout", activation_shape, options.activations, options.seed);
 
   Stream position_stream(options.seed, "positions");
   Stream length_stream(options.seed, "key_lengths");

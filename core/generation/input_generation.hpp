@@ -54,6 +54,12 @@ struct InputOptions {
 inline constexpr std::int64_t kMaxActivationElements = std::int64_t{1} << 28;  // per x / dout tensor
 inline constexpr std::int64_t kMaxParameterElements = std::int64_t{1} << 31;   // per layer
 
+// x or dout ([batch, seq, hidden]) as generate_inputs makes them: stream (seed, name), one
+// symmetric_integer(64) * 2^-6 per value, then the distribution's scaling (golden/SCHEMA.md, "Input
+// generator v1", which golden files name instead of storing long inputs).
+Tensor generate_activations(std::string_view name, const Shape& shape, ActivationDistribution distribution,
+                            std::uint64_t seed);
+
 // Throws InputError when the layer has more than kMaxParameterElements parameters.
 Parameters generate_weights(const Geometry& geometry, std::uint64_t seed);
 // Throws InputError for batch or seq outside [1, 2^20], more than kMaxActivationElements values in x,

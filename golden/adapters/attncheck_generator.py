@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""attncheck's weight generator v1 ("attncheck-splitmix64-v1") and gradient sketch
+"""attncheck's weight and input generator v1 ("attncheck-splitmix64-v1") and sketch
 ("attncheck-sketch-v1"), in plain Python (no dependencies), and vectorised with numpy for big layers.
 
-Golden files may name their weights by this generator and a seed instead of storing them
-(golden/SCHEMA.md, "Weight generator v1"). This module is that section written as code, so that a
+Golden files may name their weights, and their inputs x and dout, by this generator and a seed instead
+of storing them (golden/SCHEMA.md, "Weight generator v1", "Input generator v1"). This module is those
+sections written as code, so that a
 reader in Python can rebuild them; core/generation/input_generation.cpp is the C++ side, and ctest
 `golden.python_generator` checks that the two agree value for value.
 
@@ -108,6 +109,59 @@ def generate_weights(geometry, seed):
         weights["q_norm"] = small_vector(seed, "q_norm", head_dim, base)
         weights["k_norm"] = small_vector(seed, "k_norm", head_dim, base)
     return weights
+
+
+def uniform_below(stream, bound):
+    """Uniform in [0, bound) by rejection."""
+    limit = MASK - MASK % bound
+    while True:
+        value = stream.next()
+        if value < limit:
+            return value % bound
+
+
+def outlier_channels(seed, name, hidden):
+    """The hidden channels scaled by 32 under the `outliers` distribution (max(1, hidden // 32) draws)."""
+    stream = Stream(seed, name + "/outlier-channels")
+    return {uniform_below(stream, hidden) for _ in range(max(1, hidden // 32))}
+
+
+def generate_activations(seed, name, shape, distribution):
+    """x or dout ([batch, seq, hidden], flat row-major list) as SCHEMA.md's "Input generator v1" says."""
+    count = shape[0] * shape[1] * shape[2]
+    hidden = shape[2]
+    stream = Stream(seed, name)
+    outliers = outlier_channels(seed, name, hidden) if distribution == "outliers" else set()
+    values = []
+    for i in range(count):
+        value = math.ldexp(float(stream.symmetric_integer(64)), -6)
+        if distribution == "heavy-tailed":
+            doublings = 0
+            while doublings < 6 and stream.next() >> 63:
+                doublings += 1
+            value = math.ldexp(value, doublings)
+        elif distribution == "outliers" and i % hidden in outliers:
+            value = math.ldexp(value, 5)
+        values.append(value)
+    return values
+
+
+def generate_activations_numpy(seed, name, shape, distribution):
+    """generate_activations() as a float64 array of `shape`. uniform and outliers are vectorised; heavy-tailed
+    draws a variable number of outputs per value, so it runs the plain loop (slow beyond ~10^6 values)."""
+    import numpy as np
+
+    if distribution == "heavy-tailed":
+        return np.array(generate_activations(seed, name, shape, distribution), dtype=np.float64).reshape(shape)
+    if distribution not in ("uniform", "outliers"):
+        raise ValueError(f"unknown activation distribution '{distribution}'")
+    count = shape[0] * shape[1] * shape[2]
+    values = _symmetric_integers(np, seed, name, 0, 64, count).astype(np.float64) * math.ldexp(1.0, -6)
+    values = values.reshape(shape)
+    if distribution == "outliers":
+        channels = sorted(outlier_channels(seed, name, shape[2]))
+        values[:, :, channels] *= 32.0
+    return values
 
 
 # The same generator vectorised with numpy, for readers that need real layers (Qwen3-32B attention has
@@ -235,6 +289,17 @@ def check(dump_path):
                 if flat != theirs[name]:
                     print(f"seed {case['seed']} {name}: the numpy generator differs")
                     failures += 1
+    for case in dump.get("activations", []):
+        shape = case["shape"]
+        ours = generate_activations(case["seed"], case["name"], shape, case["distribution"])
+        if ours != case["values"]:
+            print(f"activations {case['name']} {case['distribution']}: the plain generator differs")
+            failures += 1
+        if numpy_available:
+            vectorised = generate_activations_numpy(case["seed"], case["name"], shape, case["distribution"])
+            if vectorised.ravel().tolist() != case["values"]:
+                print(f"activations {case['name']} {case['distribution']}: the numpy generator differs")
+                failures += 1
     for case in dump.get("sketches", []):
         ours = sketch(case["values"], case["rows"], case["cols"], case["along_columns"])
         worst = max(abs(a - b) / max(1.0, abs(b)) for a, b in zip(ours, case["sketch"]))
@@ -242,7 +307,8 @@ def check(dump_path):
             print(f"sketch of {case['name']}: differs by {worst}")
             failures += 1
     numpy_note = "plain Python and numpy" if numpy_available else "plain Python only (numpy absent)"
-    print(f"{len(dump['cases'])} cases ({numpy_note}), {len(dump.get('sketches', []))} sketches, {failures} failures")
+    print(f"{len(dump['cases'])} cases ({numpy_note}), {len(dump.get('activations', []))} activation tensors, "
+          f"{len(dump.get('sketches', []))} sketches, {failures} failures")
     return 0 if failures == 0 else 1
 
 

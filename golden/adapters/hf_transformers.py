@@ -116,6 +116,38 @@ def read_golden(path):
         raise BadInput(f"{path}: cannot be read as HDF5 ({error})") from error
 
 
+def _read_inputs(h5, geometry, path):
+    """x, dout and position_ids: stored, or x and dout named by the input generator (SCHEMA.md)."""
+    if "inputs" not in h5:
+        raise BadInput(f"{path}: group /inputs is missing")
+    hidden = geometry["hidden_size"]
+    generator = _attribute(h5["inputs"].attrs.get("generator", ""))
+    if not generator:
+        x = _dataset(h5, "inputs/x", "<f8", None, path)
+        if x.ndim != 3 or x.shape[2] != hidden:
+            raise BadInput(f"{path}: /inputs/x has shape {list(x.shape)}; expected [batch, seq, {hidden}]")
+        batch, seq = x.shape[:2]
+        return {"x": x,
+                "position_ids": _dataset(h5, "inputs/position_ids", "<i8", (batch, seq), path),
+                "dout": _dataset(h5, "inputs/dout", "<f8", (batch, seq, hidden), path)}
+    if generator != "attncheck-splitmix64-v1":
+        raise BadInput(f"{path}: /inputs@generator is '{generator}'; known: attncheck-splitmix64-v1")
+    attributes = h5["inputs"].attrs
+    if "seed" not in attributes or "activations" not in attributes:
+        raise BadInput(f"{path}: /inputs names a generator but lacks its seed or activations attribute")
+    distribution = _attribute(attributes["activations"])
+    if distribution not in ("uniform", "heavy-tailed", "outliers"):
+        raise BadInput(f"{path}: /inputs@activations is '{distribution}'; expected uniform, heavy-tailed or outliers")
+    positions = _dataset(h5, "inputs/position_ids", "<i8", None, path)
+    if positions.ndim != 2 or min(positions.shape) < 1:
+        raise BadInput(f"{path}: /inputs/position_ids has shape {list(positions.shape)}; expected [batch, seq]")
+    shape = (positions.shape[0], positions.shape[1], hidden)
+    seed = _attribute(attributes["seed"]) & attncheck_generator.MASK  # int64 attribute, unsigned seed
+    return {"x": attncheck_generator.generate_activations_numpy(seed, "x", shape, distribution),
+            "position_ids": positions,
+            "dout": attncheck_generator.generate_activations_numpy(seed, "dout", shape, distribution)}
+
+
 def _read_open_golden(h5, path):
     version = _attribute(h5.attrs.get("schema_version", -1))
     if version != 1:
@@ -129,13 +161,8 @@ def _read_open_golden(h5, path):
     geometry = {name: _attribute(attributes[name]) for name in REQUIRED_GEOMETRY + OPTIONAL_GEOMETRY
                 if name in attributes}
 
-    x = _dataset(h5, "inputs/x", "<f8", None, path)
-    if x.ndim != 3 or x.shape[2] != geometry["hidden_size"]:
-        raise BadInput(f"{path}: /inputs/x has shape {list(x.shape)}; expected [batch, seq, {geometry['hidden_size']}]")
-    batch, seq, hidden = x.shape
-    inputs = {"x": x,
-              "position_ids": _dataset(h5, "inputs/position_ids", "<i8", (batch, seq), path),
-              "dout": _dataset(h5, "inputs/dout", "<f8", (batch, seq, hidden), path)}
+    inputs = _read_inputs(h5, geometry, path)
+    batch = inputs["x"].shape[0]
     if "inputs/key_lengths" in h5:
         inputs["key_lengths"] = _dataset(h5, "inputs/key_lengths", "<i8", (batch,), path)
     if "inputs/decode_schedule" in h5:
