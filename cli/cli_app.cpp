@@ -47,6 +47,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (golden.expand->parsed()) return run_golden_expand(golden_options, out);
     if (golden.run->parsed()) return run_golden_run(golden_options, out);
     if (golden.check->parsed()) return run_golden_check(golden_options, out);
+    if (golden.coverage->parsed()) return run_golden_coverage(golden_options, out);
     if (golden.compare->parsed()) return run_compare(golden_options, out);
     if (fuzz.fuzz->parsed()) return run_fuzz(fuzz_options, out);
     if (fuzz.mutants->parsed()) return run_mutants(fuzz_options, out);

@@ -14,6 +14,11 @@ attncheck_cli_case(plan_hf_config 0 "derived: hidden_size / num_heads = 6144 / 6
                    plan --hf-config ${configs}/EleutherAI__gpt-neox-20b.json --tp 4)
 attncheck_cli_case(plan_replicated 0 "replicated on 4 ranks" "^$" plan --preset gemma-3-270m --tp 4)
 attncheck_cli_case(help 0 "plan" "^$" --help)
+# golden coverage: the short Gemma golden claims a window of 512 at seq 6, and query_pre_attn_scalar equal
+# to head_dim: claims that bite nowhere (exit 1); a missing file is bad input (exit 2).
+attncheck_cli_case(golden_coverage_inert 1 "window +NO .*sliding_window 512 at seq 6.*NOT COVERED: scale source, window"
+                   "^$" golden coverage ${PROJECT_SOURCE_DIR}/golden/data/gemma-3-270m_tp1.h5)
+attncheck_cli_case(golden_coverage_missing 2 "^$" "no-such.h5" golden coverage no-such.h5)
 attncheck_cli_case(no_subcommand 2 "^$" "subcommand")
 attncheck_cli_case(split_query_head 2 "^$" "tp_size = 3: would split a query head.*valid tp_size.*1, 2, 4, 8, 16"
                    plan --preset qwen3-0.6b --tp 3)

@@ -74,6 +74,8 @@ GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
       ->check(CLI::IsMember({"uniform", "heavy-tailed", "outliers"}))
       ->capture_default_str();
   commands.make->add_flag("--pad-keys", options.pad_keys, "random key lengths for batch rows >= 1");
+  commands.make->add_flag("--position-gaps", options.position_gaps,
+                          "positions advance by 1 to 4 per token (dropped or packed tokens)");
   commands.make
       ->add_option("--key-lengths", options.key_lengths,
                    "key length of each batch row, in [0, seq] (0: its queries see no key); overrides --pad-keys")
@@ -97,8 +99,7 @@ GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
   commands.inspect = golden->add_subcommand("inspect", "Print a golden file's geometry, inputs and tensors");
   commands.inspect->add_option("file", options.golden_file, "golden file")->required();
 
-  commands.expand =
-      golden->add_subcommand("expand", "Rewrite a golden with its generated weights and inputs stored");
+  commands.expand = golden->add_subcommand("expand", "Rewrite a golden with its generated weights and inputs stored");
   commands.expand->add_option("file", options.golden_file, "golden file")->required();
   commands.expand->add_option("-o,--output", options.output, "golden file to write")->required();
 
@@ -111,6 +112,12 @@ GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
   commands.check->add_option("files", options.files, "golden files")->required();
   commands.check->add_option("--impl", options.implementation, "implementation")->capture_default_str();
   commands.check->add_flag("--json", options.json, "print one JSON object instead of tables");
+
+  commands.coverage = golden->add_subcommand(
+      "coverage", "Show that each feature a golden claims changes its answer (switched off, beyond tolerance)");
+  commands.coverage->add_option("files", options.files, "golden files")->required();
+  commands.coverage->add_flag("--require-all", options.require_all,
+                              "also fail unless every feature attncheck knows bites in some golden given");
 
   commands.compare = app.add_subcommand("compare", "Compare a candidate file with a golden file");
   commands.compare->add_option("golden", options.golden_file, "golden file")->required();
@@ -126,6 +133,7 @@ int run_golden_make(const GoldenOptions& options, std::ostream& out) {
                                                          .batch = options.batch,
                                                          .seq = options.seq,
                                                          .activations = activations.value(),
+                                                         .position_gaps = options.position_gaps,
                                                          .pad_keys = options.pad_keys,
                                                          .key_lengths = options.key_lengths,
                                                          .decode = parse_decode(options.decode),

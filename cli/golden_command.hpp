@@ -30,6 +30,7 @@ struct GoldenOptions {
   std::uint64_t seed = 1;
   std::string activations = "uniform";
   bool pad_keys = false;
+  bool position_gaps = false;             // positions advance by 1 to 4 per token
   std::vector<std::int64_t> key_lengths;  // explicit, one per batch row (overrides --pad-keys)
   std::string weights = "stored";         // or "generated": /weights names the generator and seed
   std::string inputs = "stored";          // or "generated": /inputs names the generator for x and dout
@@ -42,6 +43,7 @@ struct GoldenOptions {
   std::string implementation = "reference";
   std::string candidate;
   bool json = false;
+  bool require_all = false;  // coverage: every feature of coverage_features() must bite somewhere
 };
 
 struct GoldenCommands {
@@ -51,6 +53,7 @@ struct GoldenCommands {
   CLI::App* run = nullptr;
   CLI::App* check = nullptr;
   CLI::App* compare = nullptr;
+  CLI::App* coverage = nullptr;
 };
 
 GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options);
@@ -62,5 +65,6 @@ int run_golden_expand(const GoldenOptions& options, std::ostream& out);
 int run_golden_run(const GoldenOptions& options, std::ostream& out);
 int run_golden_check(const GoldenOptions& options, std::ostream& out);
 int run_compare(const GoldenOptions& options, std::ostream& out);
+int run_golden_coverage(const GoldenOptions& options, std::ostream& out);  // cli/golden_coverage_command.cpp
 
 }  // namespace attncheck::cli

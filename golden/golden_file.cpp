@@ -171,7 +171,8 @@ void read_generated_inputs(const H5::H5File& file, const H5::Group& group, const
   }
   for (const char* name : {"x", "dout"}) {
     if (exists(file, std::string("/inputs/") + name)) {
-      fail(path, std::string("/inputs/") + name, "present", "a file whose /inputs names a generator stores no x or dout",
+      fail(path, std::string("/inputs/") + name, "present",
+           "a file whose /inputs names a generator stores no x or dout",
            "drop the dataset, or the generator attributes");
     }
   }
@@ -381,7 +382,8 @@ static Golden read_golden_unchecked(const std::string& path) {
     expected.decode_out = read_activation("decode/out", decode_shape);
     // Decoding reproduces the first rows of the full forward (up to fp64 rounding); sketched, the first
     // rows' sketches (a token's sketch depends on that token's row alone).
-    const Tensor& decoded = golden.activations_sketched ? golden.sketches.at("decode/out#sketch") : *expected.decode_out;
+    const Tensor& decoded =
+        golden.activations_sketched ? golden.sketches.at("decode/out#sketch") : *expected.decode_out;
     const Tensor& full = golden.activations_sketched ? golden.sketches.at("out#sketch") : expected.out;
     const std::int64_t total = inputs.decode.total(), width = full.shape[2];
     double scale = 0.0;

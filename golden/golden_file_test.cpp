@@ -190,9 +190,9 @@ TEST(GoldenFile, GeneratedInputsAndSketchedActivationsRoundTripAndStillLocaliseT
     EXPECT_EQ(expected.at(name).shape.back(), 1 + kSketchProjections);
   }
   EXPECT_FALSE(expected.contains("out"));
-  EXPECT_TRUE(compare(read.test_case, expected, named_tensors(reference::run_reference_tp(read.test_case)),
-                      Precision::fp64)
-                  .passed());
+  EXPECT_TRUE(
+      compare(read.test_case, expected, named_tensors(reference::run_reference_tp(read.test_case)), Precision::fp64)
+          .passed());
   // The last token of batch row 0 changed (its x moved; row 0 is never padded, and a last token is a key
   // of itself only): out's sketch fails there, and only there.
   Case moved = read.test_case;
@@ -206,7 +206,8 @@ TEST(GoldenFile, GeneratedInputsAndSketchedActivationsRoundTripAndStillLocaliseT
   EXPECT_EQ(out->status, TensorStatus::mismatch);
   EXPECT_EQ(out->batch_rows, (std::vector<std::int64_t>{0}));
   EXPECT_EQ(out->positions, (std::vector<std::int64_t>{seq - 1}));
-  EXPECT_LT(std::filesystem::file_size(path), std::filesystem::file_size(written("stored_16", make_golden(kSpec, 4, 16))));
+  EXPECT_LT(std::filesystem::file_size(path),
+            std::filesystem::file_size(written("stored_16", make_golden(kSpec, 4, 16))));
   // Inputs that are not the generator's cannot be written as generated.
   Golden edited_inputs = golden;
   edited_inputs.test_case.inputs.dout.values[3] += 1.0;
@@ -227,41 +228,47 @@ TEST(GoldenFile, GeneratedInputsThatDisagreeWithThemselvesAreRefused) {
     }
     return copy;
   };
-  expect_input_error_naming(edit("input_generator", [](H5::H5File& file) {
-                              H5::Group group = file.openGroup("/inputs");
-                              group.removeAttr("generator");
-                              write_attribute(group, "generator", std::string("torch.randn"));
-                            }),
+  expect_input_error_naming(edit("input_generator",
+                                 [](H5::H5File& file) {
+                                   H5::Group group = file.openGroup("/inputs");
+                                   group.removeAttr("generator");
+                                   write_attribute(group, "generator", std::string("torch.randn"));
+                                 }),
                             "/inputs@generator");
-  expect_input_error_naming(edit("input_distribution", [](H5::H5File& file) {
-                              H5::Group group = file.openGroup("/inputs");
-                              group.removeAttr("activations");
-                              write_attribute(group, "activations", std::string("gaussian"));
-                            }),
+  expect_input_error_naming(edit("input_distribution",
+                                 [](H5::H5File& file) {
+                                   H5::Group group = file.openGroup("/inputs");
+                                   group.removeAttr("activations");
+                                   write_attribute(group, "activations", std::string("gaussian"));
+                                 }),
                             "/inputs@activations");
-  expect_input_error_naming(
-      edit("input_seed", [](H5::H5File& file) { file.openGroup("/inputs").removeAttr("seed"); }), "/inputs@seed");
-  expect_input_error_naming(edit("input_x_too", [](H5::H5File& file) {
-                              H5::Group group = file.openGroup("/inputs");
-                              write_tensor(group, "x", Tensor({2, 5, 10}));
-                            }),
+  expect_input_error_naming(edit("input_seed", [](H5::H5File& file) { file.openGroup("/inputs").removeAttr("seed"); }),
+                            "/inputs@seed");
+  expect_input_error_naming(edit("input_x_too",
+                                 [](H5::H5File& file) {
+                                   H5::Group group = file.openGroup("/inputs");
+                                   write_tensor(group, "x", Tensor({2, 5, 10}));
+                                 }),
                             "/inputs/x");
-  expect_input_error_naming(edit("positions_rank", [](H5::H5File& file) {
-                              ASSERT_GE(H5Ldelete(file.getId(), "/inputs/position_ids", H5P_DEFAULT), 0);
-                              H5::Group group = file.openGroup("/inputs");
-                              write_integers(group, "position_ids", {0, 1, 2}, {3});
-                            }),
+  expect_input_error_naming(edit("positions_rank",
+                                 [](H5::H5File& file) {
+                                   ASSERT_GE(H5Ldelete(file.getId(), "/inputs/position_ids", H5P_DEFAULT), 0);
+                                   H5::Group group = file.openGroup("/inputs");
+                                   write_integers(group, "position_ids", {0, 1, 2}, {3});
+                                 }),
                             "/inputs/position_ids");
-  expect_input_error_naming(edit("full_and_sketched_out", [](H5::H5File& file) {
-                              H5::Group group = file.openGroup("/expected");
-                              write_tensor(group, "out", Tensor({2, 5, 10}));
-                            }),
+  expect_input_error_naming(edit("full_and_sketched_out",
+                                 [](H5::H5File& file) {
+                                   H5::Group group = file.openGroup("/expected");
+                                   write_tensor(group, "out", Tensor({2, 5, 10}));
+                                 }),
                             "/expected/out");
-  expect_input_error_naming(edit("sketch_shape", [](H5::H5File& file) {
-                              ASSERT_GE(H5Ldelete(file.getId(), "/expected/sketches/grads/x", H5P_DEFAULT), 0);
-                              H5::Group group = file.openGroup("/expected/sketches/grads");
-                              write_tensor(group, "x", Tensor({2, 5, 3}));
-                            }),
+  expect_input_error_naming(edit("sketch_shape",
+                                 [](H5::H5File& file) {
+                                   ASSERT_GE(H5Ldelete(file.getId(), "/expected/sketches/grads/x", H5P_DEFAULT), 0);
+                                   H5::Group group = file.openGroup("/expected/sketches/grads");
+                                   write_tensor(group, "x", Tensor({2, 5, 3}));
+                                 }),
                             "/expected/sketches/grads/x");
 }
 

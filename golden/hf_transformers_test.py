@@ -85,10 +85,38 @@ def bad_inputs(work_dir, small_golden):
             lambda h5: h5["geometry"].attrs.__setitem__("rope_style", "interleaved"))
 
 
+def queries_without_keys(golden):
+    """Whether the golden has a query that sees no key (the adapter's own test, on its geometry and masks)."""
+    sys.path.insert(0, os.path.dirname(ADAPTER))
+    import hf_transformers as adapter
+
+    with h5py.File(golden, "r") as h5:
+        geometry = {name: adapter._attribute(value) for name, value in h5["geometry"].attrs.items()}
+        batch, seq = h5["inputs/position_ids"].shape
+        inputs = {"x": np.empty((batch, seq, 0))}
+        if "inputs/key_lengths" in h5:
+            inputs["key_lengths"] = h5["inputs/key_lengths"][()]
+    return adapter.queries_seeing_no_key(geometry, inputs)
+
+
+def refused_rows_without_keys(work_dir, golden):
+    """transformers has no convention for a query that sees no key (an additive finite mask gives the mean
+    of V); the adapter must refuse such a golden (exit 2, saying why), never write a candidate for it."""
+    candidate = os.path.join(work_dir, "rows_without_keys.candidate.h5")
+    result = run([sys.executable, ADAPTER, golden, "-o", candidate])
+    expect(result.returncode == 2 and "sees no key" in result.stderr and "Traceback" not in result.stderr
+           and not os.path.exists(candidate),
+           f"{os.path.basename(golden)} (queries that see no key) refused: exit {result.returncode}, "
+           f"message: {result.stderr.strip()[:200]}")
+
+
 def main():
     attncheck, work_dir, goldens = sys.argv[1], sys.argv[2], sys.argv[3:]
     os.makedirs(work_dir, exist_ok=True)
-    agreement(attncheck, work_dir, goldens)
+    without_keys = [golden for golden in goldens if queries_without_keys(golden)]
+    for golden in without_keys:
+        refused_rows_without_keys(work_dir, golden)
+    agreement(attncheck, work_dir, [golden for golden in goldens if golden not in without_keys])
     small = [golden for golden in goldens if "small_softcap_padding" in golden]
     if small:
         bad_inputs(work_dir, small[0])

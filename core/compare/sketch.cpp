@@ -31,7 +31,9 @@ bool sketchable(std::string_view name) {
   return base == "grads/q_proj" || base == "grads/k_proj" || base == "grads/v_proj" || base == "grads/o_proj";
 }
 
-bool sketchable_activation(std::string_view name) { return is_activation(name); }
+bool sketchable_activation(std::string_view name) {
+  return is_activation(name);
+}
 
 Shape sketch_shape(std::string_view name, const Shape& gradient_shape) {
   if (is_activation(name)) {

@@ -2,8 +2,10 @@
 # Regenerates the committed goldens in this folder. Usage, after building: golden/data/make_goldens.sh
 # [path/to/attncheck] (absolute, or relative to golden/data; default ../../build/cli/attncheck).
 # Weights are named by the generator and projection gradients sketched (golden/SCHEMA.md), except in
-# small_softcap_padding.h5, which stores everything in full as an example for readers. The others:
-# batch 2, 6 tokens, decoding 4 + 1 + 1.
+# the two small_* goldens, which store everything in full as examples for readers. The model-shaped
+# ones: batch 2, 6 tokens, decoding 4 + 1 + 1. The long ones (seq 1024 and 2048) also name their inputs
+# and sketch out, grads/x and decode/out, so they cost kilobytes.
+# `attncheck golden coverage golden/data/*.h5 --require-all` shows which golden makes each feature bite.
 set -euo pipefail
 cd "$(dirname "$0")"
 attncheck=${1:-../../build/cli/attncheck}
@@ -18,5 +20,21 @@ decode=(--decode 4,1,1)
 "$attncheck" golden make --preset gemma-3-270m --tp 1 "${compact[@]}" "${decode[@]}" -o gemma-3-270m_tp1.h5
 "$attncheck" golden make --preset gemma-3-270m --tp 4 "${compact[@]}" "${decode[@]}" --pad-keys -o gemma-3-270m_tp4.h5
 "$attncheck" golden make --preset gpt-neox-20b --tp 1 "${compact[@]}" "${decode[@]}" -o gpt-neox-20b_tp1.h5
+long=(--weights generated --inputs generated --sketch-gradients --sketch-activations --seed 2026)
+
+# Past the first 64/128-key tiles: a long prefill then decoding over its cache; a window (512) shorter
+# than the sequence with padding ending one key past a 64-key tile edge (1985 = 31 * 64 + 1).
+"$attncheck" golden make --preset qwen3-0.6b --tp 2 "${long[@]}" --batch 1 --seq 1024 --decode 1000,1,16,7 \
+  -o qwen3-0.6b_tp2_seq1024.h5
+"$attncheck" golden make --preset gemma-3-270m --tp 2 "${long[@]}" --batch 1 --seq 2048 --key-lengths 1985 \
+  -o gemma-3-270m_tp2_seq2048.h5
+
+# Small and stored in full. softcap_padding: softcap, real padding (key lengths 7, 3, 5 of 7),
+# heavy-tailed activations. window_masked_rows: a window of 3 at seq 9, padding that leaves queries
+# seeing no key (key lengths 9, 4, 0), position gaps, partial RoPE, query_pre_attn_scalar != head_dim,
+# biases with TP 2 over one KV head (replicated).
 "$attncheck" golden make --hidden 64 --heads 4 --kv-heads 2 --head-dim 24 --softcap 5 --qkv-bias --out-bias \
-  --batch 3 --seq 7 --pad-keys --activations heavy-tailed --decode 3,2,1 --seed 2026 -o small_softcap_padding.h5
+  --batch 3 --seq 7 --key-lengths 7,3,5 --activations heavy-tailed --decode 3,2,1 --seed 2026 -o small_softcap_padding.h5
+"$attncheck" golden make --hidden 32 --heads 4 --kv-heads 1 --head-dim 16 --rotary-dim 8 --qk-norm rms --qkv-bias \
+  --out-bias --sliding-window 3 --query-pre-attn-scalar 20 --tp 2 --batch 3 --seq 9 --key-lengths 9,4,0 \
+  --position-gaps --decode 5,1,3 --seed 2026 -o small_window_masked_rows.h5

@@ -19,6 +19,33 @@ class CausalOffByOne : public NaiveLayer {
   }
 };
 
+// Key padding ignored: every key up to seq_k is seen (a padding mask built but never applied).
+class PaddingIgnored : public NaiveLayer {
+  KeyRange visible_keys(const Geometry& geometry, const MaskQuery& query) const override {
+    MaskQuery unpadded = query;
+    unpadded.key_length = query.seq_k;
+    return NaiveLayer::visible_keys(geometry, unpadded);
+  }
+};
+
+// A query that sees no key takes the mean of V over every key: an additive mask of finite minimum
+// values (-1e9, finfo.min) turns such a row's scores into equal numbers, and its softmax into 1/seq_k.
+class MaskedRowMeanOfV : public NaiveLayer {
+  void probabilities_without_keys(Eigen::Ref<reference::RowVector> row) const override {
+    row.setConstant(1.0 / static_cast<double>(row.size()));
+  }
+};
+
+// The sliding window one key too wide: query i also sees key i - window (i - window <= j instead of <).
+class WindowOffByOne : public NaiveLayer {
+  KeyRange visible_keys(const Geometry& geometry, const MaskQuery& query) const override {
+    KeyRange keys = NaiveLayer::visible_keys(geometry, query);
+    if (geometry.sliding_window())
+      keys.begin = std::max<std::int64_t>(0, aligned_key(query) - *geometry.sliding_window());
+    return keys;
+  }
+};
+
 // The causal mask aligned top-left: query i is key i even when a KV cache holds more keys than there
 // are queries, so a decoding step attends to the start of the cache only.
 class TopLeftCausal : public NaiveLayer {
@@ -159,6 +186,15 @@ Result window_tile_skip_from_last_query(const Case& test_case) {
 
 Result causal_off_by_one(const Case& test_case) {
   return CausalOffByOne().run(test_case);
+}
+Result padding_ignored(const Case& test_case) {
+  return PaddingIgnored().run(test_case);
+}
+Result masked_row_mean_of_v(const Case& test_case) {
+  return MaskedRowMeanOfV().run(test_case);
+}
+Result window_off_by_one(const Case& test_case) {
+  return WindowOffByOne().run(test_case);
 }
 Result top_left_causal(const Case& test_case) {
   return TopLeftCausal().run(test_case);

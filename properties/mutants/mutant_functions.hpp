@@ -23,6 +23,9 @@ Result rope_style_swapped(const Case& test_case);         // half-split and inte
 Result rope_ignores_position_ids(const Case& test_case);  // RoPE at the sequence index, not the position id
 
 // Inside the layer (layer_mutants.cpp)
+Result padding_ignored(const Case& test_case);                // key padding never applied
+Result masked_row_mean_of_v(const Case& test_case);           // a query that sees no key: mean of V over all keys
+Result window_off_by_one(const Case& test_case);              // the window sees one key more
 Result causal_off_by_one(const Case& test_case);              // query i also sees key i + 1
 Result top_left_causal(const Case& test_case);                // decode mask aligned top-left
 Result rank_local_keys(const Case& test_case);                // each rank sees only its slice of the keys

@@ -28,6 +28,8 @@ std::int64_t NaiveLayer::heads_per_norm(std::int64_t) const {
   return 1;
 }
 
+void NaiveLayer::probabilities_without_keys(Eigen::Ref<reference::RowVector>) const {}
+
 double NaiveLayer::softmax_shift(double row_maximum) const {
   return row_maximum;
 }
@@ -141,7 +143,10 @@ struct RankComputation {
           geometry,
           {.query = i, .seq_q = seq_q, .seq_k = seq_k, .key_length = key_length, .rank = rank, .tp_size = tp_size});
       visible_keys[i] = keys;
-      if (keys.end <= keys.begin) continue;  // a query that sees no key: probabilities and context 0
+      if (keys.end <= keys.begin) {  // a query that sees no key: probabilities and context 0
+        layer.probabilities_without_keys(head.probabilities.row(i));
+        continue;
+      }
       const auto visible = scores.row(i).segment(keys.begin, keys.end - keys.begin);
       const RowVector exps = (visible.array() - layer.softmax_shift(visible.maxCoeff())).exp().matrix();
       head.probabilities.row(i).segment(keys.begin, keys.end - keys.begin) = exps / exps.sum();

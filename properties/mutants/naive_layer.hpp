@@ -64,6 +64,8 @@ class NaiveLayer {
   virtual KeyRange visible_keys(const Geometry& geometry, const MaskQuery& query) const;
   // How many of a token's local heads one QK-norm RMS covers: 1 (each head on its own).
   virtual std::int64_t heads_per_norm(std::int64_t local_heads) const;
+  // The probabilities of a query that sees no key ([seq_k], zero on entry): left 0, so its context is 0.
+  virtual void probabilities_without_keys(Eigen::Ref<reference::RowVector> row) const;
   // What a row of scores is shifted by before exp: its maximum.
   virtual double softmax_shift(double row_maximum) const;
   // One query head's context: the softmax of each query's visible scores times v. scores [seq_q, seq_k]

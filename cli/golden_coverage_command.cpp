@@ -1,0 +1,51 @@
+// `attncheck golden coverage FILES... [--require-all]`: for each golden, the features its case claims and
+// whether each bites (golden/golden_coverage.hpp); then, per feature, the goldens where it bites.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <map>
+
+#include "cli/exit_codes.hpp"
+#include "cli/golden_command.hpp"
+#include "golden/golden_coverage.hpp"
+#include "golden/golden_file.hpp"
+
+namespace attncheck::cli {
+
+int run_golden_coverage(const GoldenOptions& options, std::ostream& out) {
+  std::map<std::string, std::vector<std::string>> biting, inert;  // feature -> golden files
+  for (const std::string& file : options.files) {
+    const golden::Golden golden = golden::read_golden(file);
+    out << fmt::format("== {}\n{:<18} {:<5} {:>10} {:>11}  {:<22} {:<44} {}\n", file, "feature", "bites", "change",
+                       "tolerances", "most changed", "claim", "switched off");
+    for (const golden::FeatureBite& bite : golden::golden_coverage(golden.test_case)) {
+      out << fmt::format("{:<18} {:<5} {:>10.3g} {:>11.3g}  {:<22} {:<44} {}\n", bite.feature,
+                         bite.bites ? "yes" : "NO", bite.change, bite.tolerances, bite.tensor, bite.claim, bite.off);
+      (bite.bites ? biting : inert)[bite.feature].push_back(file);
+    }
+  }
+  out << "\n";
+  // Claimed somewhere but biting nowhere: those goldens cannot catch a bug in that feature.
+  std::vector<std::string> never;
+  for (const auto& [feature, files] : inert) {
+    if (!biting.contains(feature)) never.push_back(feature);
+  }
+  std::vector<std::string> unclaimed;
+  if (options.require_all) {
+    for (const std::string& feature : golden::coverage_features()) {
+      if (!biting.contains(feature) && !inert.contains(feature)) unclaimed.push_back(feature);
+    }
+  }
+  for (const auto& [feature, files] : biting) {
+    out << fmt::format("{:<18} bites in {} golden(s)\n", feature, files.size());
+  }
+  for (const std::string& feature : never) out << fmt::format("{:<18} claimed but bites in none\n", feature);
+  for (const std::string& feature : unclaimed) out << fmt::format("{:<18} in none of these goldens\n", feature);
+  const bool passed = never.empty() && unclaimed.empty();
+  out << (passed ? fmt::format("COVERED: every claimed feature bites in at least one of {} golden(s){}\n",
+                               options.files.size(), options.require_all ? ", and every feature is claimed" : "")
+                 : fmt::format("NOT COVERED: {}\n", fmt::join(never.empty() ? unclaimed : never, ", ")));
+  return passed ? kExitOk : kExitCheckFailed;
+}
+
+}  // namespace attncheck::cli

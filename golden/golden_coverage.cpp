@@ -1,0 +1,364 @@
+#include "golden/golden_coverage.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "core/compare/compare.hpp"
+#include "core/compare/tolerance.hpp"
+#include "core/tp/tp_shard.hpp"
+#include "reference/attention_head.hpp"
+#include "reference/rank_layer.hpp"
+#include "reference/reference.hpp"
+
+namespace attncheck::golden {
+
+namespace {
+
+// A float32 angle error above this (radians) moves scores by ~1e-3 of their size: far beyond the fp64
+// and fp32 tolerances, so a golden at such positions catches angles formed in float32.
+constexpr double kAngleErrorThatBites = 1e-3;
+
+NamedTensors answers(const Case& test_case) {
+  return named_tensors(reference::run_reference(test_case));  // unsharded: no "ranks/" tensors
+}
+
+// The tensor of `alternative` that moved most from `base`, relative to its fp64 tolerance. Gradients are
+// held to the case's largest gradient, as compare() holds them.
+FeatureBite measure(FeatureBite bite, const NamedTensors& base, const NamedTensors& alternative) {
+  double largest_gradient = 0.0;
+  for (const auto& [name, tensor] : base) {
+    if (name.find("grads/") == std::string::npos) continue;
+    for (double value : tensor.values) largest_gradient = std::max(largest_gradient, std::fabs(value));
+  }
+  for (const auto& [name, tensor] : alternative) {
+    const auto found = base.find(name);
+    if (found == base.end() || found->second.shape != tensor.shape) continue;
+    const bool gradient = name.find("grads/") != std::string::npos;
+    double scale = gradient ? kGradientScaleFloor * largest_gradient : 0.0;
+    double difference = 0.0;
+    for (std::size_t i = 0; i < tensor.values.size(); ++i) {
+      scale = std::max(scale, std::fabs(found->second.values[i]));
+      difference = std::max(difference, std::fabs(tensor.values[i] - found->second.values[i]));
+    }
+    const double allowed =
+        tolerance(Precision::fp64, gradient ? TensorRole::gradient : TensorRole::output, std::max(scale, 1e-300));
+    if (difference / allowed > bite.tolerances) {
+      bite.tolerances = difference / allowed;
+      bite.tensor = name;
+      bite.change = scale > 0.0 ? difference / scale : 0.0;
+    }
+  }
+  bite.bites = bite.tolerances > 1.0;
+  return bite;
+}
+
+// The same case with another geometry (weights kept, those the new geometry lacks dropped).
+Case with_spec(const Case& base, const GeometrySpec& spec) {
+  Case changed = base;
+  changed.plan = make_tp_plan(resolve_geometry(spec), base.plan.tp_size);
+  if (spec.qk_norm == QkNorm::none) changed.weights.q_norm = changed.weights.k_norm = std::nullopt;
+  return changed;
+}
+
+// Tokens [begin, end) of every batch row as a case of their own (no cache, no schedule, unsharded).
+Case token_slice(const Case& base, std::int64_t begin, std::int64_t end) {
+  const Inputs& in = base.inputs;
+  const std::int64_t hidden = base.geometry().hidden_size(), count = end - begin;
+  Case slice = base;
+  slice.plan = make_tp_plan(base.geometry(), 1);
+  Inputs& out = slice.inputs;
+  out.seq = count;
+  out.decode = {};
+  out.x = Tensor({in.batch, count, hidden});
+  out.dout = Tensor({in.batch, count, hidden});
+  out.positions.clear();
+  for (std::int64_t b = 0; b < in.batch; ++b) {
+    const auto row = [&](const Tensor& t) { return t.values.begin() + (b * in.seq + begin) * hidden; };
+    std::copy_n(row(in.x), count * hidden, out.x.values.begin() + b * count * hidden);
+    std::copy_n(row(in.dout), count * hidden, out.dout.values.begin() + b * count * hidden);
+    out.positions.insert(out.positions.end(), in.positions.begin() + b * in.seq + begin,
+                         in.positions.begin() + b * in.seq + end);
+    // Key j of the slice is key begin + j of the row: padding from key_length - begin on.
+    out.key_lengths[b] = std::clamp<std::int64_t>(in.key_lengths[b] - begin, 0, count);
+  }
+  return slice;
+}
+
+std::vector<std::pair<std::int64_t, std::int64_t>> queries_without_keys(const Case& test_case) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> rows;  // (batch row, query)
+  const Inputs& in = test_case.inputs;
+  for (std::int64_t b = 0; b < in.batch; ++b) {
+    const auto mask = reference::MaskSpec::for_geometry(test_case.geometry(), in.seq, in.seq, in.key_lengths[b]);
+    for (std::int64_t i = 0; i < in.seq; ++i) {
+      const auto keys = mask.visible_keys(i);
+      if (keys.end <= keys.begin) rows.emplace_back(b, i);
+    }
+  }
+  return rows;
+}
+
+// Off: such a row softmaxes a row of equal masked scores, i.e. takes the mean of V over all seq keys of
+// its batch row (what an additive finite mask gives), instead of outputting 0 before o_proj.
+FeatureBite rows_without_keys(const Case& test_case, const NamedTensors& base, FeatureBite bite) {
+  const auto rows = queries_without_keys(test_case);
+  const Geometry& g = test_case.geometry();
+  const Parameters& w = test_case.weights;
+  const std::int64_t hidden = g.hidden_size(), head_dim = g.head_dim(), seq = test_case.inputs.seq;
+  const std::int64_t group = g.num_heads() / g.num_kv_heads();
+  NamedTensors alternative{{"out", base.at("out")}};
+  for (const auto& [b, i] : rows) {
+    // mean_v[c] = mean over keys j of (x_j . v_proj[c] + v_bias[c]); v_proj is [kv_width, hidden].
+    std::vector<double> mean_v(static_cast<std::size_t>(g.kv_width()), 0.0);
+    for (std::int64_t c = 0; c < g.kv_width(); ++c) {
+      double sum = 0.0;
+      for (std::int64_t j = 0; j < seq; ++j) {
+        const double* x = &test_case.inputs.x.values[(b * seq + j) * hidden];
+        for (std::int64_t k = 0; k < hidden; ++k) sum += x[k] * w.v_proj.values[c * hidden + k];
+      }
+      mean_v[c] = sum / static_cast<double>(seq) + (w.v_bias ? w.v_bias->values[c] : 0.0);
+    }
+    // out row += o_proj . context, context of query head h = mean_v of its KV head; o_proj [hidden, q_width].
+    double* out = &alternative.at("out").values[(b * seq + i) * hidden];
+    for (std::int64_t r = 0; r < hidden; ++r) {
+      double sum = 0.0;
+      for (std::int64_t h = 0; h < g.num_heads(); ++h) {
+        for (std::int64_t d = 0; d < head_dim; ++d) {
+          sum += w.o_proj.values[r * g.query_width() + h * head_dim + d] * mean_v[(h / group) * head_dim + d];
+        }
+      }
+      out[r] += sum;
+    }
+  }
+  return measure(std::move(bite), base, alternative);
+}
+
+// Off: each decode step attends to its own tokens only (the cache ignored).
+FeatureBite decode_without_cache(const Case& test_case, const NamedTensors& base, FeatureBite bite) {
+  const DecodeSchedule& schedule = test_case.inputs.decode;
+  const std::int64_t hidden = test_case.geometry().hidden_size(), total = schedule.total();
+  NamedTensors alternative{{"decode/out", base.at("decode/out")}};
+  std::int64_t begin = schedule.prefill;
+  for (const std::int64_t step : schedule.steps) {
+    const Tensor slice_out = reference::run_reference(token_slice(test_case, begin, begin + step)).out;
+    for (std::int64_t b = 0; b < test_case.inputs.batch; ++b) {
+      std::copy_n(slice_out.values.begin() + b * step * hidden, step * hidden,
+                  alternative.at("decode/out").values.begin() + (b * total + begin) * hidden);
+    }
+    begin += step;
+  }
+  return measure(std::move(bite), base, alternative);
+}
+
+NamedTensors rank_tensors(const Parameters& parameters, int rank, const std::vector<std::string>& names) {
+  NamedTensors tensors;
+  for_each_parameter(parameters, [&](std::string_view name, const Tensor& tensor) {
+    if (std::find(names.begin(), names.end(), name) != names.end()) {
+      tensors[fmt::format("ranks/{}/grads/{}", rank, name)] = tensor;
+    }
+  });
+  return tensors;
+}
+
+// Off: a rank's gradients of what it shares with other ranks (a replicated KV head; q_norm and k_norm)
+// are its own partial sums, the all-reduce missing. The partials come from the reference's own rank
+// layer (reference/rank_layer.hpp) on each rank's shard: one pass over the ranks, as reference-tp runs.
+std::vector<FeatureBite> rank_reductions(const Case& test_case, const NamedTensors& base, FeatureBite replication,
+                                         FeatureBite norms) {
+  const TpPlan& plan = test_case.plan;
+  const Geometry& g = test_case.geometry();
+  const Inputs& in = test_case.inputs;
+  const std::int64_t tokens_count = in.batch * in.seq;
+  const reference::TokenBlock tokens{
+      .batch = in.batch, .seq = in.seq, .x = reference::as_matrix(in.x, tokens_count), .positions = in.positions};
+  const reference::ConstMatrixMap d_out = reference::as_matrix(in.dout, tokens_count);
+  const std::vector<Parameters> full = rank_slices(reference::run_reference(test_case).gradients->params, plan);
+  const std::vector<Parameters> shards = rank_slices(test_case.weights, plan);
+  const std::vector<std::string> kv_names = {"k_proj", "v_proj", "k_bias", "v_bias"};
+  const std::vector<std::string> norm_names = {"q_norm", "k_norm"};
+  NamedTensors base_ranks = base, kv_alternative, norm_alternative;
+  for (int r = 0; r < plan.tp_size; ++r) {
+    const auto heads = reference::LocalHeads::of(plan.ranks[r]);
+    const auto forward = reference::rank_forward(g, heads, shards[r], tokens, in.key_lengths);
+    const Parameters partial =
+        reference::rank_backward(g, heads, shards[r], tokens, in.key_lengths, forward, d_out).gradients;
+    for (auto& entry : rank_tensors(full[r], r, kv_names)) base_ranks.insert(entry);
+    for (auto& entry : rank_tensors(full[r], r, norm_names)) base_ranks.insert(entry);
+    for (auto& entry : rank_tensors(partial, r, kv_names)) kv_alternative.insert(entry);
+    for (auto& entry : rank_tensors(partial, r, norm_names)) norm_alternative.insert(entry);
+  }
+  std::vector<FeatureBite> bites;
+  if (!replication.feature.empty()) bites.push_back(measure(std::move(replication), base_ranks, kv_alternative));
+  if (!norms.feature.empty()) bites.push_back(measure(std::move(norms), base_ranks, norm_alternative));
+  return bites;
+}
+
+// The largest error of RoPE angles formed in float32 (float position times float inv_freq) at the
+// case's largest position.
+double float_angle_error(const Case& test_case) {
+  const Geometry& g = test_case.geometry();
+  const std::int64_t position = *std::max_element(test_case.inputs.positions.begin(), test_case.inputs.positions.end());
+  double worst = 0.0;
+  for (std::int64_t i = 0; i < g.rotary_dim() / 2; ++i) {
+    const double inv_freq =
+        std::pow(g.rope_theta(), -2.0 * static_cast<double>(i) / static_cast<double>(g.rotary_dim()));
+    const float angle = static_cast<float>(position) * static_cast<float>(inv_freq);
+    worst = std::max(worst, std::fabs(static_cast<double>(angle) - static_cast<double>(position) * inv_freq));
+  }
+  return worst;
+}
+
+}  // namespace
+
+const std::vector<std::string>& coverage_features() {
+  static const std::vector<std::string> features = {
+      "padding",        "window",         "softcap",         "rows without keys", "decode",
+      "kv replication", "qk-norm reduce", "o_bias once",     "partial rope",      "qk-norm",
+      "bias",           "position gaps",  "large positions", "scale source"};
+  return features;
+}
+
+std::vector<FeatureBite> golden_coverage(const Case& test_case) {
+  const Geometry& g = test_case.geometry();
+  const GeometrySpec& spec = g.spec();
+  const Inputs& in = test_case.inputs;
+  const NamedTensors base = answers(test_case);
+  std::vector<FeatureBite> bites;
+  const auto off_by_case = [&](FeatureBite bite, const Case& changed) {
+    bites.push_back(measure(std::move(bite), base, answers(changed)));
+  };
+
+  if (std::any_of(in.key_lengths.begin(), in.key_lengths.end(), [&](std::int64_t l) { return l < in.seq; })) {
+    Case changed = test_case;
+    std::fill(changed.inputs.key_lengths.begin(), changed.inputs.key_lengths.end(), in.seq);
+    off_by_case({.feature = "padding",
+                 .claim = fmt::format("key_lengths [{}] of {}", fmt::join(in.key_lengths, ", "), in.seq),
+                 .off = "every key_length = seq"},
+                changed);
+  }
+  if (spec.sliding_window) {
+    GeometrySpec changed = spec;
+    changed.sliding_window.reset();
+    off_by_case({.feature = "window",
+                 .claim = fmt::format("sliding_window {} at seq {}", *spec.sliding_window, in.seq),
+                 .off = "no window"},
+                with_spec(test_case, changed));
+  }
+  if (spec.softcap) {
+    GeometrySpec changed = spec;
+    changed.softcap.reset();
+    off_by_case({.feature = "softcap", .claim = fmt::format("softcap {}", *spec.softcap), .off = "no softcap"},
+                with_spec(test_case, changed));
+  }
+  if (const auto rows = queries_without_keys(test_case); !rows.empty()) {
+    bites.push_back(
+        rows_without_keys(test_case, base,
+                          {.feature = "rows without keys",
+                           .claim = fmt::format("{} queries see no key", rows.size()),
+                           .off = "such a query takes the mean of V over its row's keys (a finite additive mask)"}));
+  }
+  if (!in.decode.empty() && !in.decode.steps.empty()) {
+    bites.push_back(decode_without_cache(
+        test_case, base,
+        {.feature = "decode",
+         .claim = fmt::format("prefill {} then steps [{}]", in.decode.prefill, fmt::join(in.decode.steps, ", ")),
+         .off = "each step attends to its own tokens only (cache ignored)"}));
+  }
+  const int tp_size = test_case.plan.tp_size;
+  FeatureBite replication, norms;
+  if (tp_size > g.num_kv_heads()) {
+    replication = {.feature = "kv replication",
+                   .claim = fmt::format("tp {} over {} KV heads", tp_size, g.num_kv_heads()),
+                   .off = "a replicated KV head's gradient not summed over its replica group"};
+  }
+  if (tp_size > 1 && g.qk_norm() != QkNorm::none) {
+    norms = {.feature = "qk-norm reduce",
+             .claim = fmt::format("q_norm, k_norm on all {} ranks", tp_size),
+             .off = "q_norm/k_norm gradients not summed over the ranks"};
+  }
+  if (!replication.feature.empty() || !norms.feature.empty()) {
+    for (FeatureBite& bite : rank_reductions(test_case, base, replication, norms)) bites.push_back(std::move(bite));
+  }
+  if (tp_size > 1 && g.out_bias()) {
+    NamedTensors alternative{{"out", base.at("out")}};
+    const std::int64_t hidden = g.hidden_size();
+    Tensor& out = alternative.at("out");
+    for (std::size_t i = 0; i < out.values.size(); ++i) {
+      out.values[i] += (tp_size - 1) * test_case.weights.o_bias->values[i % hidden];
+    }
+    bites.push_back(measure({.feature = "o_bias once",
+                             .claim = fmt::format("o_bias with tp {}", tp_size),
+                             .off = "o_bias added on every rank before the partial outputs are summed"},
+                            base, alternative));
+  }
+  if (g.rotary_dim() > 0 && g.rotary_dim() < g.head_dim()) {
+    GeometrySpec changed = spec;
+    changed.rotary_pct.reset();
+    changed.rotary_dim = g.head_dim();
+    off_by_case({.feature = "partial rope",
+                 .claim = fmt::format("rotary_dim {} of head_dim {}", g.rotary_dim(), g.head_dim()),
+                 .off = "RoPE over the whole head"},
+                with_spec(test_case, changed));
+  }
+  if (g.qk_norm() != QkNorm::none) {
+    GeometrySpec changed = spec;
+    changed.qk_norm = QkNorm::none;
+    off_by_case({.feature = "qk-norm", .claim = std::string(to_string(g.qk_norm())), .off = "no QK-norm"},
+                with_spec(test_case, changed));
+  }
+  if (g.qkv_bias() || g.out_bias()) {
+    Case changed = test_case;
+    for (auto* bias :
+         {&changed.weights.q_bias, &changed.weights.k_bias, &changed.weights.v_bias, &changed.weights.o_bias}) {
+      if (*bias) std::fill((*bias)->values.begin(), (*bias)->values.end(), 0.0);
+    }
+    off_by_case({.feature = "bias",
+                 .claim = fmt::format("qkv_bias {}, out_bias {}", g.qkv_bias(), g.out_bias()),
+                 .off = "every bias 0"},
+                changed);
+  }
+  bool gaps = false;
+  for (std::int64_t b = 0; b < in.batch; ++b) {
+    for (std::int64_t s = 1; s < in.seq; ++s)
+      gaps |= in.positions[b * in.seq + s] != in.positions[b * in.seq + s - 1] + 1;
+  }
+  if (gaps && g.rotary_dim() > 0) {
+    Case changed = test_case;
+    for (std::int64_t b = 0; b < in.batch; ++b) {
+      for (std::int64_t s = 1; s < in.seq; ++s) {
+        changed.inputs.positions[b * in.seq + s] = changed.inputs.positions[b * in.seq] + s;
+      }
+    }
+    off_by_case(
+        {.feature = "position gaps", .claim = "positions advance by more than 1", .off = "consecutive positions"},
+        changed);
+  }
+  const std::int64_t largest_position = *std::max_element(in.positions.begin(), in.positions.end());
+  if (largest_position >= (std::int64_t{1} << 16) && g.rotary_dim() > 0) {
+    // RoPE is exact under a shift of all positions, so "off" cannot be another case: what large
+    // positions exist to catch is angles formed in float32, and that error is measured directly.
+    const double error = float_angle_error(test_case);
+    bites.push_back({.feature = "large positions",
+                     .claim = fmt::format("positions up to {}", largest_position),
+                     .off = "RoPE angles formed in float32 (error in radians; bites above 1e-3)",
+                     .bites = error > kAngleErrorThatBites,
+                     .tensor = "angles",
+                     .change = error,
+                     .tolerances = error / kAngleErrorThatBites});
+  }
+  if (spec.query_pre_attn_scalar) {
+    GeometrySpec changed = spec;
+    changed.query_pre_attn_scalar.reset();
+    off_by_case(
+        {.feature = "scale source",
+         .claim = fmt::format("query_pre_attn_scalar {} (head_dim {})", *spec.query_pre_attn_scalar, g.head_dim()),
+         .off = "scale head_dim^-0.5"},
+        with_spec(test_case, changed));
+  }
+  return bites;
+}
+
+}  // namespace attncheck::golden

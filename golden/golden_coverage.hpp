@@ -1,0 +1,36 @@
+// Golden coverage: does each feature a golden claims actually change its expected answer?
+//
+// A golden "claims" a feature when its case has it (padding shorter than seq, a window, a softcap, rows
+// whose queries see no key, decoding over a cache, a replicated KV head, ...). The feature "bites" when
+// switching it off in the case changes the fp64 reference's answer by more than the fp64 tolerance
+// (core/compare/tolerance.hpp) in some tensor: only then can the golden catch an implementation that
+// gets the feature wrong. A window of 512 at seq 6, or key lengths equal to seq, are claims that do
+// not bite. What "off" means for each feature is written beside it in golden_coverage.cpp.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/model/case.hpp"
+
+namespace attncheck::golden {
+
+struct FeatureBite {
+  std::string feature;      // "padding", "window", "rows without keys", ...
+  std::string claim;        // what the case has, e.g. "key_lengths [1024, 897] of 1024"
+  std::string off;          // what the feature switched off is, e.g. "every key_length = seq"
+  bool bites = false;       // some tensor changed beyond its fp64 tolerance
+  std::string tensor;       // the tensor that changed most, relative to its tolerance
+  double change = 0.0;      // that tensor's largest change, relative to its scale
+  double tolerances = 0.0;  // that change in units of the tensor's fp64 tolerance (> 1: bites)
+};
+
+// The features whose claims a committed set of goldens must show biting (golden coverage
+// --require-all): the list, each exercised by at least one committed golden.
+const std::vector<std::string>& coverage_features();
+
+// Every feature the case claims, each with its bite. Runs the fp64 reference once per claimed feature
+// (and once per TP rank for the replication features).
+std::vector<FeatureBite> golden_coverage(const Case& test_case);
+
+}  // namespace attncheck::golden
