@@ -28,6 +28,11 @@ long=(--weights generated --inputs generated --sketch-gradients --sketch-activat
   -o qwen3-0.6b_tp2_seq1024.h5
 "$attncheck" golden make --preset gemma-3-270m --tp 2 "${long[@]}" --batch 1 --seq 2048 --key-lengths 1985 \
   -o gemma-3-270m_tp2_seq2048.h5
+# GPT-NeoX's family long: head_dim omitted, rotary_pct 0.25, q/k/v and o biases. The biases give V a
+# constant part, which a sum accumulated in bf16 stops adding once it is 2^8 times a term: the committed
+# golden that catches bf16 accumulation of P.V (mutant-bf16-pv-accumulation), which seq 1024 without
+# biases does not.
+"$attncheck" golden make --preset pythia-410m --tp 2 "${long[@]}" --batch 1 --seq 2048 -o pythia-410m_tp2_seq2048.h5
 
 # Small and stored in full. softcap_padding: softcap, real padding (key lengths 7, 3, 5 of 7),
 # heavy-tailed activations. window_masked_rows: a window of 3 at seq 9, padding that leaves queries

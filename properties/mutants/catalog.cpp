@@ -60,6 +60,12 @@ std::vector<Mutant> build_catalog() {
       {"mutant-window-tile-skip-from-last-query",
        "a block of queries skips the key tiles before its last query's window: earlier queries lose keys", true,
        m::window_tile_skip_from_last_query, SizeProfile::long_sequences},
+      {"mutant-bf16-pv-accumulation",
+       "declares bf16; P.V accumulated key by key in a bf16 register instead of fp32 (otherwise exact)", true,
+       m::bf16_pv_accumulation, SizeProfile::long_sequences, Precision::bf16},
+      {"mutant-bf16-row-sum-accumulation",
+       "declares bf16; the softmax row sum accumulated key by key in bf16 instead of fp32 (otherwise exact)", true,
+       m::bf16_row_sum_accumulation, SizeProfile::long_sequences, Precision::bf16},
   };
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/model/case.hpp"
+#include "core/model/precision.hpp"
 #include "core/model/result.hpp"
 #include "properties/generators.hpp"
 
@@ -23,6 +24,8 @@ struct Mutant {
   // The size profile `attncheck mutants` fuzzes it with: the long one for bugs that need more keys than
   // a kernel's first tile (every short case passes them).
   SizeProfile profile = SizeProfile::short_sequences;
+  // The precision it declares, which decides its tolerance (the yardstick's, below fp64).
+  Precision precision = Precision::fp64;
 };
 
 const std::vector<Mutant>& mutant_catalog();

@@ -23,6 +23,8 @@ Result rope_style_swapped(const Case& test_case);         // half-split and inte
 Result rope_ignores_position_ids(const Case& test_case);  // RoPE at the sequence index, not the position id
 
 // Inside the layer (layer_mutants.cpp)
+Result bf16_pv_accumulation(const Case& test_case);           // declares bf16; P.V summed in a bf16 register
+Result bf16_row_sum_accumulation(const Case& test_case);      // declares bf16; the softmax row sum in bf16
 Result padding_ignored(const Case& test_case);                // key padding never applied
 Result masked_row_mean_of_v(const Case& test_case);           // a query that sees no key: mean of V over all keys
 Result window_off_by_one(const Case& test_case);              // the window sees one key more

@@ -27,8 +27,12 @@ void TiledLayer::add_keys(SoftmaxState& state, const RowMatrix& scores, std::int
   if (maximum > state.maximum) rescale(state, std::exp(state.maximum - maximum));  // 0 before any key
   state.maximum = maximum;
   const RowVector exps = (tile_scores.array() - maximum).exp().matrix();
+  accumulate(state, exps, v.middleRows(first_key, end_key - first_key));
+}
+
+void TiledLayer::accumulate(SoftmaxState& state, const RowVector& exps, const ConstMatrixRef& v_rows) const {
   state.sum += exps.sum();
-  state.accumulator += exps * v.middleRows(first_key, end_key - first_key);
+  state.accumulator += exps * v_rows;
 }
 
 void TiledLayer::rescale(SoftmaxState& state, double factor) const {

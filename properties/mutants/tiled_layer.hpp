@@ -48,6 +48,9 @@ class TiledLayer : public NaiveLayer {
   virtual reference::RowVector combine_pieces(std::span<const SoftmaxState> pieces,
                                               std::span<const std::int64_t> visible_keys_per_piece) const;
 
+  // Adds one tile's exp(score - maximum) (exps [keys]) and their products with v (v_rows [keys, head_dim])
+  // to the row sum and the accumulator, in fp64 (a kernel's fp32 registers, exactly).
+  virtual void accumulate(SoftmaxState& state, const reference::RowVector& exps, const ConstMatrixRef& v_rows) const;
   // Folds the visible keys of one tile into a row's state.
   void add_keys(SoftmaxState& state, const RowMatrix& scores, std::int64_t row, const ConstMatrixRef& v,
                 std::int64_t first_key, std::int64_t end_key) const;
