@@ -197,7 +197,8 @@ int run_golden_run(const GoldenOptions& options, std::ostream& out) {
   const golden::Golden golden = golden::read_golden(options.golden_file);
   const auto implementation = impl::open_implementation(options.implementation);
   golden::write_candidate(options.output, implementation->run(golden.test_case), implementation->precision(),
-                          implementation->sharded() ? golden.test_case.plan.tp_size : 1, options.implementation);
+                          implementation->sharded() ? golden.test_case.plan.tp_size : 1, options.implementation,
+                          implementation->rope_angles());
   out << fmt::format("wrote {}: {} on {}\n", options.output, options.implementation, options.golden_file);
   return kExitOk;
 }
@@ -228,8 +229,9 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out) {
     }
     const Precision precision = implementation->precision();
     const NamedTensors expected = golden::expected_tensors(golden, sharded);
-    const YardstickErrors yardstick = reference::yardstick_errors(golden.test_case, expected, precision);
-    const CompareReport report = compare(golden.test_case, expected, actual, precision, &yardstick);
+    const RopeAngles angles = implementation->rope_angles();
+    const YardstickErrors yardstick = reference::yardstick_errors(golden.test_case, expected, precision, angles);
+    const CompareReport report = compare(golden.test_case, expected, actual, precision, &yardstick, angles);
     if (!report.passed()) ++failed;
     if (options.json) {
       nlohmann::json entry = render_json(report);
@@ -262,8 +264,10 @@ int run_compare(const GoldenOptions& options, std::ostream& out) {
   // gradients; leaving them out without saying so is a failure, not a way around the check.
   const bool skip_ranks = candidate.tp_size == 1 && golden.test_case.plan.tp_size > 1;
   const NamedTensors expected = golden::expected_tensors(golden, !skip_ranks);
-  const YardstickErrors yardstick = reference::yardstick_errors(golden.test_case, expected, candidate.precision);
-  const CompareReport report = compare(golden.test_case, expected, candidate.tensors, candidate.precision, &yardstick);
+  const YardstickErrors yardstick =
+      reference::yardstick_errors(golden.test_case, expected, candidate.precision, candidate.rope_angles);
+  const CompareReport report =
+      compare(golden.test_case, expected, candidate.tensors, candidate.precision, &yardstick, candidate.rope_angles);
   if (options.json) {
     nlohmann::json json = render_json(report);
     json["rank_gradients_compared"] = !skip_ranks;

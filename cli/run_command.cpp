@@ -83,8 +83,9 @@ int run_run(const RunOptions& options, std::ostream& out) {
       }
       const Precision precision = implementation->precision();
       const NamedTensors expected = golden::expected_tensors(golden, implementation->sharded());
-      const YardstickErrors yardstick = reference::yardstick_errors(golden.test_case, expected, precision);
-      const CompareReport report = compare(golden.test_case, expected, actual, precision, &yardstick);
+      const RopeAngles angles = implementation->rope_angles();
+      const YardstickErrors yardstick = reference::yardstick_errors(golden.test_case, expected, precision, angles);
+      const CompareReport report = compare(golden.test_case, expected, actual, precision, &yardstick, angles);
       const auto worst =
           std::max_element(report.tensors.begin(), report.tensors.end(),
                            [](const TensorReport& a, const TensorReport& b) { return a.error_ulps < b.error_ulps; });

@@ -21,7 +21,8 @@ std::unique_ptr<impl::Implementation> open_cuda(const std::string& name, const C
       throw impl::Unsupported(name, error.what());
     }
   };
-  return impl::function_implementation(name, options.sharded, run, options.precision);
+  // Angles from an fp64 table (rope_table), cos/sin then rounded to the element type.
+  return impl::function_implementation(name, options.sharded, run, options.precision, RopeAngles::float64);
 }
 
 const impl::BackendRegistration kRegistration(20, [] {

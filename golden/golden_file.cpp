@@ -412,7 +412,7 @@ static Golden read_golden_unchecked(const std::string& path) {
 }
 
 static void write_candidate_unchecked(const std::string& path, const NamedTensors& tensors, Precision precision,
-                                      std::int64_t tp_size, const std::string& implementation) {
+                                      std::int64_t tp_size, const std::string& implementation, RopeAngles rope_angles) {
   H5::H5File file = create_for_writing(path);
   write_attribute(file, "schema_version", kSchemaVersion);
   write_attribute(file, "generator", implementation);
@@ -420,6 +420,7 @@ static void write_candidate_unchecked(const std::string& path, const NamedTensor
   write_attribute(group, "precision", std::string(to_string(precision)));
   // 1 for an unsharded implementation: the only way a candidate is excused from per-rank gradients.
   write_attribute(group, "tp_size", tp_size);
+  if (precision != Precision::fp64) write_attribute(group, "rope_angles", std::string(to_string(rope_angles)));
   for (const auto& [name, tensor] : tensors) {
     // Create the intermediate groups of "grads/x", "ranks/3/grads/q_proj".
     for (std::size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', slash + 1)) {
@@ -446,6 +447,11 @@ static Candidate read_candidate_unchecked(const std::string& path, const NamedTe
   }
   candidate.precision = *parsed;
   candidate.tp_size = read_integer_attribute(file.openGroup("/result"), "tp_size", path);
+  if (const auto angles = read_string_attribute(file.openGroup("/result"), "rope_angles", path)) {
+    const auto parsed_angles = parse_rope_angles(*angles);
+    if (!parsed_angles) fail(path, "/result@rope_angles", *angles, "must be float32 or float64", "float32");
+    candidate.rope_angles = *parsed_angles;
+  }
   for (const auto& [expected_name, expected] : expected_names) {
     // A sketched expectation is met by the candidate's full gradient (compare() sketches it); a
     // candidate's own "#sketch" datasets are never read.
@@ -518,9 +524,10 @@ Golden read_golden(const std::string& path) {
 }
 
 void write_candidate(const std::string& path, const NamedTensors& tensors, Precision precision, std::int64_t tp_size,
-                     const std::string& implementation) {
-  translating_hdf5_errors(path, "write failed",
-                          [&] { write_candidate_unchecked(path, tensors, precision, tp_size, implementation); });
+                     const std::string& implementation, RopeAngles rope_angles) {
+  translating_hdf5_errors(path, "write failed", [&] {
+    write_candidate_unchecked(path, tensors, precision, tp_size, implementation, rope_angles);
+  });
 }
 
 void write_candidate(const std::string& path, const Result& result, Precision precision) {

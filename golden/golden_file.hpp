@@ -66,12 +66,14 @@ Golden read_golden(const std::string& path);
 struct Candidate {
   Precision precision = Precision::fp64;
   std::optional<std::int64_t> tp_size;  // /result@tp_size; 1 excuses a candidate from per-rank gradients
-  NamedTensors tensors;                 // whatever /result holds among the names `expected` lists
+  // /result@rope_angles (float32 when absent): the angle policy of its precision contract (SCHEMA.md).
+  RopeAngles rope_angles = RopeAngles::float32;
+  NamedTensors tensors;  // whatever /result holds among the names `expected` lists
 };
 void write_candidate(const std::string& path, const Result& result, Precision precision);
 // The same from named tensors; tp_size 1 declares an unsharded implementation (no per-rank gradients).
 void write_candidate(const std::string& path, const NamedTensors& tensors, Precision precision, std::int64_t tp_size,
-                     const std::string& implementation);
+                     const std::string& implementation, RopeAngles rope_angles = RopeAngles::float32);
 // Reads /result/<name> for every name in expected_names that the file has. Missing tensors, other
 // shapes and NaN are left for compare() to report; a file that is not HDF5, a missing /result group or
 // precision attribute, or a dataset that is not float64 is an InputError.

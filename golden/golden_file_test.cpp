@@ -272,6 +272,30 @@ TEST(GoldenFile, GeneratedInputsThatDisagreeWithThemselvesAreRefused) {
                             "/expected/sketches/grads/x");
 }
 
+TEST(GoldenFile, CandidatesDeclareTheirAnglePolicy) {
+  const Golden golden = make_golden(kSpec, 1, 18);
+  const NamedTensors expected = expected_tensors(golden, false);
+  const NamedTensors tensors = named_tensors(golden.expected);
+  const std::string declared = temp_path("angles_float64");
+  write_candidate(declared, tensors, Precision::bf16, 1, "test", RopeAngles::float64);
+  EXPECT_EQ(read_candidate(declared, expected).rope_angles, RopeAngles::float64);
+  const std::string silent = temp_path("angles_default");
+  write_candidate(silent, tensors, Precision::bf16, 1, "test");
+  EXPECT_EQ(read_candidate(silent, expected).rope_angles, RopeAngles::float32);  // the default, the looser
+  {
+    H5::H5File file(declared, H5F_ACC_RDWR);
+    H5::Group group = file.openGroup("/result");
+    group.removeAttr("rope_angles");
+    write_attribute(group, "rope_angles", std::string("bfloat16"));
+  }
+  try {
+    read_candidate(declared, expected);
+    ADD_FAILURE() << "an unknown rope_angles was accepted";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("/result@rope_angles"), std::string::npos) << error.what();
+  }
+}
+
 TEST(GoldenFile, UnknownWeightGeneratorIsRefused) {
   Golden golden = make_golden(kSpec, 1, 13);
   golden.weights_by_generator = true;

@@ -6,11 +6,17 @@ namespace {
 
 class FunctionImplementation : public Implementation {
  public:
-  FunctionImplementation(std::string name, bool sharded, std::function<Result(const Case&)> run, Precision precision)
-      : name_(std::move(name)), sharded_(sharded), run_(std::move(run)), precision_(precision) {}
+  FunctionImplementation(std::string name, bool sharded, std::function<Result(const Case&)> run, Precision precision,
+                         RopeAngles rope_angles)
+      : name_(std::move(name)),
+        sharded_(sharded),
+        run_(std::move(run)),
+        precision_(precision),
+        rope_angles_(rope_angles) {}
   const std::string& name() const override { return name_; }
   bool sharded() const override { return sharded_; }
   Precision precision() const override { return precision_; }
+  RopeAngles rope_angles() const override { return rope_angles_; }
   NamedTensors run(const Case& test_case) override { return named_tensors(run_(test_case)); }
 
  private:
@@ -18,13 +24,15 @@ class FunctionImplementation : public Implementation {
   bool sharded_;
   std::function<Result(const Case&)> run_;
   Precision precision_;
+  RopeAngles rope_angles_;
 };
 
 }  // namespace
 
 std::unique_ptr<Implementation> function_implementation(std::string name, bool sharded,
-                                                        std::function<Result(const Case&)> run, Precision precision) {
-  return std::make_unique<FunctionImplementation>(std::move(name), sharded, std::move(run), precision);
+                                                        std::function<Result(const Case&)> run, Precision precision,
+                                                        RopeAngles rope_angles) {
+  return std::make_unique<FunctionImplementation>(std::move(name), sharded, std::move(run), precision, rope_angles);
 }
 
 }  // namespace attncheck::impl

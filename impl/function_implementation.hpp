@@ -14,6 +14,7 @@ namespace attncheck::impl {
 
 std::unique_ptr<Implementation> function_implementation(std::string name, bool sharded,
                                                         std::function<Result(const Case&)> run,
-                                                        Precision precision = Precision::fp64);
+                                                        Precision precision = Precision::fp64,
+                                                        RopeAngles rope_angles = RopeAngles::float32);
 
 }  // namespace attncheck::impl

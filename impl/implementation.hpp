@@ -30,6 +30,9 @@ class Implementation {
   virtual bool sharded() const = 0;
   // The precision it computes in; below fp64 it is held to the yardstick (core/compare/tolerance.hpp).
   virtual Precision precision() const { return Precision::fp64; }
+  // How it forms RoPE angles below fp64, the rest of its precision contract (core/model/precision.hpp).
+  // float32 (transformers' way) unless it says otherwise: the looser yardstick.
+  virtual RopeAngles rope_angles() const { return RopeAngles::float32; }
   // Forward, backward and decoding of the case, as tensors under their golden-file names ("out",
   // "grads/q_proj", "decode/out", "ranks/1/grads/k_proj"; golden/SCHEMA.md). Unsupported when it
   // cannot run the case; any other exception is the implementation failing.

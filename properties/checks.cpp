@@ -34,8 +34,9 @@ CheckOutcome check_matches_reference(impl::Implementation& implementation, const
             .detail = fmt::format("{} raised: {}", implementation.name(), error.what())};
   }
   const Precision precision = implementation.precision();
-  const YardstickErrors yardstick = reference::yardstick_errors(test_case, expected, precision);
-  CompareReport report = compare(test_case, expected, actual, precision, &yardstick);
+  const RopeAngles angles = implementation.rope_angles();
+  const YardstickErrors yardstick = reference::yardstick_errors(test_case, expected, precision, angles);
+  CompareReport report = compare(test_case, expected, actual, precision, &yardstick, angles);
   if (!report.passed()) {
     outcome.verdict = Verdict::fail;
     int listed = 0;

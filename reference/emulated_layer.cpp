@@ -131,6 +131,7 @@ class EmulatedLayer {
         g_(c.geometry()),
         store_{precision},
         rounding_(variant.rounding),
+        angles_(variant.angles),
         d_(g_.head_dim()),
         tokens_(c.inputs.batch * c.inputs.seq) {
     if (variant.jitter_seed != 0) {
@@ -179,11 +180,19 @@ class EmulatedLayer {
     for (Eigen::Index t = 0; t < rows.rows(); ++t) {
       const S position = static_cast<S>(c_.inputs.positions[t]);
       for (std::int64_t i = 0; i < pairs; ++i) {
-        const S frequency =
-            static_cast<S>(std::pow(static_cast<S>(g_.rope_theta()), S(-2) * S(i) / S(g_.rotary_dim())));
-        const S angle = position * frequency;
-        const S cos = store_.round(std::cos(angle));
-        const S sin = sign * store_.round(std::sin(angle));
+        S cos, sin;
+        if (angles_ == RopeAngles::float64) {  // SCHEMA.md's frequencies and angle, then rounded to S
+          const double angle = static_cast<double>(c_.inputs.positions[t]) *
+                               std::pow(g_.rope_theta(), -2.0 * static_cast<double>(i) / g_.rotary_dim());
+          cos = store_.round(static_cast<S>(std::cos(angle)));
+          sin = sign * store_.round(static_cast<S>(std::sin(angle)));
+        } else {
+          const S frequency =
+              static_cast<S>(std::pow(static_cast<S>(g_.rope_theta()), S(-2) * S(i) / S(g_.rotary_dim())));
+          const S angle = position * frequency;
+          cos = store_.round(std::cos(angle));
+          sin = sign * store_.round(std::sin(angle));
+        }
         for (std::int64_t h = 0; h < heads; ++h) {
           S* channels = rows.row(t).data() + h * d_;
           S& a = channels[g_.rope_style() == RopeStyle::interleaved ? 2 * i : i];
@@ -330,6 +339,7 @@ class EmulatedLayer {
   std::optional<SplitMixStream> jitter_;
   Storage store_;
   Rounding rounding_;
+  RopeAngles angles_;
   std::int64_t d_;
   std::int64_t tokens_;
   Mat<S> x_;

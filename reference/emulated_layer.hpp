@@ -1,9 +1,9 @@
-// The yardstick for low-precision implementations (core/compare/tolerance.hpp): a naive implementation of the whole layer
-// in that precision, emulated on the CPU. fp32: every operation in float (Eigen's float GEMMs
-// accumulate in float). bf16 and fp16: operations in float and every operation's result rounded to
-// bf16 / fp16, as GPU kernels that store in half precision and accumulate in fp32 do. "Naive" also in
-// RoPE: the angle is position x frequency in float, as transformers computes it. fp64 runs the same
-// code in double, which is how it is tested against the reference.
+// The yardstick for low-precision implementations (core/compare/tolerance.hpp): a naive implementation of the whole
+// layer in that precision, emulated on the CPU. fp32: every operation in float (Eigen's float GEMMs accumulate in
+// float). bf16 and fp16: operations in float and every operation's result rounded to bf16 / fp16, as GPU kernels that
+// store in half precision and accumulate in fp32 do. "Naive" also in RoPE: the angle is position x frequency in float,
+// as transformers computes it (or in float64, for a candidate that declares float64 angles: EmulationVariant::angles).
+// fp64 runs the same code in double, which is how it is tested against the reference.
 //
 // Unsharded: per-rank gradients are the slices of the full ones (their error is the same), and the
 // decode output is the full forward's first rows (the same arithmetic per query).
@@ -37,6 +37,9 @@ inline constexpr Rounding kRoundings[] = {Rounding::nearest, Rounding::upward, R
 struct EmulationVariant {
   Rounding rounding = Rounding::nearest;
   std::uint64_t jitter_seed = 0;
+  // RoPE angles as the candidate forms them (core/model/precision.hpp): position x frequency in the
+  // layer's float arithmetic, or in float64 by SCHEMA.md's frequencies, cos/sin then rounded.
+  RopeAngles angles = RopeAngles::float32;
 };
 
 // fp64 ignores the variant: it rounds as the reference does (to nearest, no jitter).

@@ -42,6 +42,26 @@ TEST(EmulatedLayer, DirectedRoundingChangesTheSoftmaxChainOnly) {
   EXPECT_GT(max_difference(up.out, down.out), 0.0);
 }
 
+// The angle policy a candidate declares (core/model/precision.hpp): at the goldens' large positions
+// float32 angles dominate the fp32 yardstick's error; float64 angles remove that error, and at small
+// positions the two policies nearly agree.
+TEST(EmulatedLayer, Float64AnglesRemoveTheFloatAngleErrorAtLargePositions) {
+  const Geometry geometry = resolve_geometry({.hidden_size = 32, .num_heads = 2, .head_dim = 16});
+  const Case far = generate_case(geometry, {.seed = 5, .batch = 1, .seq = 9, .position_offset = 440000});
+  const Tensor exact = run_reference(far).out;
+  const double float_angles = max_difference(run_emulated(far, Precision::fp32).out, exact);
+  const double double_angles =
+      max_difference(run_emulated(far, Precision::fp32, {.angles = RopeAngles::float64}).out, exact);
+  EXPECT_GT(float_angles, 100 * double_angles);
+  const Case near = generate_case(geometry, {.seed = 5, .batch = 1, .seq = 9, .position_offset = 0});
+  const Tensor near_exact = run_reference(near).out;
+  const double near_float = max_difference(run_emulated(near, Precision::fp32).out, near_exact);
+  const double near_double =
+      max_difference(run_emulated(near, Precision::fp32, {.angles = RopeAngles::float64}).out, near_exact);
+  EXPECT_LT(near_float, 10 * near_double);
+  EXPECT_LT(near_double, 10 * near_float);
+}
+
 TEST(EmulatedLayer, HalfPrecisionsRoundToNearestOnly) {
   const Case test_case = small_case();
   for (const Precision precision : {Precision::bf16, Precision::fp16}) {

@@ -4,7 +4,8 @@
 
 namespace attncheck::reference {
 
-YardstickErrors yardstick_errors(const Case& test_case, const NamedTensors& expected, Precision precision) {
+YardstickErrors yardstick_errors(const Case& test_case, const NamedTensors& expected, Precision precision,
+                                 RopeAngles angles) {
   YardstickErrors errors;
   if (precision == Precision::fp64) return errors;
   // One run per IEEE rounding mode of the softmax chain (fp32; bf16/fp16 round to nearest only) and 8
@@ -14,10 +15,12 @@ YardstickErrors yardstick_errors(const Case& test_case, const NamedTensors& expe
   constexpr std::uint64_t kJitteredRuns = 8;
   for (const Rounding rounding : kRoundings) {
     if (precision != Precision::fp32 && rounding != Rounding::nearest) continue;
-    add_yardstick_run(expected, named_tensors(run_emulated(test_case, precision, {.rounding = rounding})), errors);
+    add_yardstick_run(
+        expected, named_tensors(run_emulated(test_case, precision, {.rounding = rounding, .angles = angles})), errors);
   }
   for (std::uint64_t seed = 1; seed <= kJitteredRuns; ++seed) {
-    add_yardstick_run(expected, named_tensors(run_emulated(test_case, precision, {.jitter_seed = seed})), errors);
+    add_yardstick_run(
+        expected, named_tensors(run_emulated(test_case, precision, {.jitter_seed = seed, .angles = angles})), errors);
   }
   return errors;
 }

@@ -12,6 +12,8 @@ namespace attncheck::reference {
 // Errors of the emulated layer in `precision` against `expected` (tensors under golden names, sketched
 // where `expected` holds sketches): fp32, one run per IEEE rounding mode of the softmax chain and 8
 // jittered runs; bf16/fp16, one nearest-rounded and 8 jittered runs. Empty for fp64, which needs none.
-YardstickErrors yardstick_errors(const Case& test_case, const NamedTensors& expected, Precision precision);
+// angles: how the candidate forms its RoPE angles (its declared contract); the yardstick forms them so.
+YardstickErrors yardstick_errors(const Case& test_case, const NamedTensors& expected, Precision precision,
+                                 RopeAngles angles = RopeAngles::float32);
 
 }  // namespace attncheck::reference

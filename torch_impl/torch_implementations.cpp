@@ -18,7 +18,8 @@ std::unique_ptr<impl::Implementation> open_torch(const std::string& name, const 
       throw impl::Unsupported(name, error.what());
     }
   };
-  return impl::function_implementation(name, true, run, options.precision);
+  // Angles from float64 frequencies and positions, cos/sin then cast (parallel_self_attention.cpp).
+  return impl::function_implementation(name, true, run, options.precision, RopeAngles::float64);
 }
 
 const impl::BackendRegistration kRegistration(10, [] {

@@ -258,8 +258,13 @@ void add_yardstick_run(const NamedTensors& expected, const NamedTensors& run, Ya
   }
 }
 
+std::string precision_contract(Precision precision, RopeAngles rope_angles) {
+  if (precision == Precision::fp64) return "fp64";
+  return fmt::format("{} storage, fp32 accumulation, RoPE angles in {}", to_string(precision), to_string(rope_angles));
+}
+
 CompareReport compare(const Case& test_case, const NamedTensors& expected, const NamedTensors& actual,
-                      Precision precision, const YardstickErrors* yardstick) {
+                      Precision precision, const YardstickErrors* yardstick, RopeAngles rope_angles) {
   if (precision != Precision::fp64 && yardstick == nullptr) {
     ViolationList violations;
     violations.add("precision", std::string(to_string(precision)),
@@ -268,7 +273,7 @@ CompareReport compare(const Case& test_case, const NamedTensors& expected, const
                    "fp64");
     violations.throw_if_any("unsupported comparison");
   }
-  CompareReport report{.precision = precision};
+  CompareReport report{.precision = precision, .rope_angles = rope_angles};
   double largest_gradient = 0.0;
   double largest_sketch = 0.0;
   for (const auto& [name, tensor] : expected) {
@@ -328,9 +333,11 @@ std::string render_text(const CompareReport& report) {
   const std::string rule =
       report.precision == Precision::fp64
           ? fmt::format("{} ulps of their scale (fp64)", kFp64ToleranceUlps)
-          : fmt::format("{} x (outputs) / {} x (gradients) the emulated naive {} implementation's error + {} ulps",
-                        kYardstickFactorOutputs, kYardstickFactorGradients, to_string(report.precision),
-                        kYardstickFloorUlps);
+          : fmt::format(
+                "{} x (outputs) / {} x (gradients) the emulated naive {} implementation's error + {} ulps "
+                "(contract: {})",
+                kYardstickFactorOutputs, kYardstickFactorGradients, to_string(report.precision), kYardstickFloorUlps,
+                precision_contract(report.precision, report.rope_angles));
   text += failed == 0 ? fmt::format("PASS: {} tensors within {}\n", report.tensors.size(), rule)
                       : fmt::format("FAIL: {} of {} tensors\n", failed, report.tensors.size());
   return text;
@@ -357,7 +364,10 @@ nlohmann::json render_json(const CompareReport& report) {
                        {"kv_heads", t.kv_heads},
                        {"ranks", t.ranks}});
   }
-  return {{"precision", to_string(report.precision)}, {"passed", report.passed()}, {"tensors", tensors}};
+  return {{"precision", to_string(report.precision)},
+          {"contract", precision_contract(report.precision, report.rope_angles)},
+          {"passed", report.passed()},
+          {"tensors", tensors}};
 }
 
 }  // namespace attncheck

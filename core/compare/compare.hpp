@@ -64,6 +64,7 @@ struct TensorReport {
 
 struct CompareReport {
   Precision precision = Precision::fp64;
+  RopeAngles rope_angles = RopeAngles::float32;  // below fp64: how the candidate (and its yardstick) form angles
   std::vector<TensorReport> tensors;
   bool passed() const;
 };
@@ -79,8 +80,15 @@ void add_yardstick_run(const NamedTensors& expected, const NamedTensors& run, Ya
 // ignored). The case supplies the layouts for localisation. A precision below fp64 needs `yardstick`:
 // the emulated naive implementation's errors in that precision (reference::yardstick_errors); InputError
 // without it.
+// rope_angles: the angle policy the candidate declared and the yardstick was built with (named in the
+// report: the precision contract that judged the candidate, golden/SCHEMA.md).
 CompareReport compare(const Case& test_case, const NamedTensors& expected, const NamedTensors& actual,
-                      Precision precision, const YardstickErrors* yardstick = nullptr);
+                      Precision precision, const YardstickErrors* yardstick = nullptr,
+                      RopeAngles rope_angles = RopeAngles::float32);
+
+// "bf16 storage, fp32 accumulation, RoPE angles in float64": the contract a candidate below fp64 is
+// held to (golden/SCHEMA.md, "Precision contract"); "fp64" for fp64.
+std::string precision_contract(Precision precision, RopeAngles rope_angles);
 
 std::string render_text(const CompareReport& report);  // a table for people
 nlohmann::json render_json(const CompareReport& report);

@@ -62,10 +62,12 @@ std::vector<Mutant> build_catalog() {
        m::window_tile_skip_from_last_query, SizeProfile::long_sequences},
       {"mutant-bf16-pv-accumulation",
        "declares bf16; P.V accumulated key by key in a bf16 register instead of fp32 (otherwise exact)", true,
-       m::bf16_pv_accumulation, SizeProfile::long_sequences, Precision::bf16},
+       [](const Case& c) { return m::pv_accumulated_in(Precision::bf16, c); }, SizeProfile::long_sequences,
+       Precision::bf16, RopeAngles::float64},
       {"mutant-bf16-row-sum-accumulation",
        "declares bf16; the softmax row sum accumulated key by key in bf16 instead of fp32 (otherwise exact)", true,
-       m::bf16_row_sum_accumulation, SizeProfile::long_sequences, Precision::bf16},
+       [](const Case& c) { return m::row_sum_accumulated_in(Precision::bf16, c); }, SizeProfile::long_sequences,
+       Precision::bf16, RopeAngles::float64},
   };
 }
 

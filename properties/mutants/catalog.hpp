@@ -26,6 +26,7 @@ struct Mutant {
   SizeProfile profile = SizeProfile::short_sequences;
   // The precision it declares, which decides its tolerance (the yardstick's, below fp64).
   Precision precision = Precision::fp64;
+  RopeAngles rope_angles = RopeAngles::float32;
 };
 
 const std::vector<Mutant>& mutant_catalog();

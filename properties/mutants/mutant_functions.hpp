@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/model/case.hpp"
+#include "core/model/precision.hpp"
 #include "core/model/result.hpp"
 
 namespace attncheck::properties::mutants {
@@ -23,8 +24,10 @@ Result rope_style_swapped(const Case& test_case);         // half-split and inte
 Result rope_ignores_position_ids(const Case& test_case);  // RoPE at the sequence index, not the position id
 
 // Inside the layer (layer_mutants.cpp)
-Result bf16_pv_accumulation(const Case& test_case);           // declares bf16; P.V summed in a bf16 register
-Result bf16_row_sum_accumulation(const Case& test_case);      // declares bf16; the softmax row sum in bf16
+// P.V, or the softmax row sum, accumulated key by key in `precision` (bf16, fp16), the layer otherwise
+// exact: the catalog's bf16 accumulation mutants, and bench/precision_table's fp16 column.
+Result pv_accumulated_in(Precision precision, const Case& test_case);
+Result row_sum_accumulated_in(Precision precision, const Case& test_case);
 Result padding_ignored(const Case& test_case);                // key padding never applied
 Result masked_row_mean_of_v(const Case& test_case);           // a query that sees no key: mean of V over all keys
 Result window_off_by_one(const Case& test_case);              // the window sees one key more

@@ -11,8 +11,8 @@ const impl::BackendRegistration kRegistration(90, [] {
   std::vector<impl::ImplementationEntry> entries;
   for (const Mutant& mutant : mutant_catalog()) {
     entries.push_back({mutant.name, impl::ImplementationKind::mutant, [&mutant] {
-                         return impl::function_implementation(mutant.name, mutant.sharded, mutant.run,
-                                                              mutant.precision);
+                         return impl::function_implementation(mutant.name, mutant.sharded, mutant.run, mutant.precision,
+                                                              mutant.rope_angles);
                        }});
   }
   return entries;
