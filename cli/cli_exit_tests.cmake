@@ -80,9 +80,10 @@ attncheck_cli_case(compare_unsharded 0 "rank gradients not compared.*PASS: 9 ten
                    compare ${golden_dir}/small.h5 ${golden_dir}/unsharded_candidate.h5)
 set_tests_properties(cli.compare_unsharded PROPERTIES FIXTURES_REQUIRED "golden_small;golden_unsharded")
 attncheck_cli_case(golden_make_generated 0 "wrote" "^$"
-                   golden make ${small_geometry} --weights generated -o ${golden_dir}/generated.h5)
+                   golden make ${small_geometry} --weights generated --inputs generated --sketch-activations
+                   -o ${golden_dir}/generated.h5)
 set_tests_properties(cli.golden_make_generated PROPERTIES FIXTURES_SETUP golden_generated)
-attncheck_cli_case(golden_expand 0 "with its weights stored" "^$"
+attncheck_cli_case(golden_expand 0 "with its weights and inputs stored" "^$"
                    golden expand ${golden_dir}/generated.h5 -o ${golden_dir}/expanded.h5)
 set_tests_properties(cli.golden_expand PROPERTIES FIXTURES_REQUIRED golden_generated FIXTURES_SETUP golden_expanded)
 attncheck_cli_case(golden_check_generated_and_expanded 0 "2 of 2 golden files pass with reference-tp" "^$"

@@ -18,7 +18,9 @@ int run_golden_coverage(const GoldenOptions& options, std::ostream& out) {
     const golden::Golden golden = golden::read_golden(file);
     out << fmt::format("== {}\n{:<18} {:<5} {:>10} {:>11}  {:<22} {:<44} {}\n", file, "feature", "bites", "change",
                        "tolerances", "most changed", "claim", "switched off");
-    for (const golden::FeatureBite& bite : golden::golden_coverage(golden.test_case)) {
+    const golden::StoredForm stored{.activations_sketched = golden.activations_sketched,
+                                    .gradients_sketched = golden.gradients_sketched};
+    for (const golden::FeatureBite& bite : golden::golden_coverage(golden.test_case, stored)) {
       out << fmt::format("{:<18} {:<5} {:>10.3g} {:>11.3g}  {:<22} {:<44} {}\n", bite.feature,
                          bite.bites ? "yes" : "NO", bite.change, bite.tolerances, bite.tensor, bite.claim, bite.off);
       (bite.bites ? biting : inert)[bite.feature].push_back(file);

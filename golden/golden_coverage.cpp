@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "core/compare/compare.hpp"
+#include "core/compare/sketch.hpp"
 #include "core/compare/tolerance.hpp"
 #include "core/tp/tp_shard.hpp"
 #include "reference/attention_head.hpp"
@@ -26,19 +27,38 @@ NamedTensors answers(const Case& test_case) {
   return named_tensors(reference::run_reference(test_case));  // unsharded: no "ranks/" tensors
 }
 
-// The tensor of `alternative` that moved most from `base`, relative to its fp64 tolerance. Gradients are
-// held to the case's largest gradient, as compare() holds them.
-FeatureBite measure(FeatureBite bite, const NamedTensors& base, const NamedTensors& alternative) {
-  double largest_gradient = 0.0;
+// The tensors as the golden stores them: sketched where it sketches them (core/compare/sketch.hpp).
+NamedTensors as_stored(const NamedTensors& tensors, const StoredForm& stored) {
+  NamedTensors result;
+  for (const auto& [name, tensor] : tensors) {
+    if ((stored.activations_sketched && sketchable_activation(name)) ||
+        (stored.gradients_sketched && sketchable(name))) {
+      result[name + std::string(kSketchSuffix)] = sketch(name, tensor);
+    } else {
+      result[name] = tensor;
+    }
+  }
+  return result;
+}
+
+// The tensor of `alternative` that moved most from `base`, relative to its fp64 tolerance, both as the
+// golden stores them. Gradients are held to the case's largest gradient (sketches: the largest gradient
+// sketch), as compare() holds them.
+FeatureBite measure(FeatureBite bite, const NamedTensors& full_base, const NamedTensors& full_alternative,
+                    const StoredForm& stored) {
+  const NamedTensors base = as_stored(full_base, stored), alternative = as_stored(full_alternative, stored);
+  double largest_gradient = 0.0, largest_sketch = 0.0;
   for (const auto& [name, tensor] : base) {
     if (name.find("grads/") == std::string::npos) continue;
-    for (double value : tensor.values) largest_gradient = std::max(largest_gradient, std::fabs(value));
+    double& largest = name.ends_with(kSketchSuffix) ? largest_sketch : largest_gradient;
+    for (double value : tensor.values) largest = std::max(largest, std::fabs(value));
   }
   for (const auto& [name, tensor] : alternative) {
     const auto found = base.find(name);
     if (found == base.end() || found->second.shape != tensor.shape) continue;
     const bool gradient = name.find("grads/") != std::string::npos;
-    double scale = gradient ? kGradientScaleFloor * largest_gradient : 0.0;
+    double scale =
+        gradient ? kGradientScaleFloor * (name.ends_with(kSketchSuffix) ? largest_sketch : largest_gradient) : 0.0;
     double difference = 0.0;
     for (std::size_t i = 0; i < tensor.values.size(); ++i) {
       scale = std::max(scale, std::fabs(found->second.values[i]));
@@ -103,17 +123,19 @@ std::vector<std::pair<std::int64_t, std::int64_t>> queries_without_keys(const Ca
 
 // Off: such a row softmaxes a row of equal masked scores, i.e. takes the mean of V over all seq keys of
 // its batch row (what an additive finite mask gives), instead of outputting 0 before o_proj.
-FeatureBite rows_without_keys(const Case& test_case, const NamedTensors& base, FeatureBite bite) {
+FeatureBite rows_without_keys(const Case& test_case, const NamedTensors& base, FeatureBite bite,
+                              const StoredForm& stored) {
   const auto rows = queries_without_keys(test_case);
   const Geometry& g = test_case.geometry();
   const Parameters& w = test_case.weights;
   const std::int64_t hidden = g.hidden_size(), head_dim = g.head_dim(), seq = test_case.inputs.seq;
   const std::int64_t group = g.num_heads() / g.num_kv_heads();
   NamedTensors alternative{{"out", base.at("out")}};
+  std::int64_t mean_row = -1;  // the batch row mean_v holds (rows come in batch order)
+  std::vector<double> mean_v(static_cast<std::size_t>(g.kv_width()), 0.0);
   for (const auto& [b, i] : rows) {
     // mean_v[c] = mean over keys j of (x_j . v_proj[c] + v_bias[c]); v_proj is [kv_width, hidden].
-    std::vector<double> mean_v(static_cast<std::size_t>(g.kv_width()), 0.0);
-    for (std::int64_t c = 0; c < g.kv_width(); ++c) {
+    for (std::int64_t c = 0; c < g.kv_width() && b != mean_row; ++c) {
       double sum = 0.0;
       for (std::int64_t j = 0; j < seq; ++j) {
         const double* x = &test_case.inputs.x.values[(b * seq + j) * hidden];
@@ -121,6 +143,7 @@ FeatureBite rows_without_keys(const Case& test_case, const NamedTensors& base, F
       }
       mean_v[c] = sum / static_cast<double>(seq) + (w.v_bias ? w.v_bias->values[c] : 0.0);
     }
+    mean_row = b;
     // out row += o_proj . context, context of query head h = mean_v of its KV head; o_proj [hidden, q_width].
     double* out = &alternative.at("out").values[(b * seq + i) * hidden];
     for (std::int64_t r = 0; r < hidden; ++r) {
@@ -133,11 +156,12 @@ FeatureBite rows_without_keys(const Case& test_case, const NamedTensors& base, F
       out[r] += sum;
     }
   }
-  return measure(std::move(bite), base, alternative);
+  return measure(std::move(bite), base, alternative, stored);
 }
 
 // Off: each decode step attends to its own tokens only (the cache ignored).
-FeatureBite decode_without_cache(const Case& test_case, const NamedTensors& base, FeatureBite bite) {
+FeatureBite decode_without_cache(const Case& test_case, const NamedTensors& base, FeatureBite bite,
+                                 const StoredForm& stored) {
   const DecodeSchedule& schedule = test_case.inputs.decode;
   const std::int64_t hidden = test_case.geometry().hidden_size(), total = schedule.total();
   NamedTensors alternative{{"decode/out", base.at("decode/out")}};
@@ -150,7 +174,7 @@ FeatureBite decode_without_cache(const Case& test_case, const NamedTensors& base
     }
     begin += step;
   }
-  return measure(std::move(bite), base, alternative);
+  return measure(std::move(bite), base, alternative, stored);
 }
 
 NamedTensors rank_tensors(const Parameters& parameters, int rank, const std::vector<std::string>& names) {
@@ -167,7 +191,7 @@ NamedTensors rank_tensors(const Parameters& parameters, int rank, const std::vec
 // are its own partial sums, the all-reduce missing. The partials come from the reference's own rank
 // layer (reference/rank_layer.hpp) on each rank's shard: one pass over the ranks, as reference-tp runs.
 std::vector<FeatureBite> rank_reductions(const Case& test_case, const NamedTensors& base, FeatureBite replication,
-                                         FeatureBite norms) {
+                                         FeatureBite norms, const StoredForm& stored) {
   const TpPlan& plan = test_case.plan;
   const Geometry& g = test_case.geometry();
   const Inputs& in = test_case.inputs;
@@ -191,8 +215,9 @@ std::vector<FeatureBite> rank_reductions(const Case& test_case, const NamedTenso
     for (auto& entry : rank_tensors(partial, r, norm_names)) norm_alternative.insert(entry);
   }
   std::vector<FeatureBite> bites;
-  if (!replication.feature.empty()) bites.push_back(measure(std::move(replication), base_ranks, kv_alternative));
-  if (!norms.feature.empty()) bites.push_back(measure(std::move(norms), base_ranks, norm_alternative));
+  if (!replication.feature.empty())
+    bites.push_back(measure(std::move(replication), base_ranks, kv_alternative, stored));
+  if (!norms.feature.empty()) bites.push_back(measure(std::move(norms), base_ranks, norm_alternative, stored));
   return bites;
 }
 
@@ -221,14 +246,14 @@ const std::vector<std::string>& coverage_features() {
   return features;
 }
 
-std::vector<FeatureBite> golden_coverage(const Case& test_case) {
+std::vector<FeatureBite> golden_coverage(const Case& test_case, const StoredForm& stored) {
   const Geometry& g = test_case.geometry();
   const GeometrySpec& spec = g.spec();
   const Inputs& in = test_case.inputs;
   const NamedTensors base = answers(test_case);
   std::vector<FeatureBite> bites;
   const auto off_by_case = [&](FeatureBite bite, const Case& changed) {
-    bites.push_back(measure(std::move(bite), base, answers(changed)));
+    bites.push_back(measure(std::move(bite), base, answers(changed), stored));
   };
 
   if (std::any_of(in.key_lengths.begin(), in.key_lengths.end(), [&](std::int64_t l) { return l < in.seq; })) {
@@ -258,14 +283,16 @@ std::vector<FeatureBite> golden_coverage(const Case& test_case) {
         rows_without_keys(test_case, base,
                           {.feature = "rows without keys",
                            .claim = fmt::format("{} queries see no key", rows.size()),
-                           .off = "such a query takes the mean of V over its row's keys (a finite additive mask)"}));
+                           .off = "such a query takes the mean of V over its row's keys (a finite additive mask)"},
+                          stored));
   }
   if (!in.decode.empty() && !in.decode.steps.empty()) {
     bites.push_back(decode_without_cache(
         test_case, base,
         {.feature = "decode",
          .claim = fmt::format("prefill {} then steps [{}]", in.decode.prefill, fmt::join(in.decode.steps, ", ")),
-         .off = "each step attends to its own tokens only (cache ignored)"}));
+         .off = "each step attends to its own tokens only (cache ignored)"},
+        stored));
   }
   const int tp_size = test_case.plan.tp_size;
   FeatureBite replication, norms;
@@ -280,7 +307,8 @@ std::vector<FeatureBite> golden_coverage(const Case& test_case) {
              .off = "q_norm/k_norm gradients not summed over the ranks"};
   }
   if (!replication.feature.empty() || !norms.feature.empty()) {
-    for (FeatureBite& bite : rank_reductions(test_case, base, replication, norms)) bites.push_back(std::move(bite));
+    for (FeatureBite& bite : rank_reductions(test_case, base, replication, norms, stored))
+      bites.push_back(std::move(bite));
   }
   if (tp_size > 1 && g.out_bias()) {
     NamedTensors alternative{{"out", base.at("out")}};
@@ -292,7 +320,7 @@ std::vector<FeatureBite> golden_coverage(const Case& test_case) {
     bites.push_back(measure({.feature = "o_bias once",
                              .claim = fmt::format("o_bias with tp {}", tp_size),
                              .off = "o_bias added on every rank before the partial outputs are summed"},
-                            base, alternative));
+                            base, alternative, stored));
   }
   if (g.rotary_dim() > 0 && g.rotary_dim() < g.head_dim()) {
     GeometrySpec changed = spec;

@@ -29,8 +29,15 @@ struct FeatureBite {
 // --require-all): the list, each exercised by at least one committed golden.
 const std::vector<std::string>& coverage_features();
 
+// How a golden stores its expectations: what it holds sketched is judged as sketched (a line's tolerance
+// is about sqrt(length) times an element's), so a bite is one the golden itself can show.
+struct StoredForm {
+  bool activations_sketched = false;  // out, grads/x, decode/out
+  bool gradients_sketched = false;    // q/k/v/o_proj gradients, per rank too
+};
+
 // Every feature the case claims, each with its bite. Runs the fp64 reference once per claimed feature
-// (and once per TP rank for the replication features).
-std::vector<FeatureBite> golden_coverage(const Case& test_case);
+// (and each TP rank's layer once for the replication features).
+std::vector<FeatureBite> golden_coverage(const Case& test_case, const StoredForm& stored = {});
 
 }  // namespace attncheck::golden

@@ -345,7 +345,9 @@ static Golden read_golden_unchecked(const std::string& path) {
     } catch (const InputError& error) {
       throw InputError(fmt::format("HDF5 file '{}': {}", path, error.context()), error.violations());
     }
-    golden.weights_by_generator = true;
+    // Rewritten with the flag kept, weights are named by golden.seed: only valid when the seeds agree (a
+    // file whose weight seed differs is read faithfully, and rewritten with its weights stored).
+    golden.weights_by_generator = static_cast<std::uint64_t>(*weight_seed) == golden.seed;
   } else {
     test_case.weights = read_parameters(file, "/weights", geometry, full_widths(geometry), path, false);
   }
@@ -363,6 +365,21 @@ static Golden read_golden_unchecked(const std::string& path) {
   golden.activations_sketched = exists(file, "/expected/sketches/out");
   golden.gradients_sketched = exists(file, "/expected/sketches/grads/q_proj");
   NamedTensors* sketches = golden.gradients_sketched ? &golden.sketches : nullptr;
+  // A sketch the file's form does not call for would be silently ignored: the file disagrees with itself.
+  for (const char* name : {"grads/x", "decode/out"}) {
+    if (!golden.activations_sketched && exists(file, std::string("/expected/sketches/") + name)) {
+      fail(path, std::string("/expected/sketches/") + name, "present",
+           "activation sketches come as out, grads/x and decode/out together (/expected/sketches/out is absent)",
+           "store all three sketched, or none");
+    }
+  }
+  for (const char* name : {"k_proj", "v_proj", "o_proj"}) {
+    if (!golden.gradients_sketched && exists(file, std::string("/expected/sketches/grads/") + name)) {
+      fail(path, std::string("/expected/sketches/grads/") + name, "present",
+           "projection sketches come as q/k/v/o_proj together (/expected/sketches/grads/q_proj is absent)",
+           "store all four sketched, or none");
+    }
+  }
   const auto read_activation = [&](const std::string& name, const Shape& shape) {
     if (!golden.activations_sketched) return read_tensor(file, "/expected/" + name, path, shape);
     if (exists(file, "/expected/" + name)) {

@@ -411,6 +411,22 @@ TEST(GoldenFile, ArrayAttributesMissingRequiredOnesAndHugeShapesAreRefused) {
   expect_input_error_naming(soft, "/inputs/dout");
 }
 
+TEST(GoldenFile, StraySketchesAreRefused) {
+  // A sketch of grads/x in a golden that stores out in full would be ignored: refused instead.
+  const std::string activation = edited("stray_activation_sketch", [](H5::H5File& file) {
+    file.createGroup("/expected/sketches");
+    H5::Group grads = file.createGroup("/expected/sketches/grads");
+    write_tensor(grads, "x", Tensor({2, 5, 4}));
+  });
+  expect_input_error_naming(activation, "/expected/sketches/grads/x");
+  const std::string projection = edited("stray_projection_sketch", [](H5::H5File& file) {
+    file.createGroup("/expected/sketches");
+    H5::Group grads = file.createGroup("/expected/sketches/grads");
+    write_tensor(grads, "k_proj", Tensor({12, 4}));
+  });
+  expect_input_error_naming(projection, "/expected/sketches/grads/k_proj");
+}
+
 TEST(GoldenFile, MissingDatasetIsNamed) {
   const std::string path = edited(
       "missing", [](H5::H5File& file) { ASSERT_GE(H5Ldelete(file.getId(), "/weights/k_proj", H5P_DEFAULT), 0); });

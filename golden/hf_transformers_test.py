@@ -117,6 +117,12 @@ def main():
     for golden in without_keys:
         refused_rows_without_keys(work_dir, golden)
     agreement(attncheck, work_dir, [golden for golden in goldens if golden not in without_keys])
+    long_goldens = [golden for golden in goldens if "_seq" in os.path.basename(golden)]
+    if long_goldens:  # generated inputs: a stored x beside the generator's name is a contradiction
+        refused(work_dir, long_goldens[0], "generator_and_x", "also stores x",
+                lambda h5: h5.create_dataset("inputs/x", data=np.zeros((1, 2, 3))))
+        refused(work_dir, long_goldens[0], "text_input_seed", "/inputs@seed must be an integer",
+                lambda h5: h5["inputs"].attrs.__setitem__("seed", "2026"))
     small = [golden for golden in goldens if "small_softcap_padding" in golden]
     if small:
         bad_inputs(work_dir, small[0])

@@ -132,9 +132,14 @@ def _read_inputs(h5, geometry, path):
                 "dout": _dataset(h5, "inputs/dout", "<f8", (batch, seq, hidden), path)}
     if generator != "attncheck-splitmix64-v1":
         raise BadInput(f"{path}: /inputs@generator is '{generator}'; known: attncheck-splitmix64-v1")
+    for name in ("x", "dout"):
+        if f"inputs/{name}" in h5:
+            raise BadInput(f"{path}: /inputs names a generator and also stores {name} (the file disagrees with itself)")
     attributes = h5["inputs"].attrs
     if "seed" not in attributes or "activations" not in attributes:
         raise BadInput(f"{path}: /inputs names a generator but lacks its seed or activations attribute")
+    if not isinstance(_attribute(attributes["seed"]), (int, np.integer)):
+        raise BadInput(f"{path}: /inputs@seed must be an integer (int64), not {attributes['seed']!r}")
     distribution = _attribute(attributes["activations"])
     if distribution not in ("uniform", "heavy-tailed", "outliers"):
         raise BadInput(f"{path}: /inputs@activations is '{distribution}'; expected uniform, heavy-tailed or outliers")
@@ -142,7 +147,7 @@ def _read_inputs(h5, geometry, path):
     if positions.ndim != 2 or min(positions.shape) < 1:
         raise BadInput(f"{path}: /inputs/position_ids has shape {list(positions.shape)}; expected [batch, seq]")
     shape = (positions.shape[0], positions.shape[1], hidden)
-    seed = _attribute(attributes["seed"]) & attncheck_generator.MASK  # int64 attribute, unsigned seed
+    seed = int(_attribute(attributes["seed"])) & attncheck_generator.MASK  # int64 attribute, unsigned seed
     return {"x": attncheck_generator.generate_activations_numpy(seed, "x", shape, distribution),
             "position_ids": positions,
             "dout": attncheck_generator.generate_activations_numpy(seed, "dout", shape, distribution)}
