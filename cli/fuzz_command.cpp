@@ -100,7 +100,13 @@ int run_fuzz(const FuzzCommandOptions& options, std::ostream& out) {
   const properties::FuzzReport report = properties::fuzz(*implementation, fuzz, &out);
   out << fmt::format("fuzz {}: {} cases ({} unsupported) in {:.1f} s, {:.1f} cases/s; largest: {}\n",
                      implementation->name(), report.cases, report.unsupported, report.seconds,
-                     report.cases_per_second(), report.largest);
+                     report.cases_per_second(), report.largest.empty() ? "none (no case ran)" : report.largest);
+  for (const std::string& reason : report.top_unsupported_reasons(3)) out << "  unsupported: " << reason << '\n';
+  if (report.ran_nothing()) {
+    // Declining every case checks nothing: never reported as clean.
+    out << fmt::format("FAIL {}: declined all {} cases; nothing was checked\n", implementation->name(), report.cases);
+    return kExitCheckFailed;
+  }
   if (!report.failure) return kExitOk;
   const properties::Counterexample& failure = *report.failure;
   out << fmt::format("FAIL {}: {}\n  shrunk in {} steps ({:.1f} s) from: {}\n  to: {}\n  repro: {}\n  replay: {}\n",

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "cli/exit_codes.hpp"
 #include "core/compare/compare.hpp"
@@ -62,6 +63,7 @@ int run_run(const RunOptions& options, std::ostream& out) {
                      "ulps");
   int failures = 0;
   int unsupported = 0;
+  std::map<std::string, int> declined;  // per implementation: goldens it answered "unsupported"
   for (const std::string& path : goldens) {
     const golden::Golden golden = golden::read_golden(path);
     const std::string golden_name = std::filesystem::path(path).filename().string();
@@ -72,6 +74,7 @@ int run_run(const RunOptions& options, std::ostream& out) {
       } catch (const impl::Unsupported& refusal) {
         out << fmt::format("{:<34} {:<20} {:<6} {}\n", golden_name, implementation->name(), "unsup.", refusal.what());
         ++unsupported;
+        ++declined[implementation->name()];
         continue;
       } catch (const InputError&) {
         throw;
@@ -101,7 +104,15 @@ int run_run(const RunOptions& options, std::ostream& out) {
       "same precision, + {} ulps\n",
       runs - failures - unsupported, runs, unsupported, kFp64ToleranceUlps, kYardstickFactorOutputs,
       kYardstickFactorGradients, kYardstickFloorUlps);
-  return failures == 0 ? kExitOk : kExitCheckFailed;
+  // An implementation that declined every golden checked nothing: that is never a pass.
+  bool ran_nothing = false;
+  for (const auto& [name, count] : declined) {
+    if (count == static_cast<int>(goldens.size())) {
+      out << fmt::format("FAIL {}: declined all {} goldens; nothing was checked\n", name, goldens.size());
+      ran_nothing = true;
+    }
+  }
+  return failures == 0 && !ran_nothing ? kExitOk : kExitCheckFailed;
 }
 
 }  // namespace attncheck::cli

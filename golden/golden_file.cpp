@@ -213,11 +213,9 @@ void read_generated_inputs(const H5::H5File& file, const H5::Group& group, const
 
 }  // namespace
 
-static void write_golden_unchecked(const std::string& path, const Golden& golden) {
+// /geometry, /inputs and /weights: everything but the answers.
+static void write_case_part(H5::H5File& file, const Golden& golden) {
   const Case& test_case = golden.test_case;
-  const Result& expected = golden.expected;
-  if (!expected.gradients) throw std::logic_error("write_golden: the expected result needs gradients");
-  H5::H5File file = create_for_writing(path);
   write_attribute(file, "schema_version", kSchemaVersion);
   write_attribute(file, "generator", golden.generator);
   write_attribute(file, "seed", static_cast<std::int64_t>(golden.seed));
@@ -255,6 +253,14 @@ static void write_golden_unchecked(const std::string& path, const Golden& golden
   } else {
     write_parameters(weight_group, test_case.weights);
   }
+}
+
+static void write_golden_unchecked(const std::string& path, const Golden& golden) {
+  const Case& test_case = golden.test_case;
+  const Result& expected = golden.expected;
+  if (!expected.gradients) throw std::logic_error("write_golden: the expected result needs gradients");
+  H5::H5File file = create_for_writing(path);
+  write_case_part(file, golden);
 
   H5::Group expected_group = file.createGroup("/expected");
   const bool activations_sketched = golden.activations_sketched;
@@ -534,6 +540,13 @@ auto translating_hdf5_errors(const std::string& path, const char* action, Functi
 
 void write_golden(const std::string& path, const Golden& golden) {
   translating_hdf5_errors(path, "write failed", [&] { write_golden_unchecked(path, golden); });
+}
+
+void write_case(const std::string& path, const Case& test_case, const std::string& generator) {
+  translating_hdf5_errors(path, "write failed", [&] {
+    H5::H5File file = create_for_writing(path);
+    write_case_part(file, Golden{.test_case = test_case, .expected = {}, .generator = generator});
+  });
 }
 
 Golden read_golden(const std::string& path) {

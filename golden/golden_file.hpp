@@ -56,6 +56,10 @@ NamedTensors expected_tensors(const Golden& golden, bool include_rank_gradients 
 // case has a schedule; rank_gradients (one per rank) when tp_size > 1.
 void write_golden(const std::string& path, const Golden& golden);
 
+// A case file: a golden without /expected (geometry, inputs, stored weights), what an implementation
+// in another process is given, so that it never sees the answers (SCHEMA.md, "Case files").
+void write_case(const std::string& path, const Case& test_case, const std::string& generator);
+
 // Reads and checks a golden file: every required object present with the schema's type and shape,
 // values finite, the geometry valid and its scale equal to the stored one, the TP size valid.
 // Throws InputError naming the file and the first problem of each kind.

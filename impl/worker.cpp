@@ -96,12 +96,13 @@ class Worker : public Implementation {
 
   NamedTensors run(const Case& test_case) override {
     if (pid_ < 0) throw std::runtime_error(fmt::format("{}: the worker has stopped", name_));
-    // The case as a golden file: the worker reads it as any reader would (it may ignore /expected).
+    // The case as a case file (a golden without /expected): a worker never sees the answers. The
+    // reference still runs here for the names and shapes the candidate is read against.
     const Result expected = reference::run_reference_tp(test_case);
     const std::string case_path = fmt::format("{}/case{}.h5", directory_, cases_);
     const std::string candidate_path = fmt::format("{}/candidate{}.h5", directory_, cases_);
     ++cases_;
-    golden::write_golden(case_path, golden::Golden{.test_case = test_case, .expected = expected, .generator = name_});
+    golden::write_case(case_path, test_case, name_);
     std::filesystem::remove(candidate_path);
     send(fmt::format("run {} {}\n", case_path, candidate_path));
     const std::optional<std::string> reply = read_line();

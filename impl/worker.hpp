@@ -3,8 +3,10 @@
 //
 //   worker -> attncheck   "attncheck-worker 1 [sharded]"   once, at start ("sharded": its candidates
 //                                                          carry per-rank gradients)
-//   attncheck -> worker   "run CASE.h5 CANDIDATE.h5"        per case: CASE.h5 is a golden file (schema v1,
-//                                                          golden/SCHEMA.md); the worker writes CANDIDATE.h5
+//   attncheck -> worker   "run CASE.h5 CANDIDATE.h5"        per case: CASE.h5 is a case file (a golden file,
+//                                                          golden/SCHEMA.md, without /expected: a worker
+//                                                          never sees the answers); the worker writes
+//                                                          CANDIDATE.h5
 //   worker -> attncheck   "ok" | "unsupported REASON" | "error MESSAGE"
 //   attncheck closes the worker's stdin when done; the worker exits.
 //

@@ -21,13 +21,17 @@ CheckOutcome check_matches_reference(impl::Implementation& implementation, const
   } catch (const InputError& error) {
     return {.verdict = Verdict::unsupported,
             .property = outcome.property,
-            .detail = fmt::format("no reference answer: {}", error.what())};
+            .detail = fmt::format("no reference answer: {}", error.what()),
+            .unsupported_reason = "no reference answer (the fp64 oracle declined the case)"};
   }
   NamedTensors actual;
   try {
     actual = implementation.run(test_case);
   } catch (const impl::Unsupported& error) {
-    return {.verdict = Verdict::unsupported, .property = outcome.property, .detail = error.what()};
+    return {.verdict = Verdict::unsupported,
+            .property = outcome.property,
+            .detail = error.what(),
+            .unsupported_reason = error.violations().empty() ? error.what() : error.violations().front().rule};
   } catch (const std::exception& error) {
     return {.verdict = Verdict::fail,
             .property = outcome.property,

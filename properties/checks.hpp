@@ -15,8 +15,9 @@ enum class Verdict { pass, fail, unsupported };
 
 struct CheckOutcome {
   Verdict verdict = Verdict::pass;
-  std::string property;  // "matches-reference"
-  std::string detail;    // failing tensors, the exception, or why it is unsupported
+  std::string property;            // "matches-reference"
+  std::string detail;              // failing tensors, the exception, or why it is unsupported
+  std::string unsupported_reason;  // unsupported only: the implementation's reason alone (tallied by fuzz)
   std::optional<CompareReport> report;
 };
 

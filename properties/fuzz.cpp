@@ -62,6 +62,17 @@ Counterexample shrink(impl::Implementation& implementation, rc::Shrinkable<CaseS
 
 }  // namespace
 
+std::vector<std::string> FuzzReport::top_unsupported_reasons(std::size_t count) const {
+  std::vector<std::pair<std::int64_t, std::string>> ranked;
+  for (const auto& [reason, given] : unsupported_reasons) ranked.emplace_back(given, reason);
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> lines;
+  for (std::size_t i = 0; i < std::min(count, ranked.size()); ++i) {
+    lines.push_back(fmt::format("{} x {}", ranked[i].first, ranked[i].second));
+  }
+  return lines;
+}
+
 CaseSpec fuzz_case(std::uint64_t seed, std::int64_t index, const GenLimits& limits) {
   return case_specs(limits)(random_for(seed, index), size_for(index)).value();
 }
@@ -84,7 +95,10 @@ FuzzReport fuzz(impl::Implementation& implementation, const FuzzOptions& options
       report.largest_work = w;
       report.largest = describe(spec);
     }
-    if (outcome.verdict == Verdict::unsupported) ++report.unsupported;
+    if (outcome.verdict == Verdict::unsupported) {
+      ++report.unsupported;
+      ++report.unsupported_reasons[outcome.unsupported_reason.substr(0, 200)];
+    }
     if (outcome.verdict == Verdict::fail) {
       report.seconds = seconds_since(start);
       if (progress) {

@@ -8,9 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "properties/case_spec.hpp"
 #include "properties/checks.hpp"
@@ -42,11 +44,16 @@ struct Counterexample {
 struct FuzzReport {
   std::int64_t cases = 0;  // checked, including unsupported ones and the failing one
   std::int64_t unsupported = 0;
-  double seconds = 0.0;  // until the failure (or the end), without shrinking
+  std::map<std::string, std::int64_t> unsupported_reasons;  // each reason given, with how many cases gave it
+  double seconds = 0.0;                                     // until the failure (or the end), without shrinking
   std::int64_t largest_work = 0;
   std::string largest;  // describe() of the largest case checked (unsupported ones aside)
   std::optional<Counterexample> failure;
   double cases_per_second() const { return seconds > 0 ? static_cast<double>(cases) / seconds : 0.0; }
+  // Cases were drawn and the implementation declined every one: nothing was checked. Never clean.
+  bool ran_nothing() const { return cases > 0 && unsupported == cases; }
+  // The most frequent unsupported reasons, "N x reason", most frequent first.
+  std::vector<std::string> top_unsupported_reasons(std::size_t count) const;
 };
 
 FuzzReport fuzz(impl::Implementation& implementation, const FuzzOptions& options, std::ostream* progress);

@@ -41,3 +41,10 @@ attncheck_fuzz_case(hf_worker_planted_bug 1 "FAIL matches-reference.*shrunk in [
                     180 fuzz --impl "${hf_worker} --plant-bug quotient-scale" --seconds 60 --repro-dir ${fuzz_dir}/hf_bug)
 set_tests_properties(fuzz.hf_worker_clean fuzz.hf_worker_planted_bug PROPERTIES
   ENVIRONMENT "HF_HUB_OFFLINE=1;TRANSFORMERS_OFFLINE=1;TOKENIZERS_PARALLELISM=false")
+
+# A worker never receives the answers: one that copies /expected to /result finds none to copy and can
+# only decline, and a fuzz in which an implementation declined every case fails, naming the reason.
+set(copier "exec:${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/impl/testing/answer_copying_worker.py")
+attncheck_fuzz_case(worker_never_sees_answers 1
+                    "5 cases \\(5 unsupported\\).*unsupported: 5 x .*carries no answers to copy.*FAIL .*declined all 5 cases"
+                    "" 120 fuzz --impl ${copier} --cases 5 --repro-dir ${fuzz_dir}/copier)
