@@ -104,7 +104,8 @@ GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
   commands.expand->add_option("-o,--output", options.output, "golden file to write")->required();
 
   commands.run = golden->add_subcommand("run", "Run an implementation on a golden's inputs; write a candidate file");
-  commands.run->add_option("file", options.golden_file, "golden file")->required();
+  commands.run->add_option("file", options.golden_file, "golden file, or a case file (one without /expected)")
+      ->required();
   commands.run->add_option("--impl", options.implementation, "implementation")->capture_default_str();
   commands.run->add_option("-o,--output", options.output, "candidate file to write")->required();
 
@@ -194,10 +195,10 @@ int run_golden_expand(const GoldenOptions& options, std::ostream& out) {
 }
 
 int run_golden_run(const GoldenOptions& options, std::ostream& out) {
-  const golden::Golden golden = golden::read_golden(options.golden_file);
+  const Case test_case = golden::read_case(options.golden_file);  // a golden or a case file
   const auto implementation = impl::open_implementation(options.implementation);
-  golden::write_candidate(options.output, implementation->run(golden.test_case), implementation->precision(),
-                          implementation->sharded() ? golden.test_case.plan.tp_size : 1, options.implementation,
+  golden::write_candidate(options.output, implementation->run(test_case), implementation->precision(),
+                          implementation->sharded() ? test_case.plan.tp_size : 1, options.implementation,
                           implementation->rope_angles());
   out << fmt::format("wrote {}: {} on {}\n", options.output, options.implementation, options.golden_file);
   return kExitOk;

@@ -294,8 +294,8 @@ static void write_golden_unchecked(const std::string& path, const Golden& golden
   }
 }
 
-static Golden read_golden_unchecked(const std::string& path) {
-  const H5::H5File file = open_for_reading(path);
+// Everything but /expected: root attributes, geometry, inputs, weights; the case validated.
+static Golden read_case_part(const H5::H5File& file, const std::string& path) {
   Golden golden{.test_case = Case{.plan = read_plan(file, path), .inputs = {}, .weights = {}}, .expected = {}};
   const auto version = read_integer_attribute(file, "schema_version", path);
   if (!version || *version != kSchemaVersion) {
@@ -362,7 +362,19 @@ static Golden read_golden_unchecked(const std::string& path) {
   } catch (const InputError& error) {
     throw InputError(fmt::format("HDF5 file '{}': {}", path, error.context()), error.violations());
   }
+  return golden;
+}
 
+static Golden read_golden_unchecked(const std::string& path) {
+  const H5::H5File file = open_for_reading(path);
+  Golden golden = read_case_part(file, path);
+  const Case& test_case = golden.test_case;
+  const Geometry& geometry = test_case.geometry();
+  const Inputs& inputs = test_case.inputs;
+  if (!exists(file, "/expected")) {
+    fail(path, "/expected", "missing", "a golden file holds the expected answers (a case file does not)",
+         "regenerate it with attncheck golden make; `golden run` reads case files too");
+  }
   Result& expected = golden.expected;
   expected.implementation = "golden";
   const Shape activation_shape{inputs.batch, inputs.seq, geometry.hidden_size()};
@@ -551,6 +563,11 @@ void write_case(const std::string& path, const Case& test_case, const std::strin
 
 Golden read_golden(const std::string& path) {
   return translating_hdf5_errors(path, "read failed", [&] { return read_golden_unchecked(path); });
+}
+
+Case read_case(const std::string& path) {
+  return translating_hdf5_errors(path, "read failed",
+                                 [&] { return read_case_part(open_for_reading(path), path).test_case; });
 }
 
 void write_candidate(const std::string& path, const NamedTensors& tensors, Precision precision, std::int64_t tp_size,

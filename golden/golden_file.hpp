@@ -60,6 +60,9 @@ void write_golden(const std::string& path, const Golden& golden);
 // in another process is given, so that it never sees the answers (SCHEMA.md, "Case files").
 void write_case(const std::string& path, const Case& test_case, const std::string& generator);
 
+// Reads and checks the case of a case file or a golden file (its /expected, if any, is not read).
+Case read_case(const std::string& path);
+
 // Reads and checks a golden file: every required object present with the schema's type and shape,
 // values finite, the geometry valid and its scale equal to the stored one, the TP size valid.
 // Throws InputError naming the file and the first problem of each kind.

@@ -296,6 +296,19 @@ TEST(GoldenFile, CandidatesDeclareTheirAnglePolicy) {
   }
 }
 
+TEST(GoldenFile, CaseFilesCarryNoAnswers) {
+  const Golden golden = make_golden(kSpec, 2, 19);
+  const std::string path = temp_path("case_file");
+  write_case(path, golden.test_case, "attncheck test");
+  {
+    const H5::H5File file(path, H5F_ACC_RDONLY);
+    EXPECT_FALSE(exists(file, "/expected"));
+  }
+  EXPECT_EQ(read_case(path).inputs, golden.test_case.inputs);
+  EXPECT_EQ(read_case(path).weights, golden.test_case.weights);
+  expect_input_error_naming(path, "/expected");  // not a golden
+}
+
 TEST(GoldenFile, UnknownWeightGeneratorIsRefused) {
   Golden golden = make_golden(kSpec, 1, 13);
   golden.weights_by_generator = true;

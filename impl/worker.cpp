@@ -93,6 +93,9 @@ class Worker : public Implementation {
 
   const std::string& name() const override { return name_; }
   bool sharded() const override { return sharded_; }
+  // The contract its latest candidate declared (checks ask after run()): fp64 before any.
+  Precision precision() const override { return precision_; }
+  RopeAngles rope_angles() const override { return rope_angles_; }
 
   NamedTensors run(const Case& test_case) override {
     if (pid_ < 0) throw std::runtime_error(fmt::format("{}: the worker has stopped", name_));
@@ -117,11 +120,10 @@ class Worker : public Implementation {
     if (*reply != "ok") throw std::runtime_error(fmt::format("{}: {}", name_, *reply));
     golden::Candidate candidate = golden::read_candidate(candidate_path, named_tensors(expected));
     std::filesystem::remove(candidate_path);
-    if (candidate.precision != Precision::fp64) {
-      throw Unsupported(name_, fmt::format("wrote a {} candidate; an exec: worker is compared in fp64 only "
-                                           "(worker protocol 1 declares no precision)",
-                                           to_string(candidate.precision)));
-    }
+    // The candidate file declares its precision contract (SCHEMA.md): the worker is judged by it, as
+    // `attncheck compare` judges the same file.
+    precision_ = candidate.precision;
+    rope_angles_ = candidate.rope_angles;
     return std::move(candidate.tensors);
   }
 
@@ -166,6 +168,8 @@ class Worker : public Implementation {
   std::string name_;
   std::string directory_;
   bool sharded_ = false;
+  Precision precision_ = Precision::fp64;
+  RopeAngles rope_angles_ = RopeAngles::float32;
   pid_t pid_ = -1;
   int to_worker_ = -1;
   int from_worker_ = -1;

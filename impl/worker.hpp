@@ -8,6 +8,9 @@
 //                                                          never sees the answers); the worker writes
 //                                                          CANDIDATE.h5
 //   worker -> attncheck   "ok" | "unsupported REASON" | "error MESSAGE"
+//                                                          (the candidate's /result@precision and
+//                                                          @rope_angles are its contract: an fp32 or
+//                                                          bf16 candidate is held to that yardstick)
 //   attncheck closes the worker's stdin when done; the worker exits.
 //
 // The command runs under /bin/sh -c, once per attncheck process, so a Python worker imports its

@@ -26,7 +26,7 @@ struct CheckOutcome {
 CheckOutcome check_matches_reference(impl::Implementation& implementation, const Case& test_case);
 
 // The oracle's answers as the check compares them: all of reference-tp's tensors, without the per-rank
-// gradients for an unsharded implementation.
+// gradients for an unsharded implementation or a TP 1 case (whose one rank holds the layer's).
 NamedTensors oracle_tensors(const Case& test_case, bool sharded);
 
 }  // namespace attncheck::properties

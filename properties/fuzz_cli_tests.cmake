@@ -48,3 +48,8 @@ set(copier "exec:${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/impl/testing/answer
 attncheck_fuzz_case(worker_never_sees_answers 1
                     "5 cases \\(5 unsupported\\).*unsupported: 5 x .*carries no answers to copy.*FAIL .*declined all 5 cases"
                     "" 120 fuzz --impl ${copier} --cases 5 --repro-dir ${fuzz_dir}/copier)
+# A worker whose candidates are fp32 is fuzzed under the contract its candidate files declare (precision
+# and RoPE angles), the yardstick `attncheck compare` applies to the same files (it used to be declined).
+set(fp32_worker "exec:${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/impl/testing/attncheck_worker.py $<TARGET_FILE:attncheck> torch-cpu-fp32")
+attncheck_fuzz_case(worker_fp32_judged_by_its_contract 0 "12 cases \\(0 unsupported\\)" "" 120
+                    fuzz --impl ${fp32_worker} --cases 12 --repro-dir ${fuzz_dir}/fp32_worker)

@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <set>
 
+#include "core/generation/input_generation.hpp"
 #include "impl/registry.hpp"
+#include "properties/checks.hpp"
 #include "properties/fuzz.hpp"
 #include "reference/reference.hpp"
 
@@ -32,6 +34,18 @@ class RecordingImplementation : public impl::Implementation {
  private:
   std::string name_ = "recording";
 };
+
+// SCHEMA.md: per-rank gradients exist when tp_size > 1. A TP 1 case asks none of a sharded
+// implementation (a worker greeting "sharded" that answers tp_size 1 used to fail on ranks/0/*).
+TEST(Fuzz, ATp1CaseAsksNoPerRankGradients) {
+  const Geometry geometry = resolve_geometry({.hidden_size = 8, .num_heads = 2, .head_dim = 4});
+  const auto has_ranks = [](const NamedTensors& tensors) {
+    return std::any_of(tensors.begin(), tensors.end(), [](const auto& e) { return e.first.starts_with("ranks/"); });
+  };
+  EXPECT_FALSE(has_ranks(oracle_tensors(generate_case(geometry, {.seed = 3, .tp_size = 1}), true)));
+  EXPECT_TRUE(has_ranks(oracle_tensors(generate_case(geometry, {.seed = 3, .tp_size = 2}), true)));
+  EXPECT_FALSE(has_ranks(oracle_tensors(generate_case(geometry, {.seed = 3, .tp_size = 2}), false)));
+}
 
 TEST(Fuzz, ASeedNamesOneSequenceOfCases) {
   for (std::int64_t i = 0; i < 40; ++i) {
