@@ -197,7 +197,9 @@ int run_golden_expand(const GoldenOptions& options, std::ostream& out) {
 int run_golden_run(const GoldenOptions& options, std::ostream& out) {
   const Case test_case = golden::read_case(options.golden_file);  // a golden or a case file
   const auto implementation = impl::open_implementation(options.implementation);
-  golden::write_candidate(options.output, implementation->run(test_case), implementation->precision(),
+  const NamedTensors result = implementation->run(test_case);  // before sharded()/precision(): a worker
+                                                               // answers those for the case it ran
+  golden::write_candidate(options.output, result, implementation->precision(),
                           implementation->sharded() ? test_case.plan.tp_size : 1, options.implementation,
                           implementation->rope_angles());
   out << fmt::format("wrote {}: {} on {}\n", options.output, options.implementation, options.golden_file);
@@ -208,7 +210,6 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out) {
   int failed = 0;
   nlohmann::json files = nlohmann::json::array();
   const auto implementation = impl::open_implementation(options.implementation);
-  const bool sharded = implementation->sharded();
   for (const std::string& file : options.files) {
     const golden::Golden golden = golden::read_golden(file);
     NamedTensors actual;
@@ -229,6 +230,7 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out) {
       continue;
     }
     const Precision precision = implementation->precision();
+    const bool sharded = implementation->sharded();  // asked after the run (impl/implementation.hpp)
     const NamedTensors expected = golden::expected_tensors(golden, sharded);
     const RopeAngles angles = implementation->rope_angles();
     const YardstickErrors yardstick = reference::yardstick_errors(golden.test_case, expected, precision, angles);

@@ -26,7 +26,8 @@ class Implementation {
   virtual ~Implementation() = default;
   virtual const std::string& name() const = 0;
   // Whether it reports per-rank gradients (runs the case's TP plan). One that does not is compared on
-  // out, decode/out and the full gradients only.
+  // out, decode/out and the full gradients only. Asked after run(): an exec: worker answers for the
+  // case it just ran, from its candidate's /result@tp_size, as `attncheck compare` reads that file.
   virtual bool sharded() const = 0;
   // The precision it computes in; below fp64 it is held to the yardstick (core/compare/tolerance.hpp).
   virtual Precision precision() const { return Precision::fp64; }

@@ -61,7 +61,8 @@ class Worker : public Implementation {
                      greeting ? fmt::format("it printed '{}'", greeting->substr(0, 200)) : "it printed nothing");
       violations.throw_if_any("not an attncheck worker");
     }
-    sharded_ = greeting->find("sharded") != std::string::npos;
+    greeted_sharded_ = greeting->find("sharded") != std::string::npos;
+    sharded_ = greeted_sharded_;
   }
 
   ~Worker() override {
@@ -92,6 +93,7 @@ class Worker : public Implementation {
   }
 
   const std::string& name() const override { return name_; }
+  // Asked after run(): whether this case's candidate declared per-rank gradients (see run()).
   bool sharded() const override { return sharded_; }
   // The contract its latest candidate declared (checks ask after run()): fp64 before any.
   Precision precision() const override { return precision_; }
@@ -124,6 +126,15 @@ class Worker : public Implementation {
     // `attncheck compare` judges the same file.
     precision_ = candidate.precision;
     rope_angles_ = candidate.rope_angles;
+    // One rule with `attncheck compare` (SCHEMA.md, "Candidate files"): the candidate's /result@tp_size
+    // decides whether its per-rank gradients are checked — 1: excused; absent or the case's tp_size:
+    // checked; anything else: a wrong TP layout, a failure.
+    const std::int64_t case_tp = test_case.plan.tp_size;
+    if (candidate.tp_size && *candidate.tp_size != 1 && *candidate.tp_size != case_tp) {
+      throw std::runtime_error(fmt::format("{}: its candidate declares tp_size {} for a case of tp_size {}", name_,
+                                           *candidate.tp_size, case_tp));
+    }
+    sharded_ = case_tp > 1 && candidate.tp_size.value_or(case_tp) == case_tp;
     return std::move(candidate.tensors);
   }
 
@@ -167,7 +178,8 @@ class Worker : public Implementation {
 
   std::string name_;
   std::string directory_;
-  bool sharded_ = false;
+  bool greeted_sharded_ = false;  // "attncheck-worker 1 sharded": informational once a candidate exists
+  bool sharded_ = false;          // what its latest candidate declared (the greeting before any)
   Precision precision_ = Precision::fp64;
   RopeAngles rope_angles_ = RopeAngles::float32;
   pid_t pid_ = -1;

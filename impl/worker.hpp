@@ -1,8 +1,11 @@
 // `exec:COMMAND`: an implementation in another process, in any language, speaking attncheck worker
 // protocol 1 over its stdin and stdout (stderr is passed through for its logs):
 //
-//   worker -> attncheck   "attncheck-worker 1 [sharded]"   once, at start ("sharded": its candidates
-//                                                          carry per-rank gradients)
+//   worker -> attncheck   "attncheck-worker 1 [sharded]"   once, at start ("sharded": informational;
+//                                                          each candidate's /result@tp_size decides,
+//                                                          as for `attncheck compare`: 1 excuses it from
+//                                                          per-rank gradients, absent or the case's
+//                                                          tp_size has them checked, else a failure)
 //   attncheck -> worker   "run CASE.h5 CANDIDATE.h5"        per case: CASE.h5 is a case file (a golden file,
 //                                                          golden/SCHEMA.md, without /expected: a worker
 //                                                          never sees the answers); the worker writes

@@ -53,3 +53,12 @@ attncheck_fuzz_case(worker_never_sees_answers 1
 set(fp32_worker "exec:${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/impl/testing/attncheck_worker.py $<TARGET_FILE:attncheck> torch-cpu-fp32")
 attncheck_fuzz_case(worker_fp32_judged_by_its_contract 0 "12 cases \\(0 unsupported\\)" "" 120
                     fuzz --impl ${fp32_worker} --cases 12 --repro-dir ${fuzz_dir}/fp32_worker)
+# One rule for per-rank gradients, the candidate's /result@tp_size, whatever the greeting: a worker that
+# does not greet "sharded" but writes them has them checked (a replicated KV head's missing all-reduce is
+# caught), and one that greets "sharded" but declares tp_size 1 is excused (no ranks/* MISSING).
+set(worker_script "${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/impl/testing/attncheck_worker.py $<TARGET_FILE:attncheck>")
+attncheck_fuzz_case(worker_rank_gradients_checked_without_greeting 1 "FAIL matches-reference: ranks/[0-9]+/grads/[kv]_proj" ""
+                    300 fuzz --impl "exec:${worker_script} reference-tp --halve-rank-kv" --cases 200
+                    --shrink-seconds 5 --repro-dir ${fuzz_dir}/rank_rule)
+attncheck_fuzz_case(worker_tp1_candidate_excused_despite_greeting 0 "20 cases \\(0 unsupported\\)" "" 120
+                    fuzz --impl "exec:${worker_script} reference --greet-sharded" --cases 20 --repro-dir ${fuzz_dir}/rank_rule)
