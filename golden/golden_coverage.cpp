@@ -41,35 +41,21 @@ NamedTensors as_stored(const NamedTensors& tensors, const StoredForm& stored) {
   return result;
 }
 
-// The tensor of `alternative` that moved most from `base`, relative to its fp64 tolerance, both as the
-// golden stores them. Gradients are held to the case's largest gradient (sketches: the largest gradient
-// sketch), as compare() holds them.
-FeatureBite measure(FeatureBite bite, const NamedTensors& full_base, const NamedTensors& full_alternative,
-                    const StoredForm& stored) {
-  const NamedTensors base = as_stored(full_base, stored), alternative = as_stored(full_alternative, stored);
-  double largest_gradient = 0.0, largest_sketch = 0.0;
-  for (const auto& [name, tensor] : base) {
-    if (name.find("grads/") == std::string::npos) continue;
-    double& largest = name.ends_with(kSketchSuffix) ? largest_sketch : largest_gradient;
-    for (double value : tensor.values) largest = std::max(largest, std::fabs(value));
-  }
-  for (const auto& [name, tensor] : alternative) {
-    const auto found = base.find(name);
-    if (found == base.end() || found->second.shape != tensor.shape) continue;
-    const bool gradient = name.find("grads/") != std::string::npos;
-    double scale =
-        gradient ? kGradientScaleFloor * (name.ends_with(kSketchSuffix) ? largest_sketch : largest_gradient) : 0.0;
-    double difference = 0.0;
-    for (std::size_t i = 0; i < tensor.values.size(); ++i) {
-      scale = std::max(scale, std::fabs(found->second.values[i]));
-      difference = std::max(difference, std::fabs(tensor.values[i] - found->second.values[i]));
-    }
-    const double allowed =
-        tolerance(Precision::fp64, gradient ? TensorRole::gradient : TensorRole::output, std::max(scale, 1e-300));
-    if (difference / allowed > bite.tolerances) {
-      bite.tolerances = difference / allowed;
-      bite.tensor = name;
-      bite.change = scale > 0.0 ? difference / scale : 0.0;
+// The tensor of `alternative` that moved most from `base`, in units of its fp64 tolerance, both as the
+// golden stores them: compare() does the judging (scales, the gradient floor, sketches), so a bite is
+// what `attncheck compare` would report. Tensors the alternative lacks are not part of the question.
+FeatureBite measure(FeatureBite bite, const Case& test_case, const NamedTensors& full_base,
+                    const NamedTensors& full_alternative, const StoredForm& stored) {
+  // compare() sketches the alternative's full tensors where the base holds sketches, as for a candidate.
+  const CompareReport report = compare(test_case, as_stored(full_base, stored), full_alternative, Precision::fp64);
+  for (const TensorReport& tensor : report.tensors) {
+    if (tensor.status == TensorStatus::missing || tensor.status == TensorStatus::wrong_shape) continue;
+    const double tolerances =
+        tensor.tolerance > 0.0 ? tensor.max_error / tensor.tolerance : (tensor.max_error > 0.0 ? HUGE_VAL : 0.0);
+    if (tolerances > bite.tolerances) {
+      bite.tolerances = tolerances;
+      bite.tensor = tensor.name;
+      bite.change = tensor.scale > 0.0 ? tensor.max_error / tensor.scale : 0.0;
     }
   }
   bite.bites = bite.tolerances > 1.0;
@@ -156,7 +142,7 @@ FeatureBite rows_without_keys(const Case& test_case, const NamedTensors& base, F
       out[r] += sum;
     }
   }
-  return measure(std::move(bite), base, alternative, stored);
+  return measure(std::move(bite), test_case, base, alternative, stored);
 }
 
 // Off: each decode step attends to its own tokens only (the cache ignored).
@@ -174,7 +160,7 @@ FeatureBite decode_without_cache(const Case& test_case, const NamedTensors& base
     }
     begin += step;
   }
-  return measure(std::move(bite), base, alternative, stored);
+  return measure(std::move(bite), test_case, base, alternative, stored);
 }
 
 NamedTensors rank_tensors(const Parameters& parameters, int rank, const std::vector<std::string>& names) {
@@ -216,8 +202,9 @@ std::vector<FeatureBite> rank_reductions(const Case& test_case, const NamedTenso
   }
   std::vector<FeatureBite> bites;
   if (!replication.feature.empty())
-    bites.push_back(measure(std::move(replication), base_ranks, kv_alternative, stored));
-  if (!norms.feature.empty()) bites.push_back(measure(std::move(norms), base_ranks, norm_alternative, stored));
+    bites.push_back(measure(std::move(replication), test_case, base_ranks, kv_alternative, stored));
+  if (!norms.feature.empty())
+    bites.push_back(measure(std::move(norms), test_case, base_ranks, norm_alternative, stored));
   return bites;
 }
 
@@ -253,7 +240,7 @@ std::vector<FeatureBite> golden_coverage(const Case& test_case, const StoredForm
   const NamedTensors base = answers(test_case);
   std::vector<FeatureBite> bites;
   const auto off_by_case = [&](FeatureBite bite, const Case& changed) {
-    bites.push_back(measure(std::move(bite), base, answers(changed), stored));
+    bites.push_back(measure(std::move(bite), test_case, base, answers(changed), stored));
   };
 
   if (std::any_of(in.key_lengths.begin(), in.key_lengths.end(), [&](std::int64_t l) { return l < in.seq; })) {
@@ -320,7 +307,7 @@ std::vector<FeatureBite> golden_coverage(const Case& test_case, const StoredForm
     bites.push_back(measure({.feature = "o_bias once",
                              .claim = fmt::format("o_bias with tp {}", tp_size),
                              .off = "o_bias added on every rank before the partial outputs are summed"},
-                            base, alternative, stored));
+                            test_case, base, alternative, stored));
   }
   if (g.rotary_dim() > 0 && g.rotary_dim() < g.head_dim()) {
     GeometrySpec changed = spec;

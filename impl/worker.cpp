@@ -61,8 +61,7 @@ class Worker : public Implementation {
                      greeting ? fmt::format("it printed '{}'", greeting->substr(0, 200)) : "it printed nothing");
       violations.throw_if_any("not an attncheck worker");
     }
-    greeted_sharded_ = greeting->find("sharded") != std::string::npos;
-    sharded_ = greeted_sharded_;
+    sharded_ = greeting->find("sharded") != std::string::npos;  // until a candidate declares its tp_size
   }
 
   ~Worker() override {
@@ -178,8 +177,7 @@ class Worker : public Implementation {
 
   std::string name_;
   std::string directory_;
-  bool greeted_sharded_ = false;  // "attncheck-worker 1 sharded": informational once a candidate exists
-  bool sharded_ = false;          // what its latest candidate declared (the greeting before any)
+  bool sharded_ = false;  // what its latest candidate declared (the greeting before any)
   Precision precision_ = Precision::fp64;
   RopeAngles rope_angles_ = RopeAngles::float32;
   pid_t pid_ = -1;

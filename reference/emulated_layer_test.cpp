@@ -47,17 +47,16 @@ TEST(EmulatedLayer, DirectedRoundingChangesTheSoftmaxChainOnly) {
 // positions the two policies nearly agree.
 TEST(EmulatedLayer, Float64AnglesRemoveTheFloatAngleErrorAtLargePositions) {
   const Geometry geometry = resolve_geometry({.hidden_size = 32, .num_heads = 2, .head_dim = 16});
-  const Case far = generate_case(geometry, {.seed = 5, .batch = 1, .seq = 9, .position_offset = 440000});
-  const Tensor exact = run_reference(far).out;
-  const double float_angles = max_difference(run_emulated(far, Precision::fp32).out, exact);
-  const double double_angles =
-      max_difference(run_emulated(far, Precision::fp32, {.angles = RopeAngles::float64}).out, exact);
-  EXPECT_GT(float_angles, 100 * double_angles);
-  const Case near = generate_case(geometry, {.seed = 5, .batch = 1, .seq = 9, .position_offset = 0});
-  const Tensor near_exact = run_reference(near).out;
-  const double near_float = max_difference(run_emulated(near, Precision::fp32).out, near_exact);
-  const double near_double =
-      max_difference(run_emulated(near, Precision::fp32, {.angles = RopeAngles::float64}).out, near_exact);
+  // The fp32 yardstick's error on out with the given angles, for a case starting at that position.
+  const auto error = [&](std::int64_t position_offset, RopeAngles angles) {
+    const Case test_case =
+        generate_case(geometry, {.seed = 5, .batch = 1, .seq = 9, .position_offset = position_offset});
+    return max_difference(run_emulated(test_case, Precision::fp32, {.angles = angles}).out,
+                          run_reference(test_case).out);
+  };
+  EXPECT_GT(error(440000, RopeAngles::float32), 100 * error(440000, RopeAngles::float64));
+  const double near_float = error(0, RopeAngles::float32);
+  const double near_double = error(0, RopeAngles::float64);
   EXPECT_LT(near_float, 10 * near_double);
   EXPECT_LT(near_double, 10 * near_float);
 }
