@@ -13,6 +13,12 @@ import sys
 import h5py
 import numpy as np
 
+try:
+    import attncheck  # the adapters' package (python/), installed by ci/setup
+except ImportError:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import attncheck
+
 ADAPTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "adapters", "hf_transformers.py")
 failures = []
 
@@ -86,17 +92,8 @@ def bad_inputs(work_dir, small_golden):
 
 
 def queries_without_keys(golden):
-    """Whether the golden has a query that sees no key (the adapter's own test, on its geometry and masks)."""
-    sys.path.insert(0, os.path.dirname(ADAPTER))
-    import hf_transformers as adapter
-
-    with h5py.File(golden, "r") as h5:
-        geometry = {name: adapter._attribute(value) for name, value in h5["geometry"].attrs.items()}
-        batch, seq = h5["inputs/position_ids"].shape
-        inputs = {"x": np.empty((batch, seq, 0))}
-        if "inputs/key_lengths" in h5:
-            inputs["key_lengths"] = h5["inputs/key_lengths"][()]
-    return adapter.queries_seeing_no_key(geometry, inputs)
+    """Whether the golden has a query that sees no key (SCHEMA.md's masks, as attncheck's package reads them)."""
+    return attncheck.read_case(golden).queries_seeing_no_key()
 
 
 def refused_rows_without_keys(work_dir, golden):

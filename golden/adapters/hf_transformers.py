@@ -6,8 +6,9 @@ writes candidate files (golden/SCHEMA.md, "Candidate files") for `attncheck comp
     hf_transformers.py GOLDEN.h5 ... --output-dir DIR      # DIR/<golden name>.candidate.h5 each
     hf_transformers.py --worker [--plant-bug NAME]          # for attncheck fuzz --impl exec:'...'
 
-Only h5py, numpy, torch and transformers (with huggingface_hub, which it depends on) are used, and only what SCHEMA.md documents is read: this
-file is also the proof that the schema is enough to write a candidate from Python.
+Built on attncheck's Python package (python/attncheck: reading the case, SCHEMA-exact RoPE frequencies,
+masks, writing the candidate, the worker protocol); besides it only torch and transformers (with
+huggingface_hub, which it depends on) are used.
 
 What runs is transformers' code for the architecture: its Attention module (projections, QK-norm,
 RoPE application, GQA repeat, softcap, softmax, o_proj), its rotary embedding, its mask builders
@@ -35,156 +36,12 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import attncheck_generator  # noqa: E402  (the weight generator of SCHEMA.md)
-
-
-class BadInput(Exception):
-    """A golden this adapter cannot read, or a geometry transformers cannot express (exit code 2)."""
-
-
-class Inexpressible(BadInput):
-    """A valid golden whose geometry transformers' module cannot express (a worker answers "unsupported")."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading a golden (SCHEMA.md v1)
-
-REQUIRED_GEOMETRY = ["hidden_size", "num_attention_heads", "num_key_value_heads", "rotary_dim", "rope_theta",
-                     "rope_style", "qk_norm", "qk_norm_eps", "qkv_bias", "out_bias", "scale", "causal", "tp_size"]
-OPTIONAL_GEOMETRY = ["head_dim", "query_pre_attn_scalar", "softcap", "sliding_window"]
-
-
-def _attribute(value):
-    if isinstance(value, bytes):
-        return value.decode()
-    if isinstance(value, np.ndarray):
-        if value.size != 1:
-            raise BadInput(f"attribute of shape {value.shape}; attributes are scalars")
-        value = value.reshape(()).item()
-    if isinstance(value, np.generic):
-        value = value.item()
-    return value
-
-
-def _dataset(h5, path, dtype, shape, golden_path):
-    if path not in h5 or not hasattr(h5[path], "dtype"):
-        raise BadInput(f"{golden_path}: dataset {path} is missing (see golden/SCHEMA.md)")
-    dataset = h5[path]
-    if dataset.dtype != np.dtype(dtype):
-        raise BadInput(f"{golden_path}: {path} is {dataset.dtype}; schema v1 stores it as {np.dtype(dtype)}")
-    if shape is not None and tuple(dataset.shape) != tuple(shape):
-        raise BadInput(f"{golden_path}: {path} has shape {list(dataset.shape)}; expected {list(shape)}")
-    values = dataset[()]
-    if values.dtype.kind == "f" and not np.isfinite(values).all():
-        raise BadInput(f"{golden_path}: {path} holds NaN or Inf")
-    return values
-
-
-def resolved_head_dim(geometry):
-    """SCHEMA.md: an absent head_dim means hidden_size / num_attention_heads. The resolved head_dim sizes
-    the weights and is passed explicitly to every module except GPT-NeoX, which gets the absence itself
-    (the one module with a notion of it)."""
-    if "head_dim" in geometry:
-        return geometry["head_dim"]
-    return geometry["hidden_size"] // geometry["num_attention_heads"]
-
-
-def weight_shapes(geometry):
-    hidden, heads, kv_heads = geometry["hidden_size"], geometry["num_attention_heads"], geometry["num_key_value_heads"]
-    head_dim = resolved_head_dim(geometry)
-    shapes = {"q_proj": (heads * head_dim, hidden), "k_proj": (kv_heads * head_dim, hidden),
-              "v_proj": (kv_heads * head_dim, hidden), "o_proj": (hidden, heads * head_dim)}
-    if geometry["qkv_bias"]:
-        shapes.update(q_bias=(heads * head_dim,), k_bias=(kv_heads * head_dim,), v_bias=(kv_heads * head_dim,))
-    if geometry["out_bias"]:
-        shapes["o_bias"] = (hidden,)
-    if geometry["qk_norm"] != "none":
-        shapes.update(q_norm=(head_dim,), k_norm=(head_dim,))
-    return shapes
-
-
-def read_golden(path):
-    import h5py
-
-    if not os.path.isfile(path):
-        raise BadInput(f"{path}: no such file")
-    try:
-        with h5py.File(path, "r") as h5:
-            return _read_open_golden(h5, path)
-    except OSError as error:  # not HDF5, truncated, checksum failure
-        raise BadInput(f"{path}: cannot be read as HDF5 ({error})") from error
-
-
-def _read_inputs(h5, geometry, path):
-    """x, dout and position_ids: stored, or x and dout named by the input generator (SCHEMA.md)."""
-    if "inputs" not in h5:
-        raise BadInput(f"{path}: group /inputs is missing")
-    hidden = geometry["hidden_size"]
-    generator = _attribute(h5["inputs"].attrs.get("generator", ""))
-    if not generator:
-        x = _dataset(h5, "inputs/x", "<f8", None, path)
-        if x.ndim != 3 or x.shape[2] != hidden:
-            raise BadInput(f"{path}: /inputs/x has shape {list(x.shape)}; expected [batch, seq, {hidden}]")
-        batch, seq = x.shape[:2]
-        return {"x": x,
-                "position_ids": _dataset(h5, "inputs/position_ids", "<i8", (batch, seq), path),
-                "dout": _dataset(h5, "inputs/dout", "<f8", (batch, seq, hidden), path)}
-    if generator != "attncheck-splitmix64-v1":
-        raise BadInput(f"{path}: /inputs@generator is '{generator}'; known: attncheck-splitmix64-v1")
-    for name in ("x", "dout"):
-        if f"inputs/{name}" in h5:
-            raise BadInput(f"{path}: /inputs names a generator and also stores {name} (the file disagrees with itself)")
-    attributes = h5["inputs"].attrs
-    if "seed" not in attributes or "activations" not in attributes:
-        raise BadInput(f"{path}: /inputs names a generator but lacks its seed or activations attribute")
-    if not isinstance(_attribute(attributes["seed"]), (int, np.integer)):
-        raise BadInput(f"{path}: /inputs@seed must be an integer (int64), not {attributes['seed']!r}")
-    distribution = _attribute(attributes["activations"])
-    if distribution not in ("uniform", "heavy-tailed", "outliers"):
-        raise BadInput(f"{path}: /inputs@activations is '{distribution}'; expected uniform, heavy-tailed or outliers")
-    positions = _dataset(h5, "inputs/position_ids", "<i8", None, path)
-    if positions.ndim != 2 or min(positions.shape) < 1:
-        raise BadInput(f"{path}: /inputs/position_ids has shape {list(positions.shape)}; expected [batch, seq]")
-    shape = (positions.shape[0], positions.shape[1], hidden)
-    seed = int(_attribute(attributes["seed"])) & attncheck_generator.MASK  # int64 attribute, unsigned seed
-    return {"x": attncheck_generator.generate_activations_numpy(seed, "x", shape, distribution),
-            "position_ids": positions,
-            "dout": attncheck_generator.generate_activations_numpy(seed, "dout", shape, distribution)}
-
-
-def _read_open_golden(h5, path):
-    version = _attribute(h5.attrs.get("schema_version", -1))
-    if version != 1:
-        raise BadInput(f"{path}: schema_version is {version}; this adapter reads schema v1")
-    if "geometry" not in h5:
-        raise BadInput(f"{path}: group /geometry is missing")
-    attributes = h5["geometry"].attrs
-    missing = [name for name in REQUIRED_GEOMETRY if name not in attributes]
-    if missing:
-        raise BadInput(f"{path}: /geometry lacks required attribute(s) {', '.join(missing)}")
-    geometry = {name: _attribute(attributes[name]) for name in REQUIRED_GEOMETRY + OPTIONAL_GEOMETRY
-                if name in attributes}
-
-    inputs = _read_inputs(h5, geometry, path)
-    batch = inputs["x"].shape[0]
-    if "inputs/key_lengths" in h5:
-        inputs["key_lengths"] = _dataset(h5, "inputs/key_lengths", "<i8", (batch,), path)
-    if "inputs/decode_schedule" in h5:
-        inputs["decode_schedule"] = _dataset(h5, "inputs/decode_schedule", "<i8", None, path)
-
-    shapes = weight_shapes(geometry)
-    generator = _attribute(h5["weights"].attrs.get("generator", "")) if "weights" in h5 else ""
-    if generator:
-        if generator != "attncheck-splitmix64-v1":
-            raise BadInput(f"{path}: /weights@generator is '{generator}'; known: attncheck-splitmix64-v1")
-        seed = _attribute(h5["weights"].attrs["seed"]) & attncheck_generator.MASK  # int64 attribute, unsigned seed
-        spec = dict(geometry, head_dim=resolved_head_dim(geometry))
-        weights = attncheck_generator.generate_weights_numpy(spec, seed)
-    else:
-        weights = {name: _dataset(h5, f"weights/{name}", "<f8", shape, path) for name, shape in shapes.items()}
-    return geometry, inputs, weights
-
+try:
+    import attncheck  # the adapters' package (python/), installed by ci/setup
+except ImportError:  # run from a checkout without installing it
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+    import attncheck
+from attncheck import BadInput, Unsupported
 
 # ---------------------------------------------------------------------------------------------
 # float64 throughout
@@ -235,17 +92,18 @@ def choose_architecture(geometry):
         return "gemma3"
     if "softcap" in geometry:
         return "gemma2"
-    if "head_dim" not in geometry and geometry["rotary_dim"] < resolved_head_dim(geometry):
+    if "head_dim" not in geometry and geometry["rotary_dim"] < attncheck.resolved_head_dim(geometry):
         return "gpt-neox"
     return "llama"
 
 
-def check_expressible(architecture, geometry, inputs, attn_implementation):
+def check_expressible(architecture, case, attn_implementation):
     """Everything the architecture's module cannot express, as one message (empty when it can)."""
+    geometry = case.geometry
     problems = []
     if "softcap" in geometry and attn_implementation == "sdpa":
         problems.append("softcap with --attn-implementation sdpa (transformers' sdpa path has no softcap)")
-    head_dim = resolved_head_dim(geometry)
+    head_dim = attncheck.resolved_head_dim(geometry)
     qk_norm_of = {"qwen3": "rms", "gemma3": "rms-one-plus"}
     if geometry["qk_norm"] != qk_norm_of.get(architecture, "none"):
         problems.append(f"qk_norm '{geometry['qk_norm']}' (the {architecture} module has "
@@ -271,37 +129,23 @@ def check_expressible(architecture, geometry, inputs, attn_implementation):
                         "rotates the whole head)")
     if architecture not in ("gemma3", "gemma2") and "query_pre_attn_scalar" in geometry:
         problems.append(f"query_pre_attn_scalar (the {architecture} module scales by head_dim^-0.5)")
-    if geometry.get("sliding_window") == 1 and "decode_schedule" in inputs:
+    if geometry.get("sliding_window") == 1 and case.decode_schedule:
         # Found by `attncheck fuzz --impl exec:'... --worker'`: DynamicSlidingWindowLayer keeps
         # keys[:, :, -sliding_window + 1:], which for a window of 1 is [0:], every token, while the mask
         # is built for none: decoding attends to stale keys (transformers 5.24.0, cache_utils.py).
         problems.append("sliding_window 1 with a decode schedule (transformers' sliding-window cache keeps "
                         "every token when the window is 1: a transformers bug attncheck found)")
-    if queries_seeing_no_key(geometry, inputs):
+    if case.queries_seeing_no_key():
         problems.append("a query that sees no key (padding under a sliding window or a key length of 0: "
                         "attncheck outputs 0 there, transformers has no such convention)")
     return "; ".join(problems)
 
 
-def queries_seeing_no_key(geometry, inputs):
-    """Whether some query's visible keys (SCHEMA.md's masks: causal, window, padding) are none."""
-    batch, seq = inputs["x"].shape[:2]
-    key_lengths = inputs.get("key_lengths", np.full(batch, seq))
-    window = geometry.get("sliding_window")
-    for length in key_lengths:
-        for query in range(seq):
-            first = max(0, query - window + 1) if window else 0
-            end = min(length, query + 1) if geometry["causal"] else length
-            if end <= first:
-                return True
-    return False
-
-
 def query_pre_attn_scalar(geometry):
     """Gemma's scale source; transformers' config types it as an integer."""
-    value = geometry.get("query_pre_attn_scalar", resolved_head_dim(geometry))
+    value = geometry.get("query_pre_attn_scalar", attncheck.resolved_head_dim(geometry))
     if not float(value).is_integer():
-        raise Inexpressible(f"query_pre_attn_scalar {value}: transformers' Gemma configs take an integer")
+        raise Unsupported(f"query_pre_attn_scalar {value}: transformers' Gemma configs take an integer")
     return int(value)
 
 
@@ -316,7 +160,7 @@ def build_module(architecture, geometry, positions, attn_implementation):
     except (ValueError, TypeError, StrictDataclassError) as error:
         # transformers' own config validation, e.g. LlamaConfig refusing a hidden_size that num_heads does
         # not divide even when head_dim is given: a limit of transformers, not a failure.
-        raise Inexpressible(f"transformers' {architecture} config refuses this geometry: "
+        raise Unsupported(f"transformers' {architecture} config refuses this geometry: "
                             f"{type(error).__name__}: {error}") from error
 
 
@@ -324,7 +168,7 @@ def _build_module(architecture, geometry, positions, attn_implementation):
     import torch
     import transformers
 
-    head_dim = resolved_head_dim(geometry)
+    head_dim = attncheck.resolved_head_dim(geometry)
     layer_type = "sliding_attention" if "sliding_window" in geometry else "full_attention"
     rope = {"rope_type": "default", "rope_theta": float(geometry["rope_theta"])}
     common = dict(hidden_size=geometry["hidden_size"], num_attention_heads=geometry["num_attention_heads"],
@@ -376,7 +220,7 @@ def _build_module(architecture, geometry, positions, attn_implementation):
         raise BadInput(f"{architecture}: the module scales scores by {attention.scaling!r}, "
                        f"the golden by {geometry['scale']!r}")
     if architecture == "gpt-neox" and attention.rotary_ndims != geometry["rotary_dim"]:
-        raise Inexpressible(f"gpt-neox: the module rotates {attention.rotary_ndims} channels (int(head_dim x "
+        raise Unsupported(f"gpt-neox: the module rotates {attention.rotary_ndims} channels (int(head_dim x "
                             f"rotary_pct)), the golden {geometry['rotary_dim']}")
     return config, attention, rotary, layer_type
 
@@ -393,8 +237,7 @@ def use_schema_frequencies(rotary, geometry):
     import torch
 
     rotary_dim, theta = geometry["rotary_dim"], float(geometry["rope_theta"])
-    # math.pow is C's pow, as the reference's std::pow (numpy's vectorised power differs by an ulp in places).
-    schema = torch.tensor([math.pow(theta, -2.0 * i / rotary_dim) for i in range(rotary_dim // 2)], dtype=torch.float64)
+    schema = torch.from_numpy(attncheck.case.rope_inverse_frequencies(geometry))
     replaced = 0
     for name, buffer in rotary.named_buffers():
         if not name.endswith("inv_freq"):
@@ -485,42 +328,41 @@ def attend(architecture, config, attention, rotary, layer_type, x, positions, pa
     return out
 
 
-def run(architecture, geometry, inputs, weights, attn_implementation, plant_bug=None):
+def run(architecture, case, attn_implementation, plant_bug=None):
     """{candidate tensor name: float64 array}: out, grads/x, grads/<weight>, and decode/out."""
     import torch
     from transformers import DynamicCache
 
+    geometry = case.geometry
     torch.manual_seed(0)  # nothing random is used; fixed so that a future dropout default could not differ
-    positions = torch.from_numpy(inputs["position_ids"])
+    positions = torch.from_numpy(case.position_ids)
     with float64_everywhere():  # also at construction: the rotary embedding computes inv_freq there
-        config, attention, rotary, layer_type = build_module(architecture, geometry, inputs["position_ids"],
+        config, attention, rotary, layer_type = build_module(architecture, geometry, case.position_ids,
                                                             attn_implementation)
-    gradients_by_name = load_weights(architecture, attention, weights)
+    gradients_by_name = load_weights(architecture, attention, case.weights)
     if plant_bug:
         PLANTED_BUGS[plant_bug](attention, geometry)
-    batch, seq, _ = inputs["x"].shape
-    key_lengths = inputs.get("key_lengths", np.full(batch, seq))
-    padding_mask = torch.from_numpy((np.arange(seq)[None, :] < key_lengths[:, None]).astype(np.int64))
+    padding_mask = torch.from_numpy((np.arange(case.seq)[None, :] < case.key_lengths[:, None]).astype(np.int64))
 
     with float64_everywhere():
-        x = torch.from_numpy(inputs["x"]).requires_grad_(True)
+        x = torch.from_numpy(case.x).requires_grad_(True)
         out = attend(architecture, config, attention, rotary, layer_type, x, positions, padding_mask, None)
-        out.backward(torch.from_numpy(inputs["dout"]))
+        out.backward(torch.from_numpy(case.dout))
     result = {"out": out.detach().numpy(), "grads/x": x.grad.numpy()}
     parameters = {name: parameter.grad.numpy() for name, parameter in attention.named_parameters()}
     for name, gradient in gradients_by_name(parameters).items():
         result[f"grads/{name}"] = np.ascontiguousarray(gradient)
 
-    if "decode_schedule" in inputs:
+    if case.decode_schedule:
         # Prefill, then each step's tokens, through transformers' DynamicCache (a sliding layer's cache
         # keeps only the window).
-        schedule = [int(count) for count in inputs["decode_schedule"]]
+        schedule = case.decode_schedule
         cache = DynamicCache(config=config)
         outputs, start = [], 0
         with torch.no_grad(), float64_everywhere():
             for count in schedule:
                 end = start + count
-                chunk = torch.from_numpy(inputs["x"][:, start:end])
+                chunk = torch.from_numpy(case.x[:, start:end])
                 outputs.append(attend(architecture, config, attention, rotary, layer_type, chunk,
                                       positions[:, start:end], padding_mask[:, :end], cache))
                 start = end
@@ -544,60 +386,29 @@ PLANTED_BUGS = {"quotient-scale": _quotient_scale}
 
 
 def worker(attn_implementation, plant_bug):
-    """attncheck worker protocol 1 (impl/worker.hpp): "run CASE CANDIDATE" lines on stdin, one
-    "ok" / "unsupported REASON" / "error MESSAGE" line each on stdout. Everything else goes to stderr."""
-    protocol = sys.stdout
-    sys.stdout = sys.stderr  # a stray print from any library must not corrupt the protocol
-
-    def reply(text):
-        protocol.write(" ".join(text.split()) + "\n")  # one line, whatever the message holds
-        protocol.flush()
-
+    """attncheck worker protocol 1 (impl/worker.hpp), served by attncheck.serve."""
     import transformers
 
-    reply(f"attncheck-worker 1 transformers {transformers.__version__}"
-          + (f" (planted bug: {plant_bug})" if plant_bug else ""))
-    for line in sys.stdin:
-        request = line.split()
-        if len(request) != 3 or request[0] != "run":
-            reply(f"error expected 'run CASE CANDIDATE', got {line.strip()[:100]!r}")
-            continue
-        try:
-            adapt(request[1], request[2], "auto", attn_implementation, plant_bug, log=sys.stderr)
-            reply("ok")
-        except Inexpressible as error:
-            reply(f"unsupported {error}")
-        except Exception as error:  # noqa: BLE001  (any failure is this case's answer, not the worker's end)
-            reply(f"error {type(error).__name__}: {error}")
-    return 0
-
-
-def write_candidate(path, tensors, description):
-    import h5py
-
-    with h5py.File(path, "w") as h5:
-        h5.attrs["schema_version"] = np.int64(1)
-        h5.attrs["generator"] = description
-        group = h5.create_group("result")
-        group.attrs["precision"] = "fp64"
-        group.attrs["tp_size"] = np.int64(1)  # one unsharded module: excused from per-rank gradients
-        for name, values in tensors.items():
-            group.create_dataset(name, data=np.ascontiguousarray(values, dtype="<f8"))
+    return attncheck.serve(
+        lambda case_path, candidate_path: adapt(case_path, candidate_path, "auto", attn_implementation, plant_bug,
+                                                log=sys.stderr),
+        f"transformers {transformers.__version__}" + (f" (planted bug: {plant_bug})" if plant_bug else ""))
 
 
 def adapt(golden_path, candidate_path, architecture, attn_implementation, plant_bug=None, log=sys.stdout):
     import transformers
 
-    geometry, inputs, weights = read_golden(golden_path)
+    case = attncheck.read_case(golden_path)
     if architecture == "auto":
-        architecture = choose_architecture(geometry)
-    problems = check_expressible(architecture, geometry, inputs, attn_implementation)
+        architecture = choose_architecture(case.geometry)
+    problems = check_expressible(architecture, case, attn_implementation)
     if problems:
-        raise Inexpressible(f"{golden_path}: transformers' {architecture} attention cannot express this golden: {problems}")
-    tensors = run(architecture, geometry, inputs, weights, attn_implementation, plant_bug)
-    write_candidate(candidate_path, tensors,
-                    f"transformers {transformers.__version__} {architecture} attention "
-                    f"({attn_implementation}, float64) via golden/adapters/hf_transformers.py")
+        raise Unsupported(f"{golden_path}: transformers' {architecture} attention cannot express this golden: {problems}")
+    tensors = run(architecture, case, attn_implementation, plant_bug)
+    # One unsharded module: tp_size 1, excused from per-rank gradients.
+    attncheck.write_candidate(candidate_path, tensors,
+                              generator=f"transformers {transformers.__version__} {architecture} attention "
+                                        f"({attn_implementation}, float64) via golden/adapters/hf_transformers.py")
     print(f"{golden_path}: {architecture} ({attn_implementation}) -> {candidate_path}", file=log)
 
 

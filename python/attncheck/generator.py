@@ -1,14 +1,13 @@
-#!/usr/bin/env python3
 """attncheck's weight and input generator v1 ("attncheck-splitmix64-v1") and sketch
 ("attncheck-sketch-v1"), in plain Python (no dependencies), and vectorised with numpy for big layers.
 
-Golden files may name their weights, and their inputs x and dout, by this generator and a seed instead
-of storing them (golden/SCHEMA.md, "Weight generator v1", "Input generator v1"). This module is those
-sections written as code, so that a
-reader in Python can rebuild them; core/generation/input_generation.cpp is the C++ side, and ctest
-`golden.python_generator` checks that the two agree value for value.
+Golden and case files may name their weights, and their inputs x and dout, by this generator and a seed
+instead of storing them (golden/SCHEMA.md, "Weight generator v1", "Input generator v1"). This module is
+those sections written as code, and the only Python implementation of them: attncheck.case and every
+adapter use it. core/generation/input_generation.cpp is the C++ side; ctest `golden.python_generator`
+checks that the two agree value for value.
 
-    python3 attncheck_generator.py --check DUMP.json   # compare with a dump from golden/generator_dump
+    python3 -m attncheck.generator --check DUMP.json   # compare with a dump from golden/generator_dump
 """
 import json
 import math

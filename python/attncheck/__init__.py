@@ -1,0 +1,25 @@
+"""attncheck's Python package for adapters: run your own attention layer on attncheck's cases.
+
+    from attncheck import read_case, write_candidate, serve, serve_sharded, RankResult, Unsupported
+
+- read_case(path) -> Case: geometry, inputs (generated ones rebuilt), weights (HF layout), masks and
+  SCHEMA-exact RoPE angles (attncheck.case).
+- sharding: what each TP rank holds under attncheck's replicated-KV or Megatron's equal-block convention.
+- write_candidate(path, tensors, ...): a candidate file for `attncheck compare`.
+- serve(run_case, description): the exec: worker protocol for a single-process layer.
+- serve_sharded(run_rank, description, ranks=P, ...): the protocol for a layer running one process per
+  rank under torch.distributed (gloo on CPU, NCCL on GPU).
+
+See README "Checking your own attention layer" and golden/SCHEMA.md.
+"""
+from .candidate import write_candidate
+from .case import Case, read_case, resolved_head_dim, weight_shapes
+from .distributed import RankContext, RankResult, serve_sharded
+from .errors import BadInput, Unsupported
+from .sharding import assemble_full_gradients, holdings, shard_weights
+from .worker import serve
+
+__version__ = "0.1.0"
+__all__ = ["BadInput", "Case", "RankContext", "RankResult", "Unsupported", "assemble_full_gradients", "holdings",
+           "read_case", "resolved_head_dim", "serve", "serve_sharded", "shard_weights", "weight_shapes",
+           "write_candidate"]

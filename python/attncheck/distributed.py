@@ -1,0 +1,234 @@
+"""A sharded worker: a layer that runs one process per tensor-parallel rank, as Megatron-style code
+does, judged case by case through attncheck's worker protocol.
+
+    serve_sharded(run_rank, description, ranks=4, convention="replicated-kv", check=..., setup=...)
+
+starts `ranks` processes once (torch.multiprocessing, spawn), which form one torch.distributed world
+(gloo on the CPU, NCCL with backend="nccl") and keep it for every case: process groups are made once
+per TP size and cached, not per case. The calling process speaks the protocol; for each case it reads
+the case file once (attncheck.case), asks check(case) whether the layer can express it (raise
+Unsupported), and hands rank r < tp_size its shard (attncheck.sharding, under `convention`) and a
+RankContext. Each rank runs run_rank(case, context) -> RankResult; the caller writes the candidate:
+out, grads/x and decode/out from rank 0, each rank's held gradients under /result/ranks, and the full
+gradients put back together from the held rows. A TP 1 case runs on rank 0 alone and is written as
+unsharded (tp_size 1). A case whose tp_size exceeds `ranks` is unsupported (start the worker with more).
+
+If a rank fails, the case's answer is "error" naming the rank, and the pool is restarted, so that a
+rank stuck in a collective cannot hang later cases.
+"""
+import dataclasses
+import os
+import queue
+import tempfile
+import traceback
+from typing import Any
+
+import numpy as np
+
+from . import candidate, case as case_module, sharding, worker
+from .errors import BadInput, Unsupported
+
+
+@dataclasses.dataclass
+class RankContext:
+    """What a rank knows besides its case: rank (0 … tp_size−1), tp_size, convention, held (row and
+    column ranges, attncheck.sharding.holdings), group (the torch.distributed process group of ranks
+    0 … tp_size−1), device ("cpu" or "cuda:<rank>"), and state (what setup() returned, once per process)."""
+
+    rank: int
+    tp_size: int
+    convention: str
+    held: dict
+    group: Any
+    device: str
+    state: Any
+
+
+@dataclasses.dataclass
+class RankResult:
+    """One rank's answer. out, grad_x: [batch, seq, hidden], the layer's (after the row-parallel
+    reduction, identical on every rank); gradients: {weight name: the rank's held gradient after its
+    all-reduces}; decode_out: [batch, decoded tokens, hidden] when the case has a decode schedule;
+    declined: {part: reason} for parts the layer declines (e.g. {"decode": "..."})."""
+
+    out: Any
+    grad_x: Any
+    gradients: dict
+    decode_out: Any = None
+    declined: dict = dataclasses.field(default_factory=dict)
+
+    def as_numpy(self):
+        def convert(value):
+            if value is None:
+                return None
+            if hasattr(value, "detach"):  # a torch tensor, on any device
+                value = value.detach().cpu().numpy()
+            return np.asarray(value, dtype=np.float64)
+
+        return RankResult(convert(self.out), convert(self.grad_x),
+                          {name: convert(values) for name, values in self.gradients.items()},
+                          convert(self.decode_out), dict(self.declined))
+
+
+def _rank_main(rank, world, init_file, backend, commands, results, run_rank, setup):
+    import datetime
+    import sys
+
+    os.dup2(2, 1)  # fd 1 is the protocol's pipe, inherited: nothing a rank prints may reach it
+    sys.stdout = sys.stderr
+    import torch
+    import torch.distributed as dist
+
+    device = "cpu"
+    if backend == "nccl":
+        torch.cuda.set_device(rank % torch.cuda.device_count())
+        device = f"cuda:{rank % torch.cuda.device_count()}"
+    dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=float(os.environ.get("ATTNCHECK_RANK_TIMEOUT", 240))))
+    state = setup(rank, device) if setup else None
+    groups = {}
+    results.put((rank, "ready", None))
+    while True:
+        message = commands.get()
+        if message is None:
+            break
+        tp_size, convention, case = message
+        if tp_size not in groups:  # every process of the world takes part in making a group
+            groups[tp_size] = dist.new_group(list(range(tp_size)))
+        if rank >= tp_size:
+            continue
+        try:
+            held = sharding.holdings(case.geometry, tp_size, convention, rank)
+            context = RankContext(rank, tp_size, convention, held, groups[tp_size], device, state)
+            results.put((rank, "ok", run_rank(case, context).as_numpy()))
+        except Unsupported as error:
+            results.put((rank, "unsupported", str(error)))
+        except Exception:  # noqa: BLE001  (reported to the caller, which restarts the pool)
+            results.put((rank, "error", traceback.format_exc()))
+    dist.destroy_process_group()
+
+
+class RankPool:
+    """`ranks` processes in one torch.distributed world, started once."""
+
+    def __init__(self, ranks, backend, run_rank, setup):
+        self.ranks, self.backend, self.run_rank, self.setup = ranks, backend, run_rank, setup
+        self.processes = []
+        self.start()
+
+    def start(self):
+        import torch.multiprocessing as mp
+
+        context = mp.get_context("spawn")
+        handle, self.init_file = tempfile.mkstemp(prefix="attncheck-rendezvous-")
+        os.close(handle)
+        os.unlink(self.init_file)  # the file store creates it
+        self.commands = [context.Queue() for _ in range(self.ranks)]
+        self.results = context.Queue()
+        self.processes = [context.Process(target=_rank_main, daemon=True,
+                                          args=(rank, self.ranks, self.init_file, self.backend, self.commands[rank],
+                                                self.results, self.run_rank, self.setup))
+                          for rank in range(self.ranks)]
+        for process in self.processes:
+            process.start()
+        ready = self._collect(self.ranks, "starting")
+        failed = {rank: detail for rank, (status, detail) in ready.items() if status != "ready"}
+        if failed:
+            raise RuntimeError(f"ranks {sorted(failed)} failed to start: {failed}")
+
+    def stop(self):
+        for process, commands in zip(self.processes, self.commands):
+            if process.is_alive():
+                commands.put(None)
+        for process in self.processes:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+        if os.path.exists(self.init_file):
+            os.unlink(self.init_file)
+
+    def restart(self):
+        for process in self.processes:
+            process.kill()
+            process.join()
+        self.start()
+
+    def _collect(self, count, what):
+        timeout = float(os.environ.get("ATTNCHECK_WORKER_TIMEOUT", 300)) - 10
+        answers = {}
+        while len(answers) < count:
+            try:
+                rank, status, detail = self.results.get(timeout=timeout)
+            except queue.Empty:
+                dead = [rank for rank, process in enumerate(self.processes) if not process.is_alive()]
+                raise RuntimeError(f"ranks {sorted(set(range(count)) - set(answers))} gave no answer while {what} "
+                                   f"within {timeout:.0f} s" + (f" (ranks {dead} died)" if dead else "")) from None
+            answers[rank] = (status, detail)
+        return answers
+
+    def run(self, case, tp_size, convention):
+        """[RankResult] of ranks 0 … tp_size−1 for `case` (full weights; each rank gets its shard)."""
+        for rank in range(self.ranks):
+            rank_case = None
+            if rank < tp_size:
+                weights = sharding.shard_weights(case.weights, case.geometry, tp_size, convention, rank)
+                rank_case = dataclasses.replace(case, weights=weights)
+            self.commands[rank].put((tp_size, convention, rank_case))
+        try:
+            answers = self._collect(tp_size, "running a case")
+        except RuntimeError:
+            self.restart()
+            raise
+        unsupported = [detail for status, detail in answers.values() if status == "unsupported"]
+        failed = {rank: detail for rank, (status, detail) in answers.items() if status == "error"}
+        if failed or unsupported:
+            self.restart()  # the others may be waiting in a collective the failed rank never joined
+        if failed:
+            rank = min(failed)
+            last = failed[rank].strip().splitlines()[-1]
+            raise RuntimeError(f"rank {rank} of {tp_size} failed: {last}")
+        if unsupported:
+            raise Unsupported(unsupported[0])
+        return [answers[rank][1] for rank in range(tp_size)]
+
+
+def run_case_sharded(pool, case_path, candidate_path, description, convention, check):
+    case = case_module.read_case(case_path)
+    if case.tp_size > pool.ranks:
+        raise Unsupported(f"tp_size {case.tp_size}: this worker runs {pool.ranks} processes (start it with more)")
+    sharding.check_partition(case.geometry, case.tp_size, convention)
+    if check:
+        check(case)
+    results = pool.run(case, case.tp_size, convention)
+    tensors = {"out": results[0].out, "grads/x": results[0].grad_x}
+    shapes = case_module.weight_shapes(case.geometry)
+    full = sharding.assemble_full_gradients([result.gradients for result in results], shapes, case.geometry,
+                                            case.tp_size, convention)
+    tensors.update({f"grads/{name}": values for name, values in full.items()})
+    declined = {}
+    for result in results:
+        declined.update(result.declined)
+    if case.decode_schedule and "decode" not in declined:
+        if results[0].decode_out is None:
+            raise RuntimeError("the case has a decode schedule; rank 0 returned no decode_out and declined nothing")
+        tensors["decode/out"] = results[0].decode_out
+    candidate.write_candidate(candidate_path, tensors, generator=description, tp_size=case.tp_size,
+                              tp_convention=convention,
+                              rank_gradients=[result.gradients for result in results] if case.tp_size > 1 else None,
+                              declined=declined or None)
+
+
+def serve_sharded(run_rank, description, ranks, convention="replicated-kv", check=None, setup=None, backend="gloo"):
+    """Serves the worker protocol with a pool of `ranks` processes; returns the exit status (0).
+    run_rank(case, context) -> RankResult runs in each rank process (a module-level function, for spawn);
+    setup(rank, device) runs once per process and its value is context.state; check(case), in the
+    serving process, raises Unsupported for what the layer cannot express before any rank starts."""
+    if backend not in ("gloo", "nccl"):
+        raise BadInput(f"backend '{backend}'; valid: gloo (CPU), nccl (GPU)")
+    pool = RankPool(ranks, backend, run_rank, setup)
+    try:
+        return worker.serve(lambda case_path, candidate_path: run_case_sharded(
+            pool, case_path, candidate_path, description, convention, check),
+            f"sharded {description} ({ranks} {backend} processes, {convention})")
+    finally:
+        pool.stop()

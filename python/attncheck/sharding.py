@@ -1,0 +1,117 @@
+"""What each tensor-parallel rank holds (golden/SCHEMA.md, "A rank's shard" and "TP conventions"), as
+row and column ranges of the full Hugging Face-layout tensors, for both conventions:
+
+- `replicated-kv` (attncheck's): rank r of P holds query heads [r·Hq/P, (r+1)·Hq/P) (q_proj rows,
+  q_bias, o_proj columns) and KV heads [r·Hkv/P, (r+1)·Hkv/P), or, when P > Hkv, the one KV head
+  r / (P/Hkv), replicated on P/Hkv ranks.
+- `megatron-equal-block` (Megatron-Core's): the fused QKV weight in grouped order (per KV group g: the
+  q rows of its Hq/Hkv query heads, then k and v rows of KV head g) is cut into P equal row blocks;
+  rank r holds block r, i.e. a contiguous range of q_proj, k_proj and v_proj rows each (possibly
+  empty). o_proj columns: the query heads it computes, [r·Hq/P, (r+1)·Hq/P), as above.
+
+Both: o_bias, q_norm and k_norm whole. A held row's gradient is the layer's full gradient of that row
+(replicated KV heads summed over their replica group; Megatron's reduce-scatter delivers each row's
+sum to its holder), q_norm/k_norm summed over all ranks, o_bias in full — so the full gradients are
+the held rows put back together (assemble_full_gradients).
+"""
+import numpy as np
+
+from .case import TP_CONVENTIONS, resolved_head_dim
+from .errors import BadInput
+
+# Which full tensor's axis a weight's shard is cut along, and by which head family.
+ROW_FAMILY = {"q_proj": "q", "q_bias": "q", "k_proj": "k", "k_bias": "k", "v_proj": "v", "v_bias": "v"}
+
+
+def check_partition(geometry, tp_size, convention):
+    heads, kv_heads = geometry["num_attention_heads"], geometry["num_key_value_heads"]
+    if convention not in TP_CONVENTIONS:
+        raise BadInput(f"TP convention '{convention}'; known: {', '.join(TP_CONVENTIONS)}")
+    if heads % tp_size:
+        raise BadInput(f"tp_size {tp_size} does not divide num_attention_heads {heads}")
+    if kv_heads % tp_size and tp_size % kv_heads:
+        raise BadInput(f"tp_size {tp_size} and num_key_value_heads {kv_heads}: one must divide the other")
+    if convention == "megatron-equal-block":
+        fused_rows = (heads + 2 * kv_heads) * resolved_head_dim(geometry)
+        if fused_rows % tp_size:
+            raise BadInput(f"megatron-equal-block: the fused QKV weight's {fused_rows} rows do not split into "
+                           f"{tp_size} equal blocks")
+
+
+def _fused_row_owner(geometry):
+    """[(family, row of that family's tensor)] for each row of Megatron's grouped fused QKV weight."""
+    heads, kv_heads, head_dim = geometry["num_attention_heads"], geometry["num_key_value_heads"], resolved_head_dim(geometry)
+    per_group = heads // kv_heads
+    rows = []
+    for group in range(kv_heads):
+        rows += [("q", group * per_group * head_dim + i) for i in range(per_group * head_dim)]
+        rows += [("k", group * head_dim + i) for i in range(head_dim)]
+        rows += [("v", group * head_dim + i) for i in range(head_dim)]
+    return rows
+
+
+def holdings(geometry, tp_size, convention, rank):
+    """{"q"|"k"|"v": (start, stop) rows of q_proj/k_proj/v_proj, "o": (start, stop) columns of o_proj}
+    held by `rank`."""
+    check_partition(geometry, tp_size, convention)
+    heads, kv_heads, head_dim = geometry["num_attention_heads"], geometry["num_key_value_heads"], resolved_head_dim(geometry)
+    query_heads = heads // tp_size
+    held = {"o": (rank * query_heads * head_dim, (rank + 1) * query_heads * head_dim)}
+    if convention == "replicated-kv":
+        held["q"] = held["o"]
+        if tp_size <= kv_heads:
+            per_rank = kv_heads // tp_size
+            kv = (rank * per_rank * head_dim, (rank + 1) * per_rank * head_dim)
+        else:
+            group = rank // (tp_size // kv_heads)
+            kv = (group * head_dim, (group + 1) * head_dim)
+        held["k"] = held["v"] = kv
+        return held
+    owners = _fused_row_owner(geometry)
+    block = len(owners) // tp_size
+    for family in "qkv":
+        rows = [row for owner, row in owners[rank * block:(rank + 1) * block] if owner == family]
+        if rows and rows != list(range(rows[0], rows[-1] + 1)):
+            raise BadInput(f"megatron-equal-block: rank {rank}'s {family} rows are not contiguous")
+        held[family] = (rows[0], rows[-1] + 1) if rows else (0, 0)
+    return held
+
+
+def shard_tensor(name, full, held):
+    """The part of full tensor `name` a rank with `held` (holdings()) holds."""
+    if name in ROW_FAMILY:
+        start, stop = held[ROW_FAMILY[name]]
+        return full[start:stop]
+    if name == "o_proj":
+        start, stop = held["o"]
+        return full[:, start:stop]
+    return full  # o_bias, q_norm, k_norm: whole on every rank
+
+
+def shard_weights(weights, geometry, tp_size, convention, rank):
+    """{name: the rank's part of weights[name]} (copies, contiguous)."""
+    held = holdings(geometry, tp_size, convention, rank)
+    return {name: np.ascontiguousarray(shard_tensor(name, values, held)) for name, values in weights.items()}
+
+
+def assemble_full_gradients(rank_gradients, weight_shapes, geometry, tp_size, convention):
+    """The layer's full gradients from each rank's held gradients (a list of {name: array}, one per rank):
+    every row goes back where it came from; a row held by several ranks (replicated KV heads) is taken
+    from the lowest rank; o_bias, q_norm and k_norm from rank 0 (held whole, already reduced)."""
+    full = {name: np.zeros(shape) for name, shape in weight_shapes.items()}
+    filled = {name: np.zeros(shape, dtype=bool) for name, shape in weight_shapes.items()}
+    for rank in reversed(range(tp_size)):  # lowest rank written last, so it wins
+        held = holdings(geometry, tp_size, convention, rank)
+        for name, gradient in rank_gradients[rank].items():
+            if name not in full:
+                raise BadInput(f"rank {rank} returned a gradient for {name}, which the layer does not have")
+            target = shard_tensor(name, full[name], held)
+            if target.shape != np.shape(gradient):
+                raise BadInput(f"rank {rank}'s {name} gradient has shape {list(np.shape(gradient))}; "
+                               f"it holds {list(target.shape)} under {convention}")
+            target[...] = gradient  # a view: writes into full[name]
+            shard_tensor(name, filled[name], held)[...] = True
+    unfilled = [name for name, mask in filled.items() if not mask.all()]
+    if unfilled:
+        raise BadInput(f"no rank returned (all of) the gradient of {', '.join(unfilled)}")
+    return full

@@ -1,0 +1,250 @@
+"""ctest python.package: attncheck's Python package (python/attncheck) on its own.
+
+    python3 -m unittest discover -s python/tests        (ATTNCHECK_GOLDENS: the committed goldens' folder)
+"""
+import io
+import itertools
+import os
+import re
+import sys
+import tempfile
+import unittest
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import attncheck  # noqa: E402
+from attncheck import sharding  # noqa: E402
+
+GOLDENS = os.environ.get("ATTNCHECK_GOLDENS",
+                         os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "golden", "data"))
+
+
+def geometry(heads, kv_heads, head_dim, hidden=64, tp=1):
+    return {"hidden_size": hidden, "num_attention_heads": heads, "num_key_value_heads": kv_heads,
+            "head_dim": head_dim, "tp_size": tp, "qkv_bias": 1, "out_bias": 1, "qk_norm": "rms"}
+
+
+class ReadingCases(unittest.TestCase):
+    def test_stored_golden_reads_as_stored(self):
+        path = os.path.join(GOLDENS, "small_softcap_padding.h5")
+        case = attncheck.read_case(path)
+        with h5py.File(path) as h5:
+            np.testing.assert_array_equal(case.x, h5["inputs/x"][()])
+            np.testing.assert_array_equal(case.key_lengths, h5["inputs/key_lengths"][()])
+            for name, values in case.weights.items():
+                np.testing.assert_array_equal(values, h5[f"weights/{name}"][()], err_msg=name)
+        self.assertEqual(case.decode_schedule, [3, 2, 1])
+        self.assertEqual(case.key_lengths.tolist(), [7, 3, 5])
+
+    def test_generated_inputs_and_weights_are_rebuilt(self):
+        case = attncheck.read_case(os.path.join(GOLDENS, "qwen3-32b_tp16.h5"))
+        self.assertEqual(case.weights["q_proj"].shape, (64 * 128, 5120))
+        self.assertEqual(case.weights["o_proj"].shape, (5120, 64 * 128))
+        long = attncheck.read_case(os.path.join(GOLDENS, "qwen3-0.6b_tp2_seq1024.h5"))
+        self.assertEqual(long.x.shape, (1, 1024, 1024))
+        self.assertEqual(long.decode_schedule, [1000, 1, 16, 7])
+
+    def test_omitted_head_dim_is_kept_absent(self):
+        case = attncheck.read_case(os.path.join(GOLDENS, "pythia-410m_tp2_seq2048.h5"))
+        self.assertNotIn("head_dim", case.geometry)
+        self.assertEqual(case.head_dim, 64)
+
+    def test_masks_follow_the_schema(self):
+        # small_window_masked_rows: window 3 at seq 9 with key lengths: 12 queries see no key.
+        case = attncheck.read_case(os.path.join(GOLDENS, "small_window_masked_rows.h5"))
+        visible = case.visible_keys()
+        window = case.geometry["sliding_window"]
+        for b, i, j in itertools.product(range(case.batch), range(case.seq), range(case.seq)):
+            expected = j <= i and j > i - window and j < case.key_lengths[b]
+            self.assertEqual(visible[b, i, j], expected, (b, i, j))
+        self.assertEqual(int((~visible.any(axis=2)).sum()), 12)
+        self.assertTrue(case.queries_seeing_no_key())
+        # a decode step's queries are the last rows
+        np.testing.assert_array_equal(case.visible_keys(queries=2, keys=7), visible[:, 5:7, :7])
+
+    def test_rope_angles_use_c_pow(self):
+        case = attncheck.read_case(os.path.join(GOLDENS, "qwen3-0.6b_tp1.h5"))
+        frequencies = case.rope_inverse_frequencies()
+        self.assertEqual(frequencies[5], 1e6 ** (-10 / 128))
+        np.testing.assert_array_equal(case.rope_angles()[1, 2], case.position_ids[1, 2] * frequencies)
+
+    def test_damaged_files_are_refused_by_name(self):
+        source = os.path.join(GOLDENS, "small_softcap_padding.h5")
+        damages = {"/geometry lacks required attribute(s) scale": lambda h5: h5["geometry"].attrs.__delitem__("scale"),
+                   "holds NaN": lambda h5: h5["inputs/x"].__setitem__((0, 0, 0), np.nan),
+                   "tp_convention is 'rows'": lambda h5: h5["geometry"].attrs.__setitem__("tp_convention", "rows"),
+                   "which this geometry does not have": lambda h5: h5.create_dataset("weights/extra", data=[1.0])}
+        with tempfile.TemporaryDirectory() as folder:
+            for message, damage in damages.items():
+                path = os.path.join(folder, "damaged.h5")
+                with open(source, "rb") as original, open(path, "wb") as copy:
+                    copy.write(original.read())
+                with h5py.File(path, "r+") as h5:
+                    damage(h5)
+                with self.assertRaisesRegex(attncheck.BadInput, re.escape(message)):
+                    attncheck.read_case(path)
+            with open(os.path.join(folder, "text.h5"), "w") as text:
+                text.write("not hdf5")
+            with self.assertRaisesRegex(attncheck.BadInput, "cannot be read as HDF5"):
+                attncheck.read_case(os.path.join(folder, "text.h5"))
+
+
+class Sharding(unittest.TestCase):
+    def test_megatron_equal_block_at_qwen3_32b_tp16(self):
+        g = geometry(64, 8, 128, hidden=5120)
+        for group in range(8):
+            even = attncheck.holdings(g, 16, "megatron-equal-block", 2 * group)
+            odd = attncheck.holdings(g, 16, "megatron-equal-block", 2 * group + 1)
+            self.assertEqual(even["q"], (8 * group * 128, (8 * group + 5) * 128))  # query heads 8g … 8g+4
+            self.assertEqual(even["k"][1] - even["k"][0], 0)
+            self.assertEqual(odd["q"], ((8 * group + 5) * 128, (8 * group + 8) * 128))  # 8g+5 … 8g+7
+            self.assertEqual(odd["k"], (group * 128, (group + 1) * 128))  # plus the group's K and V
+            self.assertEqual(odd["v"], odd["k"])
+            self.assertEqual(even["o"], (2 * group * 4 * 128, (2 * group + 1) * 4 * 128))  # computes 4 heads
+
+    def test_conventions_agree_when_kv_heads_cover_the_ranks(self):
+        for heads, kv_heads, tp in [(16, 8, 2), (16, 8, 8), (8, 8, 4), (12, 4, 4)]:
+            g = geometry(heads, kv_heads, 6)
+            for rank in range(tp):
+                self.assertEqual(attncheck.holdings(g, tp, "replicated-kv", rank),
+                                 attncheck.holdings(g, tp, "megatron-equal-block", rank), (heads, kv_heads, tp, rank))
+
+    def test_replicated_kv_beyond_the_kv_heads(self):
+        g = geometry(8, 2, 4)
+        self.assertEqual([attncheck.holdings(g, 8, "replicated-kv", rank)["k"] for rank in range(8)],
+                         [(0, 4)] * 4 + [(4, 8)] * 4)
+
+    def test_shards_put_back_together(self):
+        rng = np.random.default_rng(7)
+        for heads, kv_heads, head_dim, tp in [(4, 1, 4, 4), (8, 2, 6, 8), (16, 8, 4, 16), (6, 3, 2, 3), (4, 4, 8, 2)]:
+            g = geometry(heads, kv_heads, head_dim, tp=tp)
+            shapes = attncheck.weight_shapes(g)
+            full = {name: rng.standard_normal(shape) for name, shape in shapes.items()}
+            for convention in ("replicated-kv", "megatron-equal-block"):
+                with self.subTest(heads=heads, kv_heads=kv_heads, tp=tp, convention=convention):
+                    if convention == "megatron-equal-block" and (heads + 2 * kv_heads) * head_dim % tp:
+                        with self.assertRaisesRegex(attncheck.BadInput, "equal blocks"):
+                            attncheck.holdings(g, tp, convention, 0)
+                        continue
+                    shards = [attncheck.shard_weights(full, g, tp, convention, rank) for rank in range(tp)]
+                    rows = sum(shard["q_proj"].shape[0] + shard["k_proj"].shape[0] + shard["v_proj"].shape[0]
+                               for shard in shards)
+                    if convention == "megatron-equal-block":
+                        self.assertEqual(rows, (heads + 2 * kv_heads) * head_dim)  # blocks tile, nothing repeats
+                    back = attncheck.assemble_full_gradients(shards, shapes, g, tp, convention)
+                    for name in full:
+                        np.testing.assert_array_equal(back[name], full[name], err_msg=name)
+
+    def test_a_missing_row_is_named(self):
+        g = geometry(4, 2, 4, tp=2)
+        shapes = attncheck.weight_shapes(g)
+        full = {name: np.ones(shape) for name, shape in shapes.items()}
+        shards = [attncheck.shard_weights(full, g, 2, "replicated-kv", rank) for rank in range(2)]
+        del shards[1]["k_proj"]
+        with self.assertRaisesRegex(attncheck.BadInput, "k_proj"):
+            attncheck.assemble_full_gradients(shards, shapes, g, 2, "replicated-kv")
+
+    def test_impossible_partitions(self):
+        with self.assertRaisesRegex(attncheck.BadInput, "does not divide num_attention_heads"):
+            attncheck.holdings(geometry(6, 2, 4), 4, "replicated-kv", 0)
+        with self.assertRaisesRegex(attncheck.BadInput, "known"):
+            sharding.check_partition(geometry(4, 2, 4), 2, "blocks")
+
+
+class Candidates(unittest.TestCase):
+    def test_written_as_the_schema_says(self):
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "candidate.h5")
+            ranks = [{"q_proj": np.zeros((2, 3))}, {"q_proj": np.ones((2, 3))}]
+            attncheck.write_candidate(path, {"out": np.ones((1, 2, 3), dtype=np.float32)}, generator="test",
+                                      tp_size=2, tp_convention="megatron-equal-block", rank_gradients=ranks,
+                                      declined={"decode": "no cache\nhere"})
+            with h5py.File(path) as h5:
+                self.assertEqual(h5.attrs["schema_version"], 1)
+                self.assertEqual(h5["result"].attrs["precision"], "fp64")
+                self.assertEqual(h5["result"].attrs["tp_size"], 2)
+                self.assertEqual(h5["result"].attrs["tp_convention"], "megatron-equal-block")
+                self.assertEqual(h5["result/out"].dtype, np.float64)
+                np.testing.assert_array_equal(h5["result/ranks/1/grads/q_proj"][()], np.ones((2, 3)))
+                self.assertEqual(h5["result/declined"].attrs["decode"], "no cache here")
+
+    def test_refusals(self):
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "candidate.h5")
+            with self.assertRaisesRegex(attncheck.BadInput, "needs per-rank gradients"):
+                attncheck.write_candidate(path, {"out": np.ones(1)}, generator="t", tp_size=2)
+            with self.assertRaisesRegex(attncheck.BadInput, "must hold out"):
+                attncheck.write_candidate(path, {"grads/x": np.ones(1)}, generator="t")
+            with self.assertRaisesRegex(attncheck.BadInput, "precision"):
+                attncheck.write_candidate(path, {"out": np.ones(1)}, generator="t", precision="fp8")
+
+
+class Protocol(unittest.TestCase):
+    def test_answers_and_keeps_stdout_clean(self):
+        def run_case(case_path, candidate_path):
+            print("a stray print from some library")
+            if case_path == "unsupported.h5":
+                raise attncheck.Unsupported("no softcap\nhere")
+            if case_path == "broken.h5":
+                raise ValueError("boom")
+
+        requests = io.StringIO("run ok.h5 c.h5\nrun unsupported.h5 c.h5\nrun broken.h5 c.h5\nhello\n")
+        protocol = io.StringIO()
+        stdout = sys.stdout
+        self.assertEqual(attncheck.serve(run_case, "test layer", stdin=requests, protocol=protocol), 0)
+        self.assertIs(sys.stdout, stdout)
+        self.assertEqual(protocol.getvalue().splitlines(),
+                         ["attncheck-worker 1 test layer", "ok", "unsupported no softcap here",
+                          "error ValueError: boom", "error expected 'run CASE CANDIDATE', got 'hello'"])
+
+
+def doubling_rank(case, context):
+    """A toy layer for the pool: out = x · (ranks in its group, by an all-reduce over context.group); each
+    held gradient is twice the rank's weight shard."""
+    import torch
+    import torch.distributed as dist
+
+    count = torch.ones(1, dtype=torch.float64)
+    dist.all_reduce(count, group=context.group)
+    return attncheck.RankResult(out=case.x * count.item(), grad_x=case.x,
+                                gradients={name: 2 * values for name, values in case.weights.items()},
+                                declined={"decode": "the toy has no cache"} if case.decode_schedule else {})
+
+
+class ShardedWorker(unittest.TestCase):
+    """A pool of 4 gloo processes, made once, runs cases at TP 4, 2 and 1 (one group per size, cached)."""
+
+    def test_ranks_run_their_shards_and_the_candidate_is_assembled(self):
+        from attncheck import distributed
+
+        pool = distributed.RankPool(4, "gloo", doubling_rank, None)
+        try:
+            with tempfile.TemporaryDirectory() as folder:
+                for golden, tp in [("qwen3-0.6b_tp4.h5", 4), ("qwen3-0.6b_tp2.h5", 2), ("qwen3-0.6b_tp1.h5", 1),
+                                   ("qwen3-0.6b_tp4.h5", 4)]:
+                    case_path = os.path.join(GOLDENS, golden)
+                    path = os.path.join(folder, "candidate.h5")
+                    distributed.run_case_sharded(pool, case_path, path, "toy", "megatron-equal-block", None)
+                    case = attncheck.read_case(case_path)
+                    with h5py.File(path) as h5:
+                        result = h5["result"]
+                        self.assertEqual(result.attrs["tp_size"], tp)
+                        np.testing.assert_array_equal(result["out"][()], case.x * tp)
+                        np.testing.assert_array_equal(result["grads/k_proj"][()], 2 * case.weights["k_proj"])
+                        self.assertEqual("ranks" in result, tp > 1)
+                        if tp > 1:
+                            held = attncheck.holdings(case.geometry, tp, "megatron-equal-block", tp - 1)
+                            np.testing.assert_array_equal(result[f"ranks/{tp - 1}/grads/q_proj"][()],
+                                                          2 * case.weights["q_proj"][held["q"][0]:held["q"][1]])
+                        self.assertEqual(result["declined"].attrs["decode"], "the toy has no cache")
+                with self.assertRaisesRegex(attncheck.Unsupported, "runs 4 processes"):
+                    distributed.run_case_sharded(pool, os.path.join(GOLDENS, "qwen3-32b_tp16.h5"), path, "toy",
+                                                 "replicated-kv", None)
+        finally:
+            pool.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()
