@@ -185,6 +185,20 @@ def read_case(path):
         raise BadInput(f"{path}: cannot be read as HDF5 ({error})") from error
 
 
+def read_geometry(path):
+    """Only /geometry of the case at `path` (cheap: no inputs, no weights), e.g. to refuse a case before
+    rebuilding gigabytes of generated weights."""
+    import h5py
+
+    if not os.path.isfile(path):
+        raise BadInput(f"{path}: no such file")
+    try:
+        with h5py.File(path, "r") as h5:
+            return _read_geometry(h5, path)
+    except OSError as error:
+        raise BadInput(f"{path}: cannot be read as HDF5 ({error})") from error
+
+
 def _read_geometry(h5, path):
     if "geometry" not in h5:
         raise BadInput(f"{path}: group /geometry is missing")

@@ -193,10 +193,16 @@ class RankPool:
 
 
 def run_case_sharded(pool, case_path, candidate_path, description, convention, check):
+    """One case through the pool: refusals first, from the geometry alone (a TP size beyond the pool, a
+    partition the convention cannot make: Unsupported, the case is valid), then check(case) on the case."""
+    geometry = case_module.read_geometry(case_path)
+    if geometry["tp_size"] > pool.ranks:
+        raise Unsupported(f"tp_size {geometry['tp_size']}: this worker runs {pool.ranks} processes (start it with more)")
+    try:
+        sharding.check_partition(geometry, geometry["tp_size"], convention)
+    except BadInput as error:
+        raise Unsupported(f"cannot shard this case: {error}") from error
     case = case_module.read_case(case_path)
-    if case.tp_size > pool.ranks:
-        raise Unsupported(f"tp_size {case.tp_size}: this worker runs {pool.ranks} processes (start it with more)")
-    sharding.check_partition(case.geometry, case.tp_size, convention)
     if check:
         check(case)
     results = pool.run(case, case.tp_size, convention)
