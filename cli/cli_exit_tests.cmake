@@ -126,3 +126,71 @@ attncheck_cli_case(mutant_harmless_where_bug_cannot_show 0 "1 of 1 golden files 
 # A mutant that crashes (shapes built from the quotient) fails the golden with its message (exit 1).
 attncheck_cli_case(mutant_crash_is_a_failure 1 "FAIL: mutant-head-dim-from-quotient raised: size mismatch.*0 of 1 golden files pass" "^$"
                    golden check ${qwen_golden} --impl mutant-head-dim-from-quotient)
+
+# TP conventions (golden/SCHEMA.md, "TP conventions"). `plan --convention both` shows the two partitions
+# side by side: under megatron-equal-block, Qwen3-32B's rank 1 holds query heads 5-7 and KV head 0's K
+# and V (replicated-kv: heads 4-7 and the replicated KV head 0), rank 0 no K or V at all.
+attncheck_cli_case(plan_conventions_qwen3_32b_tp16 0
+                   "rank +computes +replicated-kv +megatron-equal-block +o_proj columns\n +0 +q0-3 +q0-3 k0 v0 +q0-4 +0-511\n +1 +q4-7 +q4-7 k0 v0 +q5-7 k0 v0 +512-1023\n"
+                   "^$" plan --preset qwen3-32b --tp 16 --convention both)
+attncheck_cli_case(plan_convention_unpartitionable 2 "^$"
+                   "tp_convention = megatron-equal-block: .* = 20 fused QKV rows.*tp_size 1, 2, 4 under megatron-equal-block"
+                   plan --hidden 16 --heads 8 --kv-heads 1 --head-dim 2 --tp 8 --convention megatron-equal-block)
+attncheck_cli_case(golden_make_unpartitionable 2 "^$" "20 fused QKV rows"
+                   golden make --hidden 16 --heads 8 --kv-heads 1 --head-dim 2 --tp 8 --tp-convention megatron-equal-block
+                   -o ${golden_dir}/unpartitionable.h5)
+# The check is real: a golden at TP 8 over 2 KV heads (P > H_kv) whose per-rank gradients are held as
+# megatron-equal-block (blocks of 6 fused rows: half heads, a KV head's K rows on two ranks). The
+# reference's own candidate (replicated-kv) passes it through regrouping; a candidate declaring
+# megatron-equal-block passes it as is, and fails, naming rank and tensor, with one held K row changed.
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+set(megatron_geometry --hidden 16 --heads 8 --kv-heads 2 --head-dim 4 --qk-norm rms --qkv-bias --tp 8 --batch 1 --seq 5)
+attncheck_cli_case(tp_convention_golden_make 0 "tp 8, batch 1, seq 5; per-rank gradients held as megatron-equal-block" "^$"
+                   golden make ${megatron_geometry} --tp-convention megatron-equal-block -o ${golden_dir}/megatron.h5)
+attncheck_cli_case(tp_convention_inspect 0 "per-rank gradients held as megatron-equal-block.*ranks/2/grads/k_proj +\\[2, 16\\].*ranks/3/grads/k_proj +\\[2, 16\\]" "^$"
+                   golden inspect ${golden_dir}/megatron.h5)
+attncheck_cli_case(tp_convention_reference_candidate 0 "wrote" "^$"
+                   golden run ${golden_dir}/megatron.h5 --impl reference-tp -o ${golden_dir}/megatron_reference_candidate.h5)
+attncheck_cli_case(tp_convention_replicated_candidate_regrouped 0
+                   "judged as the candidate holds them, replicated-kv; the golden's megatron-equal-block ones regrouped.*ranks/0/grads/k_proj +ok.*PASS: 83 tensors"
+                   "^$" compare ${golden_dir}/megatron.h5 ${golden_dir}/megatron_reference_candidate.h5)
+attncheck_cli_case(tp_convention_golden_check 0 "judged as replicated-kv holds them.*1 of 1 golden files pass with reference-tp" "^$"
+                   golden check ${golden_dir}/megatron.h5 --impl reference-tp)
+add_test(NAME cli.tp_convention_megatron_candidate
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/tp_convention_candidate.py ${golden_dir}/megatron.h5
+                 ${golden_dir}/megatron_candidate.h5)
+add_test(NAME cli.tp_convention_perturbed_candidate
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/tp_convention_candidate.py ${golden_dir}/megatron.h5
+                 ${golden_dir}/megatron_perturbed_candidate.h5 --perturb-k-row 3 1)
+set_tests_properties(cli.tp_convention_megatron_candidate cli.tp_convention_perturbed_candidate PROPERTIES LABELS unit)
+# Megatron's holdings have no ranks/0/grads/k_proj (rank 0 holds q rows 0-5 alone): 59 tensors, not 83.
+attncheck_cli_case(tp_convention_megatron_candidate_passes 0 "ranks/3/grads/k_proj +ok.*PASS: 59 tensors" "^$"
+                   compare ${golden_dir}/megatron.h5 ${golden_dir}/megatron_candidate.h5)
+# Rank 3 holds K rows 2-3 (of KV head 0): its local row 1 is the layer's K row 3.
+attncheck_cli_case(tp_convention_perturbed_k_row_fails 1
+                   "ranks/2/grads/k_proj +ok.*ranks/3/grads/k_proj +MISMATCH .*16 elements: ranks 3; kv heads 0 .*FAIL: 1 of 59 tensors"
+                   "^$" compare ${golden_dir}/megatron.h5 ${golden_dir}/megatron_perturbed_candidate.h5)
+set_tests_properties(cli.tp_convention_golden_make PROPERTIES FIXTURES_SETUP golden_megatron)
+set_tests_properties(cli.tp_convention_reference_candidate PROPERTIES FIXTURES_REQUIRED golden_megatron
+                     FIXTURES_SETUP golden_megatron_reference)
+set_tests_properties(cli.tp_convention_megatron_candidate cli.tp_convention_perturbed_candidate PROPERTIES
+                     FIXTURES_REQUIRED golden_megatron FIXTURES_SETUP golden_megatron_candidates)
+set_tests_properties(cli.tp_convention_inspect cli.tp_convention_golden_check PROPERTIES FIXTURES_REQUIRED golden_megatron)
+set_tests_properties(cli.tp_convention_replicated_candidate_regrouped PROPERTIES
+                     FIXTURES_REQUIRED "golden_megatron;golden_megatron_reference")
+set_tests_properties(cli.tp_convention_megatron_candidate_passes cli.tp_convention_perturbed_k_row_fails PROPERTIES
+                     FIXTURES_REQUIRED "golden_megatron;golden_megatron_candidates")
+# Sketched: the golden's per-rank sketches regroup line by line, as the gradients they sketch.
+attncheck_cli_case(tp_convention_sketched_golden_make 0 "wrote" "^$"
+                   golden make ${megatron_geometry} --tp-convention megatron-equal-block --weights generated
+                   --sketch-gradients -o ${golden_dir}/megatron_sketched.h5)
+attncheck_cli_case(tp_convention_sketched_reference_candidate 0 "wrote" "^$"
+                   golden run ${golden_dir}/megatron_sketched.h5 --impl reference-tp
+                   -o ${golden_dir}/megatron_sketched_candidate.h5)
+attncheck_cli_case(tp_convention_sketched_regrouped 0 "regrouped.*ranks/0/grads/k_proj#sketch +ok.*PASS: 83 tensors" "^$"
+                   compare ${golden_dir}/megatron_sketched.h5 ${golden_dir}/megatron_sketched_candidate.h5)
+set_tests_properties(cli.tp_convention_sketched_golden_make PROPERTIES FIXTURES_SETUP golden_megatron_sketched)
+set_tests_properties(cli.tp_convention_sketched_reference_candidate PROPERTIES FIXTURES_REQUIRED golden_megatron_sketched
+                     FIXTURES_SETUP golden_megatron_sketched_candidate)
+set_tests_properties(cli.tp_convention_sketched_regrouped PROPERTIES
+                     FIXTURES_REQUIRED "golden_megatron_sketched;golden_megatron_sketched_candidate")

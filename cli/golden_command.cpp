@@ -11,6 +11,7 @@
 #include "core/compare/compare.hpp"
 #include "core/errors/input_error.hpp"
 #include "core/generation/input_generation.hpp"
+#include "core/tp/tp_convention.hpp"
 #include "golden/golden_file.hpp"
 #include "impl/registry.hpp"
 #include "reference/reference.hpp"
@@ -94,6 +95,14 @@ GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
       ->capture_default_str();
   commands.make->add_flag("--sketch-activations", options.sketch_activations,
                           "store out, grads/x and decode/out as per-token sketches (SCHEMA.md) instead of in full");
+  std::vector<std::string> convention_names;
+  for (TpConvention convention : kAllTpConventions) convention_names.emplace_back(to_string(convention));
+  commands.make
+      ->add_option("--tp-convention", options.tp_convention,
+                   "how each rank's gradients are held: replicated-kv (attncheck's shard) or megatron-equal-block "
+                   "(Megatron-Core's fused QKV cut into equal blocks); SCHEMA.md, \"TP conventions\"")
+      ->check(CLI::IsMember(convention_names))
+      ->capture_default_str();
   commands.make->add_option("-o,--output", options.output, "golden file to write")->required();
 
   commands.inspect = golden->add_subcommand("inspect", "Print a golden file's geometry, inputs and tensors");
@@ -139,7 +148,15 @@ int run_golden_make(const GoldenOptions& options, std::ostream& out) {
                                                          .key_lengths = options.key_lengths,
                                                          .decode = parse_decode(options.decode),
                                                          .tp_size = options.tp_size});
+  const TpConvention convention = parse_tp_convention(options.tp_convention).value();  // CLI11 checked the name
+  rank_holdings(test_case.plan, convention);  // InputError now, before the reference runs, if it cannot partition
   Result expected = options.tp_size > 1 ? reference::run_reference_tp(test_case) : reference::run_reference(test_case);
+  // The reference's sharded run holds its per-rank gradients as replicated-kv; every held line is the
+  // layer's full gradient of that line, so another convention's are the same lines regrouped.
+  if (options.tp_size > 1) {
+    expected.rank_gradients =
+        regroup_rank_gradients(expected.rank_gradients, test_case.plan, TpConvention::replicated_kv, convention);
+  }
   golden::write_golden(options.output, {.test_case = test_case,
                                         .expected = std::move(expected),
                                         .seed = options.seed,
@@ -148,10 +165,12 @@ int run_golden_make(const GoldenOptions& options, std::ostream& out) {
                                         .inputs_by_generator = options.inputs == "generated",
                                         .activations = activations.value(),
                                         .gradients_sketched = options.sketch_gradients,
-                                        .activations_sketched = options.sketch_activations});
-  out << fmt::format("wrote {} ({} bytes): {}, tp {}, batch {}, seq {}\n", options.output,
+                                        .activations_sketched = options.sketch_activations,
+                                        .tp_convention = convention});
+  out << fmt::format("wrote {} ({} bytes): {}, tp {}, batch {}, seq {}{}\n", options.output,
                      std::filesystem::file_size(options.output), source.title, options.tp_size, options.batch,
-                     options.seq);
+                     options.seq,
+                     options.tp_size > 1 ? fmt::format("; per-rank gradients held as {}", to_string(convention)) : "");
   return kExitOk;
 }
 
@@ -167,6 +186,9 @@ int run_golden_inspect(const GoldenOptions& options, std::ostream& out) {
   }
   if (golden.gradients_sketched) out << "projection gradients: sketched (attncheck-sketch-v1)\n";
   if (golden.activations_sketched) out << "out, grads/x, decode/out: sketched per token (attncheck-sketch-v1)\n";
+  if (golden.test_case.plan.tp_size > 1) {
+    out << fmt::format("per-rank gradients held as {} (TP convention)\n", to_string(golden.tp_convention));
+  }
   out << "geometry: " << describe(test_case.geometry()) << '\n';
   out << fmt::format("tp_size {}, batch {}, seq {}, key_lengths [{}], positions from {}", test_case.plan.tp_size,
                      inputs.batch, inputs.seq, fmt::join(inputs.key_lengths, ", "), inputs.positions.front());
@@ -199,9 +221,12 @@ int run_golden_run(const GoldenOptions& options, std::ostream& out) {
   const auto implementation = impl::open_implementation(options.implementation);
   const NamedTensors result = implementation->run(test_case);  // before sharded()/precision(): a worker
                                                                // answers those for the case it ran
-  golden::write_candidate(options.output, result, implementation->precision(),
-                          implementation->sharded() ? test_case.plan.tp_size : 1, options.implementation,
-                          implementation->rope_angles());
+  golden::write_candidate(options.output, result,
+                          {.precision = implementation->precision(),
+                           .tp_size = implementation->sharded() ? test_case.plan.tp_size : 1,
+                           .rope_angles = implementation->rope_angles(),
+                           .tp_convention = implementation->tp_convention()},
+                          options.implementation);
   out << fmt::format("wrote {}: {} on {}\n", options.output, options.implementation, options.golden_file);
   return kExitOk;
 }
@@ -231,10 +256,12 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out) {
     }
     const Precision precision = implementation->precision();
     const bool sharded = implementation->sharded();  // asked after the run (impl/implementation.hpp)
-    const NamedTensors expected = golden::expected_tensors(golden, sharded);
+    const TpConvention convention = implementation->tp_convention();
+    const NamedTensors expected = golden::expected_tensors(golden, sharded, convention);
     const RopeAngles angles = implementation->rope_angles();
-    const YardstickErrors yardstick = reference::yardstick_errors(golden.test_case, expected, precision, angles);
-    const CompareReport report = compare(golden.test_case, expected, actual, precision, &yardstick, angles);
+    const YardstickErrors yardstick =
+        reference::yardstick_errors(golden.test_case, expected, precision, angles, convention);
+    const CompareReport report = compare(golden.test_case, expected, actual, precision, &yardstick, angles, convention);
     if (!report.passed()) ++failed;
     if (options.json) {
       nlohmann::json entry = render_json(report);
@@ -245,6 +272,9 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out) {
       out << fmt::format("== {} vs {}: {}\n", file, options.implementation, describe(golden.test_case.geometry()));
       if (!sharded && golden.test_case.plan.tp_size > 1) {
         out << fmt::format("   (rank gradients not compared: {} is unsharded)\n", options.implementation);
+      } else if (golden.test_case.plan.tp_size > 1 && convention != golden.tp_convention) {
+        out << fmt::format("   (rank gradients judged as {} holds them, the golden's {} ones regrouped)\n",
+                           to_string(convention), to_string(golden.tp_convention));
       }
       out << render_text(report);
     }
@@ -262,23 +292,38 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out) {
 
 int run_compare(const GoldenOptions& options, std::ostream& out) {
   const golden::Golden golden = golden::read_golden(options.golden_file);
-  const golden::Candidate candidate = golden::read_candidate(options.candidate, golden::expected_tensors(golden));
+  const golden::CandidateDeclaration declared = golden::read_candidate_declaration(options.candidate);
   // Only a candidate that declares itself unsharded (/result@tp_size = 1) is excused from the per-rank
   // gradients; leaving them out without saying so is a failure, not a way around the check.
-  const bool skip_ranks = candidate.tp_size == 1 && golden.test_case.plan.tp_size > 1;
-  const NamedTensors expected = golden::expected_tensors(golden, !skip_ranks);
-  const YardstickErrors yardstick =
-      reference::yardstick_errors(golden.test_case, expected, candidate.precision, candidate.rope_angles);
-  const CompareReport report =
-      compare(golden.test_case, expected, candidate.tensors, candidate.precision, &yardstick, candidate.rope_angles);
+  const bool skip_ranks = declared.tp_size == 1 && golden.test_case.plan.tp_size > 1;
+  const bool regrouped =
+      !skip_ranks && golden.test_case.plan.tp_size > 1 && declared.tp_convention != golden.tp_convention;
+  // The golden's per-rank tensors as the candidate declares it holds its own (SCHEMA.md, "TP conventions").
+  NamedTensors expected;
+  try {
+    expected = golden::expected_tensors(golden, !skip_ranks, declared.tp_convention);
+  } catch (const InputError& error) {
+    throw InputError(fmt::format("candidate '{}': /result@tp_convention: {}", options.candidate, error.context()),
+                     error.violations());
+  }
+  const golden::Candidate candidate = golden::read_candidate(options.candidate, expected);
+  const YardstickErrors yardstick = reference::yardstick_errors(golden.test_case, expected, candidate.precision,
+                                                                candidate.rope_angles, candidate.tp_convention);
+  const CompareReport report = compare(golden.test_case, expected, candidate.tensors, candidate.precision, &yardstick,
+                                       candidate.rope_angles, candidate.tp_convention);
   if (options.json) {
     nlohmann::json json = render_json(report);
     json["rank_gradients_compared"] = !skip_ranks;
+    json["golden_tp_convention"] = to_string(golden.tp_convention);
     out << json.dump(2) << '\n';
   } else {
     out << fmt::format("== {} vs {}: {}\n", options.golden_file, options.candidate,
                        describe(golden.test_case.geometry()));
     if (skip_ranks) out << "   (rank gradients not compared: the candidate declares tp_size 1)\n";
+    if (regrouped) {
+      out << fmt::format("   (rank gradients judged as the candidate holds them, {}; the golden's {} ones regrouped)\n",
+                         to_string(declared.tp_convention), to_string(golden.tp_convention));
+    }
     out << render_text(report);
   }
   return report.passed() ? kExitOk : kExitCheckFailed;

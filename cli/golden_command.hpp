@@ -30,12 +30,13 @@ struct GoldenOptions {
   std::uint64_t seed = 1;
   std::string activations = "uniform";
   bool pad_keys = false;
-  bool position_gaps = false;             // positions advance by 1 to 4 per token
-  std::vector<std::int64_t> key_lengths;  // explicit, one per batch row (overrides --pad-keys)
-  std::string weights = "stored";         // or "generated": /weights names the generator and seed
-  std::string inputs = "stored";          // or "generated": /inputs names the generator for x and dout
-  bool sketch_gradients = false;          // projection gradients as sketches
-  bool sketch_activations = false;        // out, grads/x, decode/out as per-token sketches
+  bool position_gaps = false;                   // positions advance by 1 to 4 per token
+  std::vector<std::int64_t> key_lengths;        // explicit, one per batch row (overrides --pad-keys)
+  std::string weights = "stored";               // or "generated": /weights names the generator and seed
+  std::string inputs = "stored";                // or "generated": /inputs names the generator for x and dout
+  bool sketch_gradients = false;                // projection gradients as sketches
+  bool sketch_activations = false;              // out, grads/x, decode/out as per-token sketches
+  std::string tp_convention = "replicated-kv";  // how the per-rank gradients written are held
   std::string output;
   // inspect, run, check, compare
   std::vector<std::string> files;  // check: goldens

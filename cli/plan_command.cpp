@@ -15,6 +15,12 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& options) {
   command->add_flag("--json", options.json, "print one JSON object instead of text");
   command->add_flag("--layouts", options.layouts,
                     "also show each rank's fused-QKV rows in the stacked, grouped and neox layouts");
+  command
+      ->add_option("--convention", options.convention,
+                   "TP convention whose holdings to show: replicated-kv (the plan alone), megatron-equal-block, or "
+                   "both side by side")
+      ->check(CLI::IsMember({"replicated-kv", "megatron-equal-block", "both"}))
+      ->capture_default_str();
   return command;
 }
 
@@ -25,6 +31,15 @@ void run_plan(const PlanOptions& options, std::ostream& out) {
                     .plan = make_tp_plan(source.geometry, tp_size),
                     .cache_precision = parse_precision(options.cache_dtype).value_or(Precision::bf16),
                     .layouts = options.layouts};
+  // replicated-kv is the plan itself (its table says it all); the other convention, or both, add holdings.
+  if (options.convention == "both") {
+    report.conventions.assign(std::begin(kAllTpConventions), std::end(kAllTpConventions));
+  } else if (options.convention != "replicated-kv") {
+    report.conventions.push_back(parse_tp_convention(options.convention).value());  // CLI11 checked the name
+  }
+  for (TpConvention convention : report.conventions) {
+    report.holdings.push_back(rank_holdings(report.plan, convention));  // InputError when it cannot partition
+  }
   if (options.json) {
     // A config path may not be UTF-8; replace such bytes rather than fail after all the work.
     out << plan_to_json(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';

@@ -1,5 +1,7 @@
 // `attncheck plan`: shows a geometry (with where head_dim came from), its widths, and the TP plan
-// (rank -> query heads -> KV heads -> replica group, local widths, parameters, KV-cache bytes).
+// (rank -> query heads -> KV heads -> replica group, local widths, parameters, KV-cache bytes); with
+// --convention megatron-equal-block or both, also the rows each rank holds under those TP conventions
+// (core/tp/tp_convention.hpp).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,8 @@ struct PlanOptions {
   std::string cache_dtype = "bf16";
   bool json = false;
   bool layouts = false;
+  // replicated-kv (today's plan), megatron-equal-block, or both: which TP conventions' holdings to show
+  std::string convention = "replicated-kv";
 };
 
 CLI::App* add_plan_command(CLI::App& app, PlanOptions& options);

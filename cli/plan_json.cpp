@@ -27,6 +27,14 @@ json params_json(const ParamCount& params) {
           {"o_proj_bias", params.o_proj_bias}, {"qk_norm", params.qk_norm},   {"total", params.total()}};
 }
 
+json holdings_json(const RankHoldings& holdings) {
+  return {{"q_heads", range_json(holdings.q_heads)},
+          {"q_proj_rows", range_json(holdings.q_proj_rows)},
+          {"k_proj_rows", range_json(holdings.k_proj_rows)},
+          {"v_proj_rows", range_json(holdings.v_proj_rows)},
+          {"o_proj_columns", range_json(holdings.o_proj_columns)}};
+}
+
 json layouts_json(const TpPlan& plan, int rank) {
   json layouts = json::object();
   for (FusedQkvLayout layout : kAllFusedQkvLayouts) {
@@ -105,9 +113,21 @@ json plan_to_json(const PlanReport& report) {
                   {"params", params_json(rank.params)},
                   {"kv_cache_bytes_per_token", rank.kv_cache_elements_per_token * cache_bytes}};
     if (report.layouts) entry["fused_qkv"] = layouts_json(plan, rank.rank);
+    if (!report.conventions.empty()) {
+      json holdings = json::object();
+      for (std::size_t c = 0; c < report.conventions.size(); ++c) {
+        holdings[std::string(to_string(report.conventions[c]))] = holdings_json(report.holdings[c][rank.rank]);
+      }
+      entry["holdings"] = holdings;
+    }
     ranks.push_back(entry);
   }
   out["ranks"] = ranks;
+  if (!report.conventions.empty()) {
+    json names = json::array();
+    for (TpConvention convention : report.conventions) names.push_back(to_string(convention));
+    out["tp_conventions"] = names;
+  }
   return out;
 }
 

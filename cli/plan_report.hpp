@@ -9,6 +9,7 @@
 #include "cli/geometry_source.hpp"
 #include "core/model/precision.hpp"
 #include "core/model/tp_plan.hpp"
+#include "core/tp/tp_convention.hpp"
 
 namespace attncheck::cli {
 
@@ -17,6 +18,9 @@ struct PlanReport {
   TpPlan plan;
   Precision cache_precision = Precision::bf16;  // element type of the KV cache, for bytes per token
   bool layouts = false;                         // include the fused-QKV row maps
+  // TP conventions whose holdings to show (none: the plan alone), and each one's per-rank holdings.
+  std::vector<TpConvention> conventions;
+  std::vector<std::vector<RankHoldings>> holdings;
 };
 
 void write_plan_text(const PlanReport& report, std::ostream& out);

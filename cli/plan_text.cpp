@@ -1,6 +1,8 @@
 // Text rendering of `attncheck plan`, for people: the geometry with where head_dim came from, the
 // widths, and the rank -> query heads -> KV heads -> replica group table.
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -156,6 +158,57 @@ void write_ranks(const PlanReport& report, std::ostream& out) {
              over_ranks == unsharded ? "none" : "+" + grouped_digits(over_ranks - unsharded));
 }
 
+// The rows of one projection a rank holds: "q4-7" (whole query heads 4-7), "k rows 2-3" (rows that
+// are not whole heads), or empty when it holds none.
+std::string held_rows(char projection, const IndexRange& rows, std::int64_t head_dim) {
+  if (rows.size() == 0) return {};
+  if (rows.begin % head_dim == 0 && rows.end % head_dim == 0) {
+    return projection + head_list({rows.begin / head_dim, rows.end / head_dim});
+  }
+  return fmt::format("{} rows {}-{}", projection, rows.begin, rows.end - 1);
+}
+
+std::string holdings_line(const RankHoldings& holdings, std::int64_t head_dim) {
+  std::vector<std::string> tokens;
+  for (const auto& [projection, rows] : {std::pair{'q', holdings.q_proj_rows}, std::pair{'k', holdings.k_proj_rows},
+                                         std::pair{'v', holdings.v_proj_rows}}) {
+    if (std::string token = held_rows(projection, rows, head_dim); !token.empty()) tokens.push_back(std::move(token));
+  }
+  return fmt::format("{}", fmt::join(tokens, " "));
+}
+
+// Per rank, side by side for each convention shown: the query heads it computes and the q/k/v_proj rows
+// it holds (core/tp/tp_convention.hpp); o_proj columns, the same under every convention.
+void write_conventions(const PlanReport& report, std::ostream& out) {
+  const TpPlan& plan = report.plan;
+  const std::int64_t head_dim = plan.geometry.head_dim();
+  fmt::print(out,
+             "\nTP conventions: the rows of q_proj, k_proj, v_proj each rank holds\n  (q4-7: those of query heads "
+             "4-7; k rows 2-3: rows that are not whole heads; a projection it holds no row of is left out)\n");
+  std::vector<std::string> header = {"rank", "computes"};
+  for (TpConvention convention : report.conventions) header.emplace_back(to_string(convention));
+  header.emplace_back("o_proj columns");
+  std::vector<std::vector<std::string>> rows = {header};
+  for (const RankPlan& rank : plan.ranks) {
+    std::vector<std::string> row = {std::to_string(rank.rank), "q" + head_list(rank.q_heads)};
+    for (const std::vector<RankHoldings>& holdings : report.holdings) {
+      row.push_back(holdings_line(holdings[rank.rank], head_dim));
+    }
+    row.push_back(fmt::format("{}-{}", rank.o_proj_columns.begin, rank.o_proj_columns.end - 1));
+    rows.push_back(std::move(row));
+  }
+  std::vector<std::size_t> widths(header.size(), 0);
+  for (const auto& row : rows) {
+    for (std::size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    std::string line = " ";
+    for (std::size_t c = 0; c < row.size(); ++c) line += fmt::format(" {:<{}} ", row[c], widths[c]);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    fmt::print(out, "{}\n", line);
+  }
+}
+
 void write_layouts(const PlanReport& report, std::ostream& out) {
   const TpPlan& plan = report.plan;
   fmt::print(
@@ -177,6 +230,7 @@ void write_layouts(const PlanReport& report, std::ostream& out) {
 void write_plan_text(const PlanReport& report, std::ostream& out) {
   write_geometry(report, out);
   write_ranks(report, out);
+  if (!report.conventions.empty()) write_conventions(report, out);
   if (report.layouts) write_layouts(report, out);
 }
 

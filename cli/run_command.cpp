@@ -85,10 +85,13 @@ int run_run(const RunOptions& options, std::ostream& out) {
         continue;
       }
       const Precision precision = implementation->precision();
-      const NamedTensors expected = golden::expected_tensors(golden, implementation->sharded());
+      const TpConvention convention = implementation->tp_convention();  // asked after the run, like sharded()
+      const NamedTensors expected = golden::expected_tensors(golden, implementation->sharded(), convention);
       const RopeAngles angles = implementation->rope_angles();
-      const YardstickErrors yardstick = reference::yardstick_errors(golden.test_case, expected, precision, angles);
-      const CompareReport report = compare(golden.test_case, expected, actual, precision, &yardstick, angles);
+      const YardstickErrors yardstick =
+          reference::yardstick_errors(golden.test_case, expected, precision, angles, convention);
+      const CompareReport report =
+          compare(golden.test_case, expected, actual, precision, &yardstick, angles, convention);
       const auto worst =
           std::max_element(report.tensors.begin(), report.tensors.end(),
                            [](const TensorReport& a, const TensorReport& b) { return a.error_ulps < b.error_ulps; });

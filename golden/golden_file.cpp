@@ -6,10 +6,12 @@
 #include <cmath>
 #include <vector>
 
+#include "core/compare/rank_regroup.hpp"
 #include "core/compare/sketch.hpp"
 #include "core/compare/tolerance.hpp"
 #include "core/errors/input_error.hpp"
 #include "core/generation/input_generation.hpp"
+#include "core/tp/tp_convention.hpp"
 #include "core/tp/tp_shard.hpp"
 #include "golden/hdf5_io.hpp"
 
@@ -114,10 +116,12 @@ TpPlan read_plan(const H5::H5File& file, const std::string& file_name) {
 
 // ---- parameters ----
 
-// Writes every parameter tensor except, when skip_projections, the four projections.
+// Writes every parameter tensor except, when skip_projections, the four projections. A tensor of 0 rows
+// (a rank that holds none of its lines, core/tp/tp_convention.hpp) is not written: it does not exist.
 void write_parameters(H5::Group& group, const Parameters& parameters, bool skip_projections = false) {
   for_each_parameter(parameters, [&](std::string_view name, const Tensor& tensor) {
     if (skip_projections && sketchable("grads/" + std::string(name))) return;
+    if (tensor.numel() == 0) return;
     write_tensor(group, std::string(name), tensor);
   });
 }
@@ -130,16 +134,26 @@ void create_parents(H5::H5File& file, const std::string& path) {
   }
 }
 
-// Reads every parameter the geometry calls for, with the shapes of `widths`, from group_path.
-// With sketches given, the four projections are read as sketches from
+// Reads every parameter the geometry calls for, with the shapes of `shapes` (zero_parameters or
+// held_parameters), from group_path. A tensor of 0 rows (a rank holding none of its lines) is not read
+// and must not be stored. With sketches given, the four projections are read as sketches from
 // /expected/sketches/<sketch_prefix><name> into it (as "<prefix><name>#sketch") and left empty here.
-Parameters read_parameters(const H5::H5File& file, const std::string& group_path, const Geometry& geometry,
-                           ParameterWidths widths, const std::string& file_name, bool allow_non_finite,
-                           const std::string& sketch_prefix = "", NamedTensors* sketches = nullptr) {
-  Parameters parameters = zero_parameters(geometry, widths);
+Parameters read_parameters(const H5::H5File& file, const std::string& group_path, Parameters shapes,
+                           const std::string& file_name, bool allow_non_finite, const std::string& sketch_prefix = "",
+                           NamedTensors* sketches = nullptr) {
+  Parameters parameters = std::move(shapes);
   for_each_parameter(parameters, [&](std::string_view name, Tensor& tensor) {
     const std::string sketch_name = sketch_prefix + std::string(name);
-    if (sketches != nullptr && sketchable(sketch_name)) {
+    const bool sketched = sketches != nullptr && sketchable(sketch_name);
+    if (tensor.numel() == 0) {
+      const std::string path = sketched ? "/expected/sketches/" + sketch_name : group_path + "/" + std::string(name);
+      if (exists(file, path)) {
+        fail(file_name, path, "present", "this rank holds none of the tensor's lines under the golden's TP convention",
+             "drop the dataset, or fix /geometry@tp_convention");
+      }
+      return;
+    }
+    if (sketched) {
       (*sketches)[sketch_name + std::string(kSketchSuffix)] =
           read_tensor(file, "/expected/sketches/" + sketch_name, file_name, sketch_shape(sketch_name, tensor.shape));
       tensor = Tensor();
@@ -259,8 +273,35 @@ static void write_golden_unchecked(const std::string& path, const Golden& golden
   const Case& test_case = golden.test_case;
   const Result& expected = golden.expected;
   if (!expected.gradients) throw std::logic_error("write_golden: the expected result needs gradients");
+  // The per-rank gradients must be held as the convention says: InputError when it cannot partition
+  // the plan, a logic error when a rank's shapes are another convention's.
+  if (test_case.plan.tp_size > 1) {
+    const std::vector<RankHoldings> holdings = rank_holdings(test_case.plan, golden.tp_convention);
+    if (expected.rank_gradients.size() != holdings.size()) {
+      throw std::logic_error("write_golden: one set of rank gradients per rank is needed");
+    }
+    for (std::size_t r = 0; r < holdings.size(); ++r) {
+      // A golden read from a sketched file keeps its projections as sketches (those tensors left empty).
+      std::vector<Shape> want, have;
+      const Parameters held = held_parameters(test_case.geometry(), holdings[r]);
+      for_each_parameter(held, [&](std::string_view, const Tensor& tensor) { want.push_back(tensor.shape); });
+      for_each_parameter(expected.rank_gradients[r],
+                         [&](std::string_view, const Tensor& tensor) { have.push_back(tensor.shape); });
+      for (std::size_t i = 0; i < want.size() && i < have.size(); ++i) {
+        if (golden.gradients_sketched && have[i].empty()) have[i] = want[i];
+      }
+      if (want != have) {
+        throw std::logic_error(fmt::format("write_golden: rank {}'s gradients are not shaped as {} holds them", r,
+                                           to_string(golden.tp_convention)));
+      }
+    }
+  }
   H5::H5File file = create_for_writing(path);
   write_case_part(file, golden);
+  {
+    H5::Group geometry_group = file.openGroup("/geometry");
+    write_attribute(geometry_group, "tp_convention", std::string(to_string(golden.tp_convention)));
+  }
 
   H5::Group expected_group = file.createGroup("/expected");
   const bool activations_sketched = golden.activations_sketched;
@@ -355,7 +396,8 @@ static Golden read_case_part(const H5::H5File& file, const std::string& path) {
     // file whose weight seed differs is read faithfully, and rewritten with its weights stored).
     golden.weights_by_generator = static_cast<std::uint64_t>(*weight_seed) == golden.seed;
   } else {
-    test_case.weights = read_parameters(file, "/weights", geometry, full_widths(geometry), path, false);
+    test_case.weights =
+        read_parameters(file, "/weights", zero_parameters(geometry, full_widths(geometry)), path, false);
   }
   try {
     validate_case(test_case);
@@ -374,6 +416,15 @@ static Golden read_golden_unchecked(const std::string& path) {
   if (!exists(file, "/expected")) {
     fail(path, "/expected", "missing", "a golden file holds the expected answers (a case file does not)",
          "regenerate it with attncheck golden make; `golden run` reads case files too");
+  }
+  // How /expected/ranks is held (SCHEMA.md, "TP conventions"); absent: replicated-kv.
+  if (const auto convention = read_string_attribute(file.openGroup("/geometry"), "tp_convention", path)) {
+    const auto parsed = parse_tp_convention(*convention);
+    if (!parsed) {
+      fail(path, "/geometry@tp_convention", *convention, "must name a TP convention: " + tp_convention_names(),
+           std::string(to_string(TpConvention::replicated_kv)) + " (or omit the attribute)");
+    }
+    golden.tp_convention = *parsed;
   }
   Result& expected = golden.expected;
   expected.implementation = "golden";
@@ -409,9 +460,10 @@ static Golden read_golden_unchecked(const std::string& path) {
     return Tensor();
   };
   expected.out = read_activation("out", activation_shape);
-  expected.gradients = Gradients{.x = read_activation("grads/x", activation_shape),
-                                 .params = read_parameters(file, "/expected/grads", geometry, full_widths(geometry),
-                                                           path, false, "grads/", sketches)};
+  expected.gradients =
+      Gradients{.x = read_activation("grads/x", activation_shape),
+                .params = read_parameters(file, "/expected/grads", zero_parameters(geometry, full_widths(geometry)),
+                                          path, false, "grads/", sketches)};
   if (!inputs.decode.empty()) {
     const Shape decode_shape{inputs.batch, inputs.decode.total(), geometry.hidden_size()};
     expected.decode_out = read_activation("decode/out", decode_shape);
@@ -437,25 +489,36 @@ static Golden read_golden_unchecked(const std::string& path) {
   }
   const TpPlan& plan = test_case.plan;
   if (plan.tp_size > 1) {
+    // Each rank's gradients have the shapes of what it holds under the golden's TP convention.
+    std::vector<RankHoldings> holdings;
+    try {
+      holdings = rank_holdings(plan, golden.tp_convention);
+    } catch (const InputError& error) {
+      throw InputError(fmt::format("HDF5 file '{}': /geometry@tp_convention: {}", path, error.context()),
+                       error.violations());
+    }
     for (int r = 0; r < plan.tp_size; ++r) {
-      expected.rank_gradients.push_back(read_parameters(file, fmt::format("/expected/ranks/{}/grads", r), geometry,
-                                                        rank_widths(plan.ranks[r]), path, false,
+      expected.rank_gradients.push_back(read_parameters(file, fmt::format("/expected/ranks/{}/grads", r),
+                                                        held_parameters(geometry, holdings[r]), path, false,
                                                         fmt::format("ranks/{}/grads/", r), sketches));
     }
   }
   return golden;
 }
 
-static void write_candidate_unchecked(const std::string& path, const NamedTensors& tensors, Precision precision,
-                                      std::int64_t tp_size, const std::string& implementation, RopeAngles rope_angles) {
+static void write_candidate_unchecked(const std::string& path, const NamedTensors& tensors,
+                                      const CandidateDeclaration& declaration, const std::string& implementation) {
   H5::H5File file = create_for_writing(path);
   write_attribute(file, "schema_version", kSchemaVersion);
   write_attribute(file, "generator", implementation);
   H5::Group group = file.createGroup("/result");
-  write_attribute(group, "precision", std::string(to_string(precision)));
+  write_attribute(group, "precision", std::string(to_string(declaration.precision)));
   // 1 for an unsharded implementation: the only way a candidate is excused from per-rank gradients.
-  write_attribute(group, "tp_size", tp_size);
-  if (precision != Precision::fp64) write_attribute(group, "rope_angles", std::string(to_string(rope_angles)));
+  if (declaration.tp_size) write_attribute(group, "tp_size", *declaration.tp_size);
+  if (declaration.precision != Precision::fp64) {
+    write_attribute(group, "rope_angles", std::string(to_string(declaration.rope_angles)));
+  }
+  write_attribute(group, "tp_convention", std::string(to_string(declaration.tp_convention)));
   for (const auto& [name, tensor] : tensors) {
     // Create the intermediate groups of "grads/x", "ranks/3/grads/q_proj".
     for (std::size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', slash + 1)) {
@@ -468,25 +531,40 @@ static void write_candidate_unchecked(const std::string& path, const NamedTensor
   }
 }
 
-static Candidate read_candidate_unchecked(const std::string& path, const NamedTensors& expected_names) {
-  const H5::H5File file = open_for_reading(path);
+static CandidateDeclaration read_declaration(const H5::H5File& file, const std::string& path) {
   if (!exists(file, "/result")) {
     fail(path, "/result", "missing", "a candidate file keeps its tensors under /result", "see golden/SCHEMA.md");
   }
-  Candidate candidate;
-  const std::string precision = read_string_attribute(file.openGroup("/result"), "precision", path).value_or("");
+  const H5::Group group = file.openGroup("/result");
+  CandidateDeclaration declaration;
+  const std::string precision = read_string_attribute(group, "precision", path).value_or("");
   const auto parsed = parse_precision(precision);
   if (!parsed) {
     fail(path, "/result@precision", precision.empty() ? "absent" : precision, "must be fp64, fp32, bf16 or fp16",
          "fp64");
   }
-  candidate.precision = *parsed;
-  candidate.tp_size = read_integer_attribute(file.openGroup("/result"), "tp_size", path);
-  if (const auto angles = read_string_attribute(file.openGroup("/result"), "rope_angles", path)) {
+  declaration.precision = *parsed;
+  declaration.tp_size = read_integer_attribute(group, "tp_size", path);
+  if (const auto angles = read_string_attribute(group, "rope_angles", path)) {
     const auto parsed_angles = parse_rope_angles(*angles);
     if (!parsed_angles) fail(path, "/result@rope_angles", *angles, "must be float32 or float64", "float32");
-    candidate.rope_angles = *parsed_angles;
+    declaration.rope_angles = *parsed_angles;
   }
+  if (const auto convention = read_string_attribute(group, "tp_convention", path)) {
+    const auto parsed_convention = parse_tp_convention(*convention);
+    if (!parsed_convention) {
+      fail(path, "/result@tp_convention", *convention, "must name a TP convention: " + tp_convention_names(),
+           std::string(to_string(TpConvention::replicated_kv)) + " (or omit the attribute)");
+    }
+    declaration.tp_convention = *parsed_convention;
+  }
+  return declaration;
+}
+
+static Candidate read_candidate_unchecked(const std::string& path, const NamedTensors& expected_names) {
+  const H5::H5File file = open_for_reading(path);
+  Candidate candidate;
+  static_cast<CandidateDeclaration&>(candidate) = read_declaration(file, path);
   for (const auto& [expected_name, expected] : expected_names) {
     // A sketched expectation is met by the candidate's full gradient (compare() sketches it); a
     // candidate's own "#sketch" datasets are never read.
@@ -527,10 +605,15 @@ NamedTensors all_expected_tensors(const Golden& golden) {
 
 }  // namespace
 
-NamedTensors expected_tensors(const Golden& golden, bool include_rank_gradients) {
+NamedTensors expected_tensors(const Golden& golden, bool include_rank_gradients,
+                              std::optional<TpConvention> convention) {
   NamedTensors tensors = all_expected_tensors(golden);
   if (!include_rank_gradients) {
     std::erase_if(tensors, [](const auto& entry) { return entry.first.starts_with("ranks/"); });
+    return tensors;
+  }
+  if (convention && *convention != golden.tp_convention) {
+    return regroup_rank_tensors(tensors, golden.test_case.plan, golden.tp_convention, *convention);
   }
   return tensors;
 }
@@ -570,17 +653,21 @@ Case read_case(const std::string& path) {
                                  [&] { return read_case_part(open_for_reading(path), path).test_case; });
 }
 
-void write_candidate(const std::string& path, const NamedTensors& tensors, Precision precision, std::int64_t tp_size,
-                     const std::string& implementation, RopeAngles rope_angles) {
-  translating_hdf5_errors(path, "write failed", [&] {
-    write_candidate_unchecked(path, tensors, precision, tp_size, implementation, rope_angles);
-  });
+void write_candidate(const std::string& path, const NamedTensors& tensors, const CandidateDeclaration& declaration,
+                     const std::string& implementation) {
+  translating_hdf5_errors(path, "write failed",
+                          [&] { write_candidate_unchecked(path, tensors, declaration, implementation); });
 }
 
 void write_candidate(const std::string& path, const Result& result, Precision precision) {
-  write_candidate(path, named_tensors(result), precision,
-                  std::max<std::int64_t>(1, static_cast<std::int64_t>(result.rank_gradients.size())),
+  write_candidate(path, named_tensors(result),
+                  {.precision = precision,
+                   .tp_size = std::max<std::int64_t>(1, static_cast<std::int64_t>(result.rank_gradients.size()))},
                   result.implementation);
+}
+
+CandidateDeclaration read_candidate_declaration(const std::string& path) {
+  return translating_hdf5_errors(path, "read failed", [&] { return read_declaration(open_for_reading(path), path); });
 }
 
 Candidate read_candidate(const std::string& path, const NamedTensors& expected_names) {

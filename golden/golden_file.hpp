@@ -12,6 +12,7 @@
 #include "core/model/case.hpp"
 #include "core/model/precision.hpp"
 #include "core/model/result.hpp"
+#include "core/tp/tp_convention.hpp"
 
 namespace attncheck::golden {
 
@@ -45,15 +46,22 @@ struct Golden {
   // empty. Long sequences: a [1, 2048, 1024] activation is 16 MB in full, 64 KB sketched.
   bool activations_sketched = false;
   NamedTensors sketches;
+  // /geometry@tp_convention: how expected.rank_gradients (and their sketches) are held, which shapes
+  // them (core/tp/tp_convention.hpp; SCHEMA.md "TP conventions"). replicated-kv when the file omits it.
+  TpConvention tp_convention = TpConvention::replicated_kv;
 };
 
 // What a golden holds an implementation to: named_tensors(expected), with sketches in place of the
 // sketched gradients; without the per-rank gradients ("ranks/...") unless include_rank_gradients
-// (an unsharded implementation has none).
-NamedTensors expected_tensors(const Golden& golden, bool include_rank_gradients = true);
+// (an unsharded implementation has none). With a convention other than the golden's, the per-rank
+// tensors are regrouped to it (core/compare/rank_regroup.hpp; InputError when it cannot partition the
+// golden's plan).
+NamedTensors expected_tensors(const Golden& golden, bool include_rank_gradients = true,
+                              std::optional<TpConvention> convention = std::nullopt);
 
 // Writes /geometry, /inputs, /weights and /expected. expected must hold gradients; decode_out when the
-// case has a schedule; rank_gradients (one per rank) when tp_size > 1.
+// case has a schedule; rank_gradients (one per rank) when tp_size > 1, held as golden.tp_convention
+// says (regroup_rank_gradients turns the reference's replicated-kv ones into another convention's).
 void write_golden(const std::string& path, const Golden& golden);
 
 // A case file: a golden without /expected (geometry, inputs, stored weights), what an implementation
@@ -68,22 +76,32 @@ Case read_case(const std::string& path);
 // Throws InputError naming the file and the first problem of each kind.
 Golden read_golden(const std::string& path);
 
-// A candidate file: an implementation's results under /result (same names as /expected) with the
-// precision it computed in. Writing stores every tensor of the Result.
-struct Candidate {
-  Precision precision = Precision::fp64;
-  std::optional<std::int64_t> tp_size;  // /result@tp_size; 1 excuses a candidate from per-rank gradients
+// A candidate file: an implementation's results under /result (same names as /expected) with what it
+// declares about them (SCHEMA.md, "Candidate files").
+struct CandidateDeclaration {
+  Precision precision = Precision::fp64;  // /result@precision (required)
+  std::optional<std::int64_t> tp_size;    // /result@tp_size; 1 excuses a candidate from per-rank gradients
   // /result@rope_angles (float32 when absent): the angle policy of its precision contract (SCHEMA.md).
   RopeAngles rope_angles = RopeAngles::float32;
+  // /result@tp_convention (replicated-kv when absent): how its per-rank gradients are held; the golden's
+  // are regrouped to it before comparing.
+  TpConvention tp_convention = TpConvention::replicated_kv;
+};
+struct Candidate : CandidateDeclaration {
   NamedTensors tensors;  // whatever /result holds among the names `expected` lists
 };
+// Writes every tensor under /result with the declaration's attributes (tp_size only when given).
+void write_candidate(const std::string& path, const NamedTensors& tensors, const CandidateDeclaration& declaration,
+                     const std::string& implementation);
+// The same from a Result: tp_size its number of ranks (1 without per-rank gradients), replicated-kv.
 void write_candidate(const std::string& path, const Result& result, Precision precision);
-// The same from named tensors; tp_size 1 declares an unsharded implementation (no per-rank gradients).
-void write_candidate(const std::string& path, const NamedTensors& tensors, Precision precision, std::int64_t tp_size,
-                     const std::string& implementation, RopeAngles rope_angles = RopeAngles::float32);
-// Reads /result/<name> for every name in expected_names that the file has. Missing tensors, other
-// shapes and NaN are left for compare() to report; a file that is not HDF5, a missing /result group or
-// precision attribute, or a dataset that is not float64 is an InputError.
+// /result's attributes alone: what a reader needs to know which tensors to expect (the golden's
+// per-rank tensors regrouped to its convention) before reading them. InputError as read_candidate.
+CandidateDeclaration read_candidate_declaration(const std::string& path);
+// Reads the declaration and /result/<name> for every name in expected_names that the file has. Missing
+// tensors, other shapes and NaN are left for compare() to report; a file that is not HDF5, a missing
+// /result group or precision attribute, an unknown rope_angles or tp_convention, or a dataset that is
+// not float64 is an InputError.
 Candidate read_candidate(const std::string& path, const NamedTensors& expected_names);
 
 }  // namespace attncheck::golden

@@ -277,10 +277,11 @@ TEST(GoldenFile, CandidatesDeclareTheirAnglePolicy) {
   const NamedTensors expected = expected_tensors(golden, false);
   const NamedTensors tensors = named_tensors(golden.expected);
   const std::string declared = temp_path("angles_float64");
-  write_candidate(declared, tensors, Precision::bf16, 1, "test", RopeAngles::float64);
+  write_candidate(declared, tensors, {.precision = Precision::bf16, .tp_size = 1, .rope_angles = RopeAngles::float64},
+                  "test");
   EXPECT_EQ(read_candidate(declared, expected).rope_angles, RopeAngles::float64);
   const std::string silent = temp_path("angles_default");
-  write_candidate(silent, tensors, Precision::bf16, 1, "test");
+  write_candidate(silent, tensors, {.precision = Precision::bf16, .tp_size = 1}, "test");
   EXPECT_EQ(read_candidate(silent, expected).rope_angles, RopeAngles::float32);  // the default, the looser
   {
     H5::H5File file(declared, H5F_ACC_RDWR);
@@ -293,6 +294,86 @@ TEST(GoldenFile, CandidatesDeclareTheirAnglePolicy) {
     ADD_FAILURE() << "an unknown rope_angles was accepted";
   } catch (const InputError& error) {
     EXPECT_NE(std::string(error.what()).find("/result@rope_angles"), std::string::npos) << error.what();
+  }
+}
+
+// SCHEMA.md "TP conventions": per-rank gradients held as megatron-equal-block round-trip with their
+// holdings' shapes (a rank holding no row of a tensor stores none), the attribute absent means
+// replicated-kv, and an unknown convention is refused naming the valid ones, in goldens and candidates.
+TEST(GoldenFile, TpConventionsShapeThePerRankGradients) {
+  // TP 4 over 2 KV heads of head_dim 6, 4 query heads: blocks of (4 + 4) * 6 / 4 = 12 fused rows, so
+  // ranks 0 and 2 hold two query heads each, ranks 1 and 3 one KV group's K and V and nothing of q_proj.
+  Golden golden = make_golden(kSpec, 4, 23);
+  golden.tp_convention = TpConvention::megatron_equal_block;
+  EXPECT_THROW(write_golden(temp_path("megatron_unregrouped"), golden), std::logic_error);  // shaped replicated
+  golden.expected.rank_gradients = regroup_rank_gradients(golden.expected.rank_gradients, golden.test_case.plan,
+                                                          TpConvention::replicated_kv, golden.tp_convention);
+  const std::string path = written("megatron", golden);
+  {
+    const H5::H5File file = open_for_reading(path);
+    EXPECT_FALSE(exists(file, "/expected/ranks/1/grads/q_proj"));
+    EXPECT_FALSE(exists(file, "/expected/ranks/0/grads/k_bias"));
+    EXPECT_TRUE(exists(file, "/expected/ranks/1/grads/k_bias"));
+  }
+  const Golden read = read_golden(path);
+  EXPECT_EQ(read.tp_convention, TpConvention::megatron_equal_block);
+  EXPECT_EQ(read.expected.rank_gradients, golden.expected.rank_gradients);
+  EXPECT_EQ(read.expected.rank_gradients[1].q_proj.shape, (Shape{0, 10}));
+  // Regrouped back, the expectations are the replicated-kv ones the reference computed.
+  EXPECT_EQ(expected_tensors(read, true, TpConvention::replicated_kv),
+            expected_tensors(make_golden(kSpec, 4, 23), true, TpConvention::replicated_kv));
+  // A stored tensor of a rank that holds none of its rows: the file disagrees with its convention.
+  const std::string extra = temp_path("megatron_extra_row");
+  std::filesystem::copy_file(path, extra, std::filesystem::copy_options::overwrite_existing);
+  {
+    H5::H5File file(extra, H5F_ACC_RDWR);
+    H5::Group group = file.openGroup("/expected/ranks/1/grads");
+    write_tensor(group, "q_proj", Tensor({6, 10}));
+  }
+  expect_input_error_naming(extra, "/expected/ranks/1/grads/q_proj");
+  // Without the attribute a golden is replicated-kv, and this one's per-rank shapes then disagree.
+  const std::string absent = temp_path("megatron_attribute_absent");
+  std::filesystem::copy_file(path, absent, std::filesystem::copy_options::overwrite_existing);
+  {
+    H5::H5File file(absent, H5F_ACC_RDWR);
+    file.openGroup("/geometry").removeAttr("tp_convention");
+  }
+  expect_input_error_naming(absent, "/expected/ranks/0/grads/q_proj");
+  const std::string unknown = temp_path("unknown_convention");
+  std::filesystem::copy_file(path, unknown, std::filesystem::copy_options::overwrite_existing);
+  {
+    H5::H5File file(unknown, H5F_ACC_RDWR);
+    H5::Group group = file.openGroup("/geometry");
+    group.removeAttr("tp_convention");
+    write_attribute(group, "tp_convention", std::string("megatron"));
+  }
+  try {
+    read_golden(unknown);
+    ADD_FAILURE() << "an unknown tp_convention was accepted";
+  } catch (const InputError& error) {
+    EXPECT_TRUE(error.names_field("/geometry@tp_convention")) << error.what();
+    EXPECT_NE(std::string(error.what()).find("replicated-kv, megatron-equal-block"), std::string::npos) << error.what();
+  }
+  // Candidates: declared, or replicated-kv when silent; unknown names refused.
+  const std::string candidate = temp_path("megatron_candidate");
+  write_candidate(candidate, named_tensors(read.expected),
+                  {.tp_size = 4, .tp_convention = TpConvention::megatron_equal_block}, "test");
+  EXPECT_EQ(read_candidate_declaration(candidate).tp_convention, TpConvention::megatron_equal_block);
+  {
+    H5::H5File file(candidate, H5F_ACC_RDWR);
+    file.openGroup("/result").removeAttr("tp_convention");
+  }
+  EXPECT_EQ(read_candidate_declaration(candidate).tp_convention, TpConvention::replicated_kv);
+  {
+    H5::H5File file(candidate, H5F_ACC_RDWR);
+    H5::Group group = file.openGroup("/result");
+    write_attribute(group, "tp_convention", std::string("column-parallel"));
+  }
+  try {
+    read_candidate_declaration(candidate);
+    ADD_FAILURE() << "an unknown candidate tp_convention was accepted";
+  } catch (const InputError& error) {
+    EXPECT_TRUE(error.names_field("/result@tp_convention")) << error.what();
   }
 }
 

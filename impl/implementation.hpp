@@ -34,6 +34,10 @@ class Implementation {
   // How it forms RoPE angles below fp64, the rest of its precision contract (core/model/precision.hpp).
   // float32 (transformers' way) unless it says otherwise: the looser yardstick.
   virtual RopeAngles rope_angles() const { return RopeAngles::float32; }
+  // How its per-rank gradients are held (core/tp/tp_convention.hpp); the oracle's are regrouped to it.
+  // attncheck's own implementations shard as replicated-kv; an exec: worker answers, after run(), from
+  // its candidate's /result@tp_convention.
+  virtual TpConvention tp_convention() const { return TpConvention::replicated_kv; }
   // Forward, backward and decoding of the case, as tensors under their golden-file names ("out",
   // "grads/q_proj", "decode/out", "ranks/1/grads/k_proj"; golden/SCHEMA.md). Unsupported when it
   // cannot run the case; any other exception is the implementation failing.

@@ -97,6 +97,7 @@ class Worker : public Implementation {
   // The contract its latest candidate declared (checks ask after run()): fp64 before any.
   Precision precision() const override { return precision_; }
   RopeAngles rope_angles() const override { return rope_angles_; }
+  TpConvention tp_convention() const override { return tp_convention_; }
 
   NamedTensors run(const Case& test_case) override {
     if (pid_ < 0) throw std::runtime_error(fmt::format("{}: the worker has stopped", name_));
@@ -134,6 +135,15 @@ class Worker : public Implementation {
                                            *candidate.tp_size, case_tp));
     }
     sharded_ = case_tp > 1 && candidate.tp_size.value_or(case_tp) == case_tp;
+    // Its per-rank gradients are held as its /result@tp_convention says (the oracle's are regrouped to
+    // it); a convention that cannot partition this case's plan is a candidate that disagrees with itself.
+    tp_convention_ = candidate.tp_convention;
+    if (sharded_) {
+      if (const std::string problem = partition_problem(test_case.plan, tp_convention_); !problem.empty()) {
+        throw std::runtime_error(fmt::format("{}: its candidate declares tp_convention {}, which {}", name_,
+                                             to_string(tp_convention_), problem));
+      }
+    }
     return std::move(candidate.tensors);
   }
 
@@ -180,6 +190,7 @@ class Worker : public Implementation {
   bool sharded_ = false;  // what its latest candidate declared (the greeting before any)
   Precision precision_ = Precision::fp64;
   RopeAngles rope_angles_ = RopeAngles::float32;
+  TpConvention tp_convention_ = TpConvention::replicated_kv;
   pid_t pid_ = -1;
   int to_worker_ = -1;
   int from_worker_ = -1;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/compare/rank_regroup.hpp"
 #include "reference/reference.hpp"
 #include "reference/yardstick.hpp"
 
@@ -44,10 +45,13 @@ CheckOutcome check_matches_reference(impl::Implementation& implementation, const
   if (!implementation.sharded()) {
     std::erase_if(expected, [](const auto& entry) { return entry.first.starts_with("ranks/"); });
   }
+  // The oracle's per-rank gradients (replicated-kv) regrouped to how the implementation holds its own.
+  const TpConvention convention = implementation.tp_convention();
+  expected = regroup_rank_tensors(std::move(expected), test_case.plan, TpConvention::replicated_kv, convention);
   const Precision precision = implementation.precision();
   const RopeAngles angles = implementation.rope_angles();
-  const YardstickErrors yardstick = reference::yardstick_errors(test_case, expected, precision, angles);
-  CompareReport report = compare(test_case, expected, actual, precision, &yardstick, angles);
+  const YardstickErrors yardstick = reference::yardstick_errors(test_case, expected, precision, angles, convention);
+  CompareReport report = compare(test_case, expected, actual, precision, &yardstick, angles, convention);
   if (!report.passed()) {
     outcome.verdict = Verdict::fail;
     int listed = 0;

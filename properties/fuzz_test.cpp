@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/generation/input_generation.hpp"
+#include "core/tp/tp_convention.hpp"
 #include "impl/registry.hpp"
 #include "properties/checks.hpp"
 #include "properties/fuzz.hpp"
@@ -45,6 +46,50 @@ TEST(Fuzz, ATp1CaseAsksNoPerRankGradients) {
   EXPECT_FALSE(has_ranks(oracle_tensors(generate_case(geometry, {.seed = 3, .tp_size = 1}), true)));
   EXPECT_TRUE(has_ranks(oracle_tensors(generate_case(geometry, {.seed = 3, .tp_size = 2}), true)));
   EXPECT_FALSE(has_ranks(oracle_tensors(generate_case(geometry, {.seed = 3, .tp_size = 2}), false)));
+}
+
+// Answers with the reference, its per-rank gradients held as megatron-equal-block (as Megatron-Core's
+// would be), optionally with one held K row of one rank changed.
+class MegatronHeldImplementation : public impl::Implementation {
+ public:
+  explicit MegatronHeldImplementation(std::optional<int> perturbed_rank) : perturbed_rank_(perturbed_rank) {}
+  const std::string& name() const override { return name_; }
+  bool sharded() const override { return true; }
+  TpConvention tp_convention() const override { return TpConvention::megatron_equal_block; }
+  NamedTensors run(const Case& test_case) override {
+    Result result = reference::run_reference_tp(test_case);
+    result.rank_gradients = regroup_rank_gradients(result.rank_gradients, test_case.plan, TpConvention::replicated_kv,
+                                                   TpConvention::megatron_equal_block);
+    if (perturbed_rank_) result.rank_gradients.at(*perturbed_rank_).k_proj.values.front() += 1.0;
+    return named_tensors(result);
+  }
+
+ private:
+  std::optional<int> perturbed_rank_;
+  std::string name_ = "megatron-held";
+};
+
+// Fuzzing and the property checks judge per-rank gradients as the implementation holds them: the
+// oracle's replicated-kv ones are regrouped, so a correct Megatron layout passes and a changed K row
+// fails on its rank. TP 8 over 2 KV heads: rank 3 holds K rows 2-3 (KV head 0) and all of V head 0.
+TEST(Fuzz, PerRankGradientsAreJudgedAsTheImplementationHoldsThem) {
+  const Geometry geometry =
+      resolve_geometry({.hidden_size = 16, .num_heads = 8, .num_kv_heads = 2, .head_dim = 4, .qkv_bias = true});
+  const Case test_case = generate_case(geometry, {.seed = 9, .batch = 1, .seq = 5, .tp_size = 8});
+  MegatronHeldImplementation right(std::nullopt);
+  const CheckOutcome passed = check_matches_reference(right, test_case);
+  EXPECT_EQ(passed.verdict, Verdict::pass) << passed.detail;
+  ASSERT_TRUE(passed.report);
+  const auto compared = [&](const std::string& name) {
+    return std::any_of(passed.report->tensors.begin(), passed.report->tensors.end(),
+                       [&](const TensorReport& tensor) { return tensor.name == name; });
+  };
+  EXPECT_TRUE(compared("ranks/3/grads/k_proj"));
+  EXPECT_FALSE(compared("ranks/0/grads/k_proj"));  // rank 0 holds q rows 0-5 alone
+  MegatronHeldImplementation wrong(3);
+  const CheckOutcome failed = check_matches_reference(wrong, test_case);
+  EXPECT_EQ(failed.verdict, Verdict::fail);
+  EXPECT_NE(failed.detail.find("ranks/3/grads/k_proj MISMATCH"), std::string::npos) << failed.detail;
 }
 
 TEST(Fuzz, ASeedNamesOneSequenceOfCases) {

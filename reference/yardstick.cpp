@@ -1,13 +1,17 @@
 #include "reference/yardstick.hpp"
 
+#include "core/compare/rank_regroup.hpp"
 #include "reference/emulated_layer.hpp"
 
 namespace attncheck::reference {
 
 YardstickErrors yardstick_errors(const Case& test_case, const NamedTensors& expected, Precision precision,
-                                 RopeAngles angles) {
+                                 RopeAngles angles, TpConvention tp_convention) {
   YardstickErrors errors;
   if (precision == Precision::fp64) return errors;
+  const auto held = [&](const Result& run) {
+    return regroup_rank_tensors(named_tensors(run), test_case.plan, TpConvention::replicated_kv, tp_convention);
+  };
   // One run per IEEE rounding mode of the softmax chain (fp32; bf16/fp16 round to nearest only) and 8
   // jittered nearest-rounded ones (emulated_layer.hpp says why; with 4, torch-cpu-fp32's decode/out
   // exceeded twice the yardstick by 1% at fuzz seed 8, case 3,535). Folded one at a time: a Qwen3-32B
@@ -15,12 +19,12 @@ YardstickErrors yardstick_errors(const Case& test_case, const NamedTensors& expe
   constexpr std::uint64_t kJitteredRuns = 8;
   for (const Rounding rounding : kRoundings) {
     if (precision != Precision::fp32 && rounding != Rounding::nearest) continue;
-    add_yardstick_run(
-        expected, named_tensors(run_emulated(test_case, precision, {.rounding = rounding, .angles = angles})), errors);
+    add_yardstick_run(expected, held(run_emulated(test_case, precision, {.rounding = rounding, .angles = angles})),
+                      errors);
   }
   for (std::uint64_t seed = 1; seed <= kJitteredRuns; ++seed) {
-    add_yardstick_run(
-        expected, named_tensors(run_emulated(test_case, precision, {.jitter_seed = seed, .angles = angles})), errors);
+    add_yardstick_run(expected, held(run_emulated(test_case, precision, {.jitter_seed = seed, .angles = angles})),
+                      errors);
   }
   return errors;
 }

@@ -13,7 +13,10 @@ namespace attncheck::reference {
 // where `expected` holds sketches): fp32, one run per IEEE rounding mode of the softmax chain and 8
 // jittered runs; bf16/fp16, one nearest-rounded and 8 jittered runs. Empty for fp64, which needs none.
 // angles: how the candidate forms its RoPE angles (its declared contract); the yardstick forms them so.
+// tp_convention: how `expected` holds its per-rank tensors; each run's (replicated-kv, as the reference's)
+// are regrouped to it before they are measured, so every rank's line meets its own counterpart.
 YardstickErrors yardstick_errors(const Case& test_case, const NamedTensors& expected, Precision precision,
-                                 RopeAngles angles = RopeAngles::float32);
+                                 RopeAngles angles = RopeAngles::float32,
+                                 TpConvention tp_convention = TpConvention::replicated_kv);
 
 }  // namespace attncheck::reference

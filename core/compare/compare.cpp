@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 
+#include "core/compare/rank_regroup.hpp"
 #include "core/compare/sketch.hpp"
 #include "core/compare/tolerance.hpp"
 #include "core/errors/input_error.hpp"
@@ -53,45 +54,64 @@ Shape unravel(std::int64_t flat, const Shape& shape) {
   return index;
 }
 
+// Each rank's holdings under the convention the per-rank tensors follow, computed on first use: a
+// comparison without per-rank tensors never asks whether the convention can partition the plan.
+class LazyHoldings {
+ public:
+  LazyHoldings(const TpPlan& plan, TpConvention convention) : plan_(plan), convention_(convention) {}
+  // nullptr for a rank outside the plan.
+  const RankHoldings* of(int rank) {
+    if (rank < 0 || rank >= plan_.tp_size) return nullptr;
+    if (holdings_.empty()) holdings_ = rank_holdings(plan_, convention_);  // never empty once computed
+    return &holdings_[rank];
+  }
+
+ private:
+  const TpPlan& plan_;
+  TpConvention convention_;
+  std::vector<RankHoldings> holdings_;  // (std::optional here trips GCC 12's -Wmaybe-uninitialized)
+};
+
 // Where one element of a named tensor lives: batch row and position for activations, heads for
-// projection rows/columns, the rank for per-rank gradients.
+// projection rows/columns (a rank's row i is row holdings.begin + i of the layer's tensor, which need
+// not start at a whole head under megatron-equal-block), the rank for per-rank gradients.
 struct Locator {
   const Case& test_case;
   std::string base;  // name without "ranks/<r>/" and "#sketch"
   int rank = -1;
-  bool sketched = false;  // a sketch's row is a line along the head axis, for o_proj too
+  const RankHoldings* holdings = nullptr;  // the rank's, for per-rank tensors
+  bool sketched = false;                   // a sketch's row is a line along the head axis, for o_proj too
 
-  Locator(const Case& c, const std::string& full_name) : test_case(c), base(full_name) {
+  Locator(const Case& c, const std::string& full_name, LazyHoldings& all_holdings) : test_case(c), base(full_name) {
     std::string name = full_name;
     if (name.ends_with(kSketchSuffix)) {
       sketched = true;
       name.resize(name.size() - kSketchSuffix.size());
       base = name;
     }
-    if (name.starts_with("ranks/")) {
-      const std::size_t slash = name.find('/', 6);
-      rank = std::stoi(name.substr(6, slash - 6));
-      base = name.substr(slash + 1);
+    if (const std::optional<RankTensorName> rank_name = parse_rank_tensor_name(name)) {
+      rank = rank_name->rank;
+      base = "grads/" + rank_name->parameter;
+      holdings = all_holdings.of(rank);
     }
   }
 
   // axes: batch rows, positions, query heads, KV heads, ranks.
   void locate(const Shape& index, std::set<std::int64_t> (&axes)[5]) const {
-    const Geometry& g = test_case.geometry();
-    const std::int64_t head_dim = g.head_dim();
-    const RankPlan* plan = rank >= 0 && rank < test_case.plan.tp_size ? &test_case.plan.ranks[rank] : nullptr;
-    const std::int64_t first_q = plan ? plan->q_heads.begin : 0;
-    const std::int64_t first_kv = plan ? plan->kv_heads.begin : 0;
+    const std::int64_t head_dim = test_case.geometry().head_dim();
+    const auto first = [&](IndexRange RankHoldings::*lines) { return holdings ? (holdings->*lines).begin : 0; };
     if (rank >= 0) axes[4].insert(rank);
     if (base == "out" || base == "grads/x" || base == "decode/out") {
       axes[0].insert(index[0]);
       axes[1].insert(index[1]);
     } else if (base == "grads/q_proj" || base == "grads/q_bias") {
-      axes[2].insert(first_q + index[0] / head_dim);
+      axes[2].insert((first(&RankHoldings::q_proj_rows) + index[0]) / head_dim);
     } else if (base == "grads/o_proj") {
-      axes[2].insert(first_q + (sketched ? index[0] : index[1]) / head_dim);
-    } else if (base == "grads/k_proj" || base == "grads/v_proj" || base == "grads/k_bias" || base == "grads/v_bias") {
-      axes[3].insert(first_kv + index[0] / head_dim);
+      axes[2].insert((first(&RankHoldings::o_proj_columns) + (sketched ? index[0] : index[1])) / head_dim);
+    } else if (base == "grads/k_proj" || base == "grads/k_bias") {
+      axes[3].insert((first(&RankHoldings::k_proj_rows) + index[0]) / head_dim);
+    } else if (base == "grads/v_proj" || base == "grads/v_bias") {
+      axes[3].insert((first(&RankHoldings::v_proj_rows) + index[0]) / head_dim);
     }
   }
 };
@@ -118,7 +138,7 @@ double max_difference(const Tensor& a, const Tensor& b) {
 
 TensorReport compare_tensor(const Case& test_case, const std::string& name, const Tensor& expected,
                             const Tensor* actual, Precision precision, double scale_floor,
-                            std::optional<double> yardstick_error) {
+                            std::optional<double> yardstick_error, LazyHoldings& holdings) {
   TensorReport report{.name = name, .expected_shape = expected.shape};
   report.scale = std::max(max_abs(expected), scale_floor);
   // A tensor the yardstick lacks is held to the floor alone (a missing yardstick tensor is the caller's
@@ -135,7 +155,7 @@ TensorReport compare_tensor(const Case& test_case, const std::string& name, cons
     report.status = TensorStatus::wrong_shape;
     return report;
   }
-  const Locator locator(test_case, name);
+  const Locator locator(test_case, name, holdings);
   std::set<std::int64_t> axes[5];
   std::int64_t worst = -1;
   bool non_finite = false;
@@ -170,24 +190,27 @@ TensorReport compare_tensor(const Case& test_case, const std::string& name, cons
 }
 
 // The full shape of a sketchable tensor for this case: a projection gradient ("grads/q_proj",
-// "ranks/3/grads/o_proj") or an activation ("out", "grads/x", "decode/out").
-Shape full_gradient_shape(const Case& test_case, const std::string& name) {
+// "ranks/3/grads/o_proj", a rank's shaped by its holdings) or an activation ("out", "grads/x",
+// "decode/out"). Empty for a rank outside the plan.
+Shape full_gradient_shape(const Case& test_case, const std::string& name, LazyHoldings& holdings) {
   const Geometry& g = test_case.geometry();
   const Inputs& inputs = test_case.inputs;
   if (name == "out" || name == "grads/x") return {inputs.batch, inputs.seq, g.hidden_size()};
   if (name == "decode/out") return {inputs.batch, inputs.decode.total(), g.hidden_size()};
-  std::int64_t query_width = g.query_width();
-  std::int64_t kv_width = g.kv_width();
-  if (name.starts_with("ranks/")) {
-    const int rank = std::stoi(name.substr(6, name.find('/', 6) - 6));
-    if (rank < 0 || rank >= test_case.plan.tp_size) return {};
-    query_width = test_case.plan.ranks[rank].query_width;
-    kv_width = test_case.plan.ranks[rank].kv_width;
+  std::int64_t q_rows = g.query_width(), k_rows = g.kv_width(), v_rows = g.kv_width(), o_columns = g.query_width();
+  if (const std::optional<RankTensorName> rank_name = parse_rank_tensor_name(name)) {
+    const RankHoldings* held = holdings.of(rank_name->rank);
+    if (held == nullptr) return {};
+    q_rows = held->q_proj_rows.size();
+    k_rows = held->k_proj_rows.size();
+    v_rows = held->v_proj_rows.size();
+    o_columns = held->o_proj_columns.size();
   }
   const std::string base = name.substr(name.rfind("grads/"));
-  if (base == "grads/q_proj") return {query_width, g.hidden_size()};
-  if (base == "grads/o_proj") return {g.hidden_size(), query_width};
-  return {kv_width, g.hidden_size()};  // k_proj, v_proj
+  if (base == "grads/q_proj") return {q_rows, g.hidden_size()};
+  if (base == "grads/o_proj") return {g.hidden_size(), o_columns};
+  if (base == "grads/k_proj") return {k_rows, g.hidden_size()};
+  return {v_rows, g.hidden_size()};  // v_proj
 }
 
 std::string list(const std::vector<std::int64_t>& values) {
@@ -218,7 +241,7 @@ NamedTensors named_tensors(const Result& result) {
   if (result.decode_out) tensors["decode/out"] = *result.decode_out;
   for (std::size_t r = 0; r < result.rank_gradients.size(); ++r) {
     for_each_parameter(result.rank_gradients[r], [&](std::string_view name, const Tensor& t) {
-      tensors[fmt::format("ranks/{}/grads/{}", r, name)] = t;
+      if (t.numel() > 0) tensors[fmt::format("ranks/{}/grads/{}", r, name)] = t;  // 0 rows: holds none
     });
   }
   return tensors;
@@ -264,7 +287,8 @@ std::string precision_contract(Precision precision, RopeAngles rope_angles) {
 }
 
 CompareReport compare(const Case& test_case, const NamedTensors& expected, const NamedTensors& actual,
-                      Precision precision, const YardstickErrors* yardstick, RopeAngles rope_angles) {
+                      Precision precision, const YardstickErrors* yardstick, RopeAngles rope_angles,
+                      TpConvention tp_convention) {
   if (precision != Precision::fp64 && yardstick == nullptr) {
     ViolationList violations;
     violations.add("precision", std::string(to_string(precision)),
@@ -273,7 +297,8 @@ CompareReport compare(const Case& test_case, const NamedTensors& expected, const
                    "fp64");
     violations.throw_if_any("unsupported comparison");
   }
-  CompareReport report{.precision = precision, .rope_angles = rope_angles};
+  CompareReport report{.precision = precision, .rope_angles = rope_angles, .tp_convention = tp_convention};
+  LazyHoldings holdings(test_case.plan, tp_convention);
   double largest_gradient = 0.0;
   double largest_sketch = 0.0;
   for (const auto& [name, tensor] : expected) {
@@ -290,8 +315,8 @@ CompareReport compare(const Case& test_case, const NamedTensors& expected, const
       const std::string base = name.substr(0, name.size() - kSketchSuffix.size());
       if (const auto full = actual.find(base); full != actual.end()) {
         // The full gradient must have the full shape: padding a line with zeros would keep its sketch.
-        sketched = full->second.shape == full_gradient_shape(test_case, base) ? sketch(base, full->second)
-                                                                              : full->second;  // wrong shape
+        sketched = full->second.shape == full_gradient_shape(test_case, base, holdings) ? sketch(base, full->second)
+                                                                                        : full->second;  // wrong shape
       }
     }
     const Tensor* candidate = sketched ? &*sketched : (found == actual.end() ? nullptr : &found->second);
@@ -305,7 +330,7 @@ CompareReport compare(const Case& test_case, const NamedTensors& expected, const
       }
     }
     report.tensors.push_back(
-        compare_tensor(test_case, name, tensor, candidate, precision, scale_floor, yardstick_error));
+        compare_tensor(test_case, name, tensor, candidate, precision, scale_floor, yardstick_error, holdings));
   }
   return report;
 }
@@ -366,6 +391,7 @@ nlohmann::json render_json(const CompareReport& report) {
   }
   return {{"precision", to_string(report.precision)},
           {"contract", precision_contract(report.precision, report.rope_angles)},
+          {"tp_convention", to_string(report.tp_convention)},
           {"passed", report.passed()},
           {"tensors", tensors}};
 }

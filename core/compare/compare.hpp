@@ -26,6 +26,7 @@
 #include "core/model/case.hpp"
 #include "core/model/precision.hpp"
 #include "core/model/result.hpp"
+#include "core/tp/tp_convention.hpp"
 
 namespace attncheck {
 
@@ -38,7 +39,8 @@ struct TensorNameOrder {
 
 using NamedTensors = std::map<std::string, Tensor, TensorNameOrder>;
 
-// The tensors of a Result under their golden-file names.
+// The tensors of a Result under their golden-file names. A rank that holds no line of a tensor (a
+// 0-row k_proj under megatron-equal-block, core/tp/tp_convention.hpp) has no entry for it.
 NamedTensors named_tensors(const Result& result);
 
 enum class TensorStatus { ok, mismatch, missing, wrong_shape, non_finite };
@@ -65,6 +67,7 @@ struct TensorReport {
 struct CompareReport {
   Precision precision = Precision::fp64;
   RopeAngles rope_angles = RopeAngles::float32;  // below fp64: how the candidate (and its yardstick) form angles
+  TpConvention tp_convention = TpConvention::replicated_kv;  // how the per-rank tensors compared are held
   std::vector<TensorReport> tensors;
   bool passed() const;
 };
@@ -82,9 +85,13 @@ void add_yardstick_run(const NamedTensors& expected, const NamedTensors& run, Ya
 // without it.
 // rope_angles: the angle policy the candidate declared and the yardstick was built with (named in the
 // report: the precision contract that judged the candidate, golden/SCHEMA.md).
+// tp_convention: how expected and actual per-rank tensors are held (core/tp/tp_convention.hpp): their
+// shapes and which heads a row belongs to follow its holdings. Expected tensors held another way are
+// regrouped first (core/compare/rank_regroup.hpp).
 CompareReport compare(const Case& test_case, const NamedTensors& expected, const NamedTensors& actual,
                       Precision precision, const YardstickErrors* yardstick = nullptr,
-                      RopeAngles rope_angles = RopeAngles::float32);
+                      RopeAngles rope_angles = RopeAngles::float32,
+                      TpConvention tp_convention = TpConvention::replicated_kv);
 
 // "bf16 storage, fp32 accumulation, RoPE angles in float64": the contract a candidate below fp64 is
 // held to (golden/SCHEMA.md, "Precision contract"); "fp64" for fp64.
