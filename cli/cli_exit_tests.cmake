@@ -194,3 +194,54 @@ set_tests_properties(cli.tp_convention_sketched_reference_candidate PROPERTIES F
                      FIXTURES_SETUP golden_megatron_sketched_candidate)
 set_tests_properties(cli.tp_convention_sketched_regrouped PROPERTIES
                      FIXTURES_REQUIRED "golden_megatron_sketched;golden_megatron_sketched_candidate")
+
+# Declined parts (golden/SCHEMA.md, "Candidate files"): a candidate that declines decoding and one rank's
+# k_norm passes on the rest, each declined tensor shown with its reason and counted apart; one that
+# declines a part and also supplies it, or declines out, is bad input.
+attncheck_cli_case(golden_run_reference_tp 0 "wrote" "^$"
+                   golden run ${golden_dir}/small.h5 --impl reference-tp -o ${golden_dir}/small_candidate.h5)
+set_tests_properties(cli.golden_run_reference_tp PROPERTIES FIXTURES_REQUIRED golden_small
+                     FIXTURES_SETUP golden_small_candidate)
+set(decline_parts ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/decline_parts.py ${golden_dir}/small_candidate.h5)
+add_test(NAME cli.decline_parts_decode_and_a_rank_tensor
+         COMMAND ${decline_parts} ${golden_dir}/declined.h5 "decode=no KV cache in this implementation"
+                 "ranks/2/grads/k_norm=not gathered")
+add_test(NAME cli.decline_parts_and_supply_them
+         COMMAND ${decline_parts} ${golden_dir}/declined_and_supplied.h5 --keep "decode=no KV cache")
+add_test(NAME cli.decline_parts_out COMMAND ${decline_parts} ${golden_dir}/declined_out.h5 "out=forward not run")
+set_tests_properties(cli.decline_parts_decode_and_a_rank_tensor cli.decline_parts_and_supply_them cli.decline_parts_out
+                     PROPERTIES LABELS unit FIXTURES_REQUIRED "golden_small;golden_small_candidate"
+                     FIXTURES_SETUP golden_declined_candidates)
+attncheck_cli_case(compare_declined 0
+                   "decode/out +declined +- +- +- +declined: no KV cache in this implementation.*ranks/2/grads/k_norm +declined .*declined: not gathered.*PASS: 31 tensors within .*; 2 declined \\(listed above, not judged\\)"
+                   "^$" compare ${golden_dir}/small.h5 ${golden_dir}/declined.h5)
+attncheck_cli_case(compare_declined_json 0 "\"declined\": 2,[^}]*\"failed\": 0,[^}]*\"passed\": 31.*\"declined_reason\": \"no KV cache in this implementation\"" "^$"
+                   compare ${golden_dir}/small.h5 ${golden_dir}/declined.h5 --json)
+attncheck_cli_case(compare_declined_and_supplied 2 "^$" "/result/declined@decode.*/result/decode exists \\(it disagrees with itself\\)"
+                   compare ${golden_dir}/small.h5 ${golden_dir}/declined_and_supplied.h5)
+attncheck_cli_case(compare_declined_out 2 "^$" "/result/declined@out.*out cannot be declined"
+                   compare ${golden_dir}/small.h5 ${golden_dir}/declined_out.h5)
+set_tests_properties(cli.compare_declined cli.compare_declined_json cli.compare_declined_and_supplied cli.compare_declined_out
+                     PROPERTIES FIXTURES_REQUIRED "golden_small;golden_declined_candidates")
+# `attncheck run` counts declined tensors per pair and in its summary: a worker declining decoding on a
+# folder holding one golden that decodes (and one that does not).
+set(declined_run_dir ${CMAKE_CURRENT_BINARY_DIR}/golden_run_declined)
+file(MAKE_DIRECTORY ${declined_run_dir})
+attncheck_cli_case(run_declined_make 0 "wrote" "^$" golden make --hidden 12 --heads 4 --kv-heads 2 --head-dim 6 --tp 2
+                   --decode 4,1,1 --batch 1 --seq 6 -o ${declined_run_dir}/decoding.h5)
+attncheck_cli_case(run_declined_make_plain 0 "wrote" "^$" golden make --hidden 12 --heads 4 --kv-heads 2 --head-dim 6
+                   --tp 2 --batch 1 --seq 6 -o ${declined_run_dir}/plain.h5)
+set_tests_properties(cli.run_declined_make cli.run_declined_make_plain PROPERTIES FIXTURES_SETUP golden_run_declined)
+set(declining_worker "exec:${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/properties/declining_worker.py $<TARGET_FILE:attncheck> reference-tp")
+attncheck_cli_case(run_declined_tensors 0
+                   "decoding.h5 +exec:.* +pass +(grads|ranks|out)[a-z/_#0-9]* +[0-9.e+-]+ +1\n.*plain.h5 +exec:.* +pass +[a-z/_#0-9]+ +[0-9.e+-]+ +0\n.*2 of 2 \\(golden, implementation\\) pairs pass, 0 unsupported; 1 declined tensor in 1 of the pairs run"
+                   "^$" run --goldens ${declined_run_dir} --impl ${declining_worker})
+set_tests_properties(cli.run_declined_tensors PROPERTIES FIXTURES_REQUIRED golden_run_declined)
+# `golden run` writes what the implementation declined into its candidate (an exec: worker's /result/declined).
+attncheck_cli_case(golden_run_worker_declines 0 "wrote" "^$"
+                   golden run ${golden_dir}/small.h5 --impl ${declining_worker} -o ${golden_dir}/worker_declined.h5)
+set_tests_properties(cli.golden_run_worker_declines PROPERTIES FIXTURES_REQUIRED golden_small
+                     FIXTURES_SETUP golden_worker_declined)
+attncheck_cli_case(compare_worker_declined 0 "decode/out +declined .*declined: no KV cache in this worker.*; 1 declined" "^$"
+                   compare ${golden_dir}/small.h5 ${golden_dir}/worker_declined.h5)
+set_tests_properties(cli.compare_worker_declined PROPERTIES FIXTURES_REQUIRED "golden_small;golden_worker_declined")

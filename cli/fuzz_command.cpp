@@ -102,6 +102,12 @@ int run_fuzz(const FuzzCommandOptions& options, std::ostream& out) {
                      implementation->name(), report.cases, report.unsupported, report.seconds,
                      report.cases_per_second(), report.largest.empty() ? "none (no case ran)" : report.largest);
   for (const std::string& reason : report.top_unsupported_reasons(3)) out << "  unsupported: " << reason << '\n';
+  if (report.with_declined > 0) {
+    // Checked on the rest of their tensors, and counted apart: a declined part is never a pass.
+    out << fmt::format("  {} of {} cases with declined parts (those tensors not judged)\n", report.with_declined,
+                       report.cases);
+    for (const std::string& reason : report.top_declined_reasons(3)) out << "  declined: " << reason << '\n';
+  }
   if (report.ran_nothing()) {
     // Declining every case checks nothing: never reported as clean.
     out << fmt::format("FAIL {}: declined all {} cases; nothing was checked\n", implementation->name(), report.cases);

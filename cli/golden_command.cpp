@@ -225,7 +225,8 @@ int run_golden_run(const GoldenOptions& options, std::ostream& out) {
                           {.precision = implementation->precision(),
                            .tp_size = implementation->sharded() ? test_case.plan.tp_size : 1,
                            .rope_angles = implementation->rope_angles(),
-                           .tp_convention = implementation->tp_convention()},
+                           .tp_convention = implementation->tp_convention(),
+                           .declined = implementation->declined()},
                           options.implementation);
   out << fmt::format("wrote {}: {} on {}\n", options.output, options.implementation, options.golden_file);
   return kExitOk;
@@ -261,7 +262,8 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out) {
     const RopeAngles angles = implementation->rope_angles();
     const YardstickErrors yardstick =
         reference::yardstick_errors(golden.test_case, expected, precision, angles, convention);
-    const CompareReport report = compare(golden.test_case, expected, actual, precision, &yardstick, angles, convention);
+    const CompareReport report = compare(golden.test_case, expected, actual, precision, &yardstick, angles, convention,
+                                         implementation->declined());
     if (!report.passed()) ++failed;
     if (options.json) {
       nlohmann::json entry = render_json(report);
@@ -310,7 +312,7 @@ int run_compare(const GoldenOptions& options, std::ostream& out) {
   const YardstickErrors yardstick = reference::yardstick_errors(golden.test_case, expected, candidate.precision,
                                                                 candidate.rope_angles, candidate.tp_convention);
   const CompareReport report = compare(golden.test_case, expected, candidate.tensors, candidate.precision, &yardstick,
-                                       candidate.rope_angles, candidate.tp_convention);
+                                       candidate.rope_angles, candidate.tp_convention, candidate.declined);
   if (options.json) {
     nlohmann::json json = render_json(report);
     json["rank_gradients_compared"] = !skip_ranks;

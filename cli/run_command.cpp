@@ -59,10 +59,12 @@ int run_run(const RunOptions& options, std::ostream& out) {
   std::vector<std::unique_ptr<impl::Implementation>> opened;
   for (const std::string& name : implementations) opened.push_back(impl::open_implementation(name));
 
-  out << fmt::format("{:<34} {:<20} {:<6} {:<34} {:>10}\n", "golden", "implementation", "result", "worst tensor",
-                     "ulps");
+  out << fmt::format("{:<34} {:<20} {:<6} {:<34} {:>10} {:>9}\n", "golden", "implementation", "result", "worst tensor",
+                     "ulps", "declined");
   int failures = 0;
   int unsupported = 0;
+  int pairs_with_declined = 0;          // pairs judged on what they computed, with some tensors declined
+  std::int64_t declined_tensors = 0;    // over all pairs; each is listed by `attncheck compare`, never passed
   std::map<std::string, int> declined;  // per implementation: goldens it answered "unsupported"
   for (const std::string& path : goldens) {
     const golden::Golden golden = golden::read_golden(path);
@@ -90,23 +92,35 @@ int run_run(const RunOptions& options, std::ostream& out) {
       const RopeAngles angles = implementation->rope_angles();
       const YardstickErrors yardstick =
           reference::yardstick_errors(golden.test_case, expected, precision, angles, convention);
-      const CompareReport report =
-          compare(golden.test_case, expected, actual, precision, &yardstick, angles, convention);
-      const auto worst =
-          std::max_element(report.tensors.begin(), report.tensors.end(),
-                           [](const TensorReport& a, const TensorReport& b) { return a.error_ulps < b.error_ulps; });
+      const CompareReport report = compare(golden.test_case, expected, actual, precision, &yardstick, angles,
+                                           convention, implementation->declined());
+      // The worst of the tensors judged (out always is: it cannot be declined).
+      const auto worst = std::max_element(report.tensors.begin(), report.tensors.end(),
+                                          [](const TensorReport& a, const TensorReport& b) {
+                                            const auto judged_ulps = [](const TensorReport& t) {
+                                              return t.status == TensorStatus::declined ? -1.0 : t.error_ulps;
+                                            };
+                                            return judged_ulps(a) < judged_ulps(b);
+                                          });
       if (!report.passed()) ++failures;
-      out << fmt::format("{:<34} {:<20} {:<6} {:<34} {:>10.3g}\n", golden_name, implementation->name(),
-                         report.passed() ? "pass" : "FAIL", worst->name, worst->error_ulps);
+      const std::int64_t declined_here = report.declined_count();
+      if (declined_here > 0) ++pairs_with_declined;
+      declined_tensors += declined_here;
+      out << fmt::format("{:<34} {:<20} {:<6} {:<34} {:>10.3g} {:>9}\n", golden_name, implementation->name(),
+                         report.passed() ? "pass" : "FAIL", worst->name, worst->error_ulps, declined_here);
     }
   }
   const std::size_t runs = goldens.size() * implementations.size();
   out << fmt::format(
-      "{} of {} (golden, implementation) pairs pass, {} unsupported; tolerance: {} ulps of each tensor's scale in "
+      "{} of {} (golden, implementation) pairs pass, {} unsupported{}; tolerance: {} ulps of each tensor's scale in "
       "fp64; below fp64, {} x (outputs) / {} x (gradients) the error of a naive implementation of the layer in the "
       "same precision, + {} ulps\n",
-      runs - failures - unsupported, runs, unsupported, kFp64ToleranceUlps, kYardstickFactorOutputs,
-      kYardstickFactorGradients, kYardstickFloorUlps);
+      runs - failures - unsupported, runs, unsupported,
+      pairs_with_declined == 0
+          ? ""
+          : fmt::format("; {} declined tensor{} in {} of the pairs run (not judged; `attncheck compare` lists them)",
+                        declined_tensors, declined_tensors == 1 ? "" : "s", pairs_with_declined),
+      kFp64ToleranceUlps, kYardstickFactorOutputs, kYardstickFactorGradients, kYardstickFloorUlps);
   // An implementation that declined every golden checked nothing: that is never a pass.
   bool ran_nothing = false;
   for (const auto& [name, count] : declined) {

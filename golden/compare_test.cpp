@@ -36,8 +36,8 @@ TEST(Compare, TensorNamesAreOrderedWithRanksAsNumbers) {
   }
   std::vector<std::string> order;
   for (const auto& [name, tensor] : tensors) order.push_back(name);
-  EXPECT_EQ(order, (std::vector<std::string>{"out", "ranks/1/grads/k_norm", "ranks/2/grads/k_norm",
-                                             "ranks/10/grads/k_norm"}));
+  EXPECT_EQ(order,
+            (std::vector<std::string>{"out", "ranks/1/grads/k_norm", "ranks/2/grads/k_norm", "ranks/10/grads/k_norm"}));
 }
 
 const TensorReport& find(const CompareReport& report, const std::string& name) {
@@ -59,6 +59,69 @@ TEST(Compare, ReferenceTpPassesAgainstReference) {
     EXPECT_EQ(t.status, t.name.starts_with("ranks/") ? TensorStatus::missing : TensorStatus::ok) << t.name;
   }
   EXPECT_FALSE(unsharded.passed());
+}
+
+const DeclinedParts kDeclined = {{"decode", "no KV cache"}, {"ranks/1", "rank 1 not gathered"}};
+
+// A declined part (SCHEMA.md, "Candidate files") is reported as declined with its reason, never as
+// passing and never left out; it fails nothing, and the counts keep passed, failed and declined apart.
+TEST(Compare, DeclinedPartsAreReportedAndCountedApart) {
+  const Case test_case = make_case();
+  const NamedTensors expected = named_tensors(reference::run_reference_tp(test_case));
+  NamedTensors actual = expected;
+  std::erase_if(actual, [](const auto& entry) { return declined_reason(kDeclined, entry.first) != nullptr; });
+  // decode/out and rank 1's 9 gradients (q/k/v/o_proj, q/k/v_bias, q_norm, k_norm).
+  ASSERT_EQ(actual.size() + 1 + 9, expected.size());
+  const CompareReport report = compare(test_case, expected, actual, Precision::fp64, nullptr, RopeAngles::float32,
+                                       TpConvention::replicated_kv, kDeclined);
+  EXPECT_TRUE(report.passed());
+  EXPECT_EQ(report.declined_count(), 10);
+  EXPECT_EQ(report.failed_count(), 0);
+  EXPECT_EQ(report.passed_count(), static_cast<std::int64_t>(expected.size()) - 10);
+  EXPECT_EQ(report.tensors.size(), expected.size());  // every expected tensor is reported
+  EXPECT_EQ(find(report, "decode/out").status, TensorStatus::declined);
+  EXPECT_EQ(find(report, "decode/out").declined_reason, "no KV cache");
+  EXPECT_EQ(find(report, "ranks/1/grads/k_norm").declined_reason, "rank 1 not gathered");
+  EXPECT_EQ(find(report, "ranks/2/grads/k_norm").status, TensorStatus::ok);
+  const std::string text = render_text(report);
+  EXPECT_NE(text.find("declined: no KV cache"), std::string::npos) << text;
+  EXPECT_NE(text.find("; 10 declined (listed above, not judged)"), std::string::npos) << text;
+  EXPECT_EQ(render_json(report)["counts"]["declined"], 10);
+  // A real failure elsewhere still fails, and is counted apart from the declined ones.
+  actual["out"].values.front() += 1.0;
+  const CompareReport failing = compare(test_case, expected, actual, Precision::fp64, nullptr, RopeAngles::float32,
+                                        TpConvention::replicated_kv, kDeclined);
+  EXPECT_FALSE(failing.passed());
+  EXPECT_EQ(failing.failed_count(), 1);
+  EXPECT_EQ(failing.declined_count(), 10);
+  EXPECT_NE(render_text(failing).find("FAIL: 1 of "), std::string::npos);
+  // A part no expected tensor falls under (a case without ranks 7) declines nothing.
+  const CompareReport nothing = compare(test_case, expected, expected, Precision::fp64, nullptr, RopeAngles::float32,
+                                        TpConvention::replicated_kv, {{"ranks/7", "never gathered"}});
+  EXPECT_EQ(nothing.declined_count(), 0);
+  EXPECT_TRUE(nothing.passed());
+}
+
+// A candidate that declines out (that is "unsupported", the whole case), names no tensor path, gives no
+// reason, or declines a tensor it also supplies is bad input.
+TEST(Compare, DeclinedPartsThatCannotBeAreBadInput) {
+  const Case test_case = make_case();
+  const NamedTensors expected = named_tensors(reference::run_reference_tp(test_case));
+  for (const DeclinedParts& declined :
+       {DeclinedParts{{"out", "no forward"}}, DeclinedParts{{"grads/q_nrm", "typo"}}, DeclinedParts{{"decode", ""}},
+        DeclinedParts{{"ranks/01", "leading zero"}}, DeclinedParts{{"decode", "no KV cache"}}}) {
+    EXPECT_THROW(compare(test_case, expected, expected, Precision::fp64, nullptr, RopeAngles::float32,
+                         TpConvention::replicated_kv, declined),
+                 InputError)
+        << declined.begin()->first;  // the last: decode/out declined and supplied
+  }
+  EXPECT_NE(declined_part_problem("out", "x").find("unsupported"), std::string::npos);
+  for (const char* part : {"grads", "grads/x", "grads/o_bias", "decode/out", "ranks", "ranks/12", "ranks/3/grads",
+                           "ranks/3/grads/k_norm"}) {
+    EXPECT_EQ(declined_part_problem(part, "a reason"), "") << part;
+  }
+  EXPECT_EQ(declined_reason({{"ranks/1", "r"}}, "ranks/10/grads/q_proj"), nullptr);  // a prefix ends at '/'
+  EXPECT_NE(declined_reason({{"ranks/1", "r"}}, "ranks/1/grads/q_proj#sketch"), nullptr);
 }
 
 TEST(Compare, PermutedHeadIsLocalised) {

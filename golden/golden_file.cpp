@@ -519,6 +519,10 @@ static void write_candidate_unchecked(const std::string& path, const NamedTensor
     write_attribute(group, "rope_angles", std::string(to_string(declaration.rope_angles)));
   }
   write_attribute(group, "tp_convention", std::string(to_string(declaration.tp_convention)));
+  if (!declaration.declined.empty()) {
+    H5::Group declined = file.createGroup("/result/declined");
+    for (const auto& [part, reason] : declaration.declined) write_attribute(declined, part, reason);
+  }
   for (const auto& [name, tensor] : tensors) {
     // Create the intermediate groups of "grads/x", "ranks/3/grads/q_proj".
     for (std::size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', slash + 1)) {
@@ -557,6 +561,24 @@ static CandidateDeclaration read_declaration(const H5::H5File& file, const std::
            std::string(to_string(TpConvention::replicated_kv)) + " (or omit the attribute)");
     }
     declaration.tp_convention = *parsed_convention;
+  }
+  // Declined parts (SCHEMA.md, "Candidate files"): well formed, never `out`, and none also supplied.
+  if (exists(file, "/result/declined")) {
+    const H5::Group declined = file.openGroup("/result/declined");
+    for (const std::string& part : attribute_names(declined, path, "/result/declined")) {
+      const std::string field = "/result/declined@" + part;
+      const std::string reason = read_string_attribute(declined, part, path).value_or("");
+      if (const std::string problem = declined_part_problem(part, reason); !problem.empty()) {
+        fail(path, field, reason, problem, "decline grads/..., decode or ranks/... with a reason");
+      }
+      if (exists(file, "/result/" + part)) {
+        fail(path, field, reason,
+             fmt::format("a candidate supplies no part it declines, and /result/{} exists (it disagrees with itself)",
+                         part),
+             "drop /result/" + part + ", or the declined entry");
+      }
+      declaration.declined[part] = reason;
+    }
   }
   return declaration;
 }

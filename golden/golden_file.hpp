@@ -86,6 +86,8 @@ struct CandidateDeclaration {
   // /result@tp_convention (replicated-kv when absent): how its per-rank gradients are held; the golden's
   // are regrouped to it before comparing.
   TpConvention tp_convention = TpConvention::replicated_kv;
+  // /result/declined: its string attributes, part -> reason (DeclinedParts, core/model/result.hpp).
+  DeclinedParts declined;
 };
 struct Candidate : CandidateDeclaration {
   NamedTensors tensors;  // whatever /result holds among the names `expected` lists
@@ -100,8 +102,8 @@ void write_candidate(const std::string& path, const Result& result, Precision pr
 CandidateDeclaration read_candidate_declaration(const std::string& path);
 // Reads the declaration and /result/<name> for every name in expected_names that the file has. Missing
 // tensors, other shapes and NaN are left for compare() to report; a file that is not HDF5, a missing
-// /result group or precision attribute, an unknown rope_angles or tp_convention, or a dataset that is
-// not float64 is an InputError.
+// /result group or precision attribute, an unknown rope_angles or tp_convention, a declined part that is
+// malformed or `out` or also present under /result, or a dataset that is not float64 is an InputError.
 Candidate read_candidate(const std::string& path, const NamedTensors& expected_names);
 
 }  // namespace attncheck::golden

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 
 #include "core/compare/compare.hpp"
@@ -375,6 +376,58 @@ TEST(GoldenFile, TpConventionsShapeThePerRankGradients) {
   } catch (const InputError& error) {
     EXPECT_TRUE(error.names_field("/result@tp_convention")) << error.what();
   }
+}
+
+// SCHEMA.md "Candidate files": /result/declined maps parts to reasons; a part that is `out`, malformed,
+// or also present under /result is bad input.
+TEST(GoldenFile, CandidatesDeclareDeclinedParts) {
+  const Golden golden = make_golden(kSpec, 2, 29);  // decodes
+  const NamedTensors expected = expected_tensors(golden);
+  NamedTensors tensors = named_tensors(golden.expected);
+  tensors.erase("decode/out");
+  tensors.erase("ranks/1/grads/k_norm");
+  const DeclinedParts declined = {{"decode", "no KV cache"}, {"ranks/1/grads/k_norm", "not gathered"}};
+  const std::string path = temp_path("declined");
+  write_candidate(path, tensors, {.tp_size = 2, .declined = declined}, "test");
+  const Candidate candidate = read_candidate(path, expected);
+  EXPECT_EQ(candidate.declined, declined);
+  EXPECT_FALSE(candidate.tensors.contains("decode/out"));
+  const auto refused = [&](const std::string& name, const std::function<void(H5::H5File&)>& edit,
+                           const std::string& message) {
+    const std::string copy = temp_path(name);
+    std::filesystem::copy_file(path, copy, std::filesystem::copy_options::overwrite_existing);
+    {
+      H5::H5File file(copy, H5F_ACC_RDWR);
+      edit(file);
+    }
+    try {
+      read_candidate(copy, expected);
+      ADD_FAILURE() << name << " was accepted";
+    } catch (const InputError& error) {
+      EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << error.what();
+    }
+  };
+  refused(
+      "declined_and_supplied",
+      [&](H5::H5File& file) {
+        H5::Group group = file.createGroup("/result/decode");
+        write_tensor(group, "out", golden.expected.decode_out.value());
+      },
+      "/result/declined@decode");
+  refused(
+      "declined_out",
+      [](H5::H5File& file) {
+        H5::Group group = file.openGroup("/result/declined");
+        write_attribute(group, "out", std::string("no forward"));
+      },
+      "out cannot be declined");
+  refused(
+      "declined_misspelt",
+      [](H5::H5File& file) {
+        H5::Group group = file.openGroup("/result/declined");
+        write_attribute(group, "grads/q_nrm", std::string("typo"));
+      },
+      "/result/declined@grads/q_nrm");
 }
 
 TEST(GoldenFile, CaseFilesCarryNoAnswers) {

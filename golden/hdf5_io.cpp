@@ -275,4 +275,21 @@ std::optional<std::string> read_string_attribute(const H5::H5Object& object, con
   return value;
 }
 
+std::vector<std::string> attribute_names(const H5::H5Object& object, const std::string& where,
+                                         const std::string& object_path) {
+  constexpr int kMostAttributes = 4096;
+  std::vector<std::string> names;
+  try {
+    const int count = object.getNumAttrs();
+    if (count > kMostAttributes) {
+      fail(where, object_path, fmt::format("{} attributes", count),
+           fmt::format("at most {} attributes are read", kMostAttributes), "see golden/SCHEMA.md");
+    }
+    for (int i = 0; i < count; ++i) names.push_back(object.openAttribute(static_cast<unsigned>(i)).getName());
+  } catch (const H5::Exception& exception) {
+    fail(where, object_path, "unreadable", "its attributes must be readable", exception.getDetailMsg());
+  }
+  return names;
+}
+
 }  // namespace attncheck::golden

@@ -52,5 +52,9 @@ std::optional<double> read_double_attribute(const H5::H5Object& object, const st
                                             const std::string& where);
 std::optional<std::string> read_string_attribute(const H5::H5Object& object, const std::string& name,
                                                  const std::string& where);
+// The names of an object's attributes, in HDF5's order; InputError beyond 4096 (no schema object has so
+// many: a damaged or hostile file).
+std::vector<std::string> attribute_names(const H5::H5Object& object, const std::string& where,
+                                         const std::string& object_path);
 
 }  // namespace attncheck::golden

@@ -17,7 +17,13 @@ class FunctionImplementation : public Implementation {
   bool sharded() const override { return sharded_; }
   Precision precision() const override { return precision_; }
   RopeAngles rope_angles() const override { return rope_angles_; }
-  NamedTensors run(const Case& test_case) override { return named_tensors(run_(test_case)); }
+  const DeclinedParts& declined() const override { return declined_; }
+  NamedTensors run(const Case& test_case) override {
+    declined_.clear();
+    Result result = run_(test_case);
+    declined_ = std::move(result.declined);  // what this case's Result declined, asked after run()
+    return named_tensors(result);
+  }
 
  private:
   std::string name_;
@@ -25,6 +31,7 @@ class FunctionImplementation : public Implementation {
   std::function<Result(const Case&)> run_;
   Precision precision_;
   RopeAngles rope_angles_;
+  DeclinedParts declined_;
 };
 
 }  // namespace

@@ -38,6 +38,10 @@ class Implementation {
   // attncheck's own implementations shard as replicated-kv; an exec: worker answers, after run(), from
   // its candidate's /result@tp_convention.
   virtual TpConvention tp_convention() const { return TpConvention::replicated_kv; }
+  // The parts of the case it just ran that it declined, with reasons (DeclinedParts,
+  // core/model/result.hpp), asked after run(): reported as declined, never as passing. An exec: worker
+  // answers from its candidate's /result/declined, a function implementation from its Result.
+  virtual const DeclinedParts& declined() const;
   // Forward, backward and decoding of the case, as tensors under their golden-file names ("out",
   // "grads/q_proj", "decode/out", "ranks/1/grads/k_proj"; golden/SCHEMA.md). Unsupported when it
   // cannot run the case; any other exception is the implementation failing.

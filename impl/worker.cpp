@@ -98,9 +98,11 @@ class Worker : public Implementation {
   Precision precision() const override { return precision_; }
   RopeAngles rope_angles() const override { return rope_angles_; }
   TpConvention tp_convention() const override { return tp_convention_; }
+  const DeclinedParts& declined() const override { return declined_; }
 
   NamedTensors run(const Case& test_case) override {
     if (pid_ < 0) throw std::runtime_error(fmt::format("{}: the worker has stopped", name_));
+    declined_.clear();  // this case's, once its candidate is read
     // The case as a case file (a golden without /expected): a worker never sees the answers. The
     // reference still runs here for the names and shapes the candidate is read against.
     const Result expected = reference::run_reference_tp(test_case);
@@ -138,6 +140,7 @@ class Worker : public Implementation {
     // Its per-rank gradients are held as its /result@tp_convention says (the oracle's are regrouped to
     // it); a convention that cannot partition this case's plan is a candidate that disagrees with itself.
     tp_convention_ = candidate.tp_convention;
+    declined_ = candidate.declined;  // read_candidate refused malformed parts, `out`, and parts also supplied
     if (sharded_) {
       if (const std::string problem = partition_problem(test_case.plan, tp_convention_); !problem.empty()) {
         throw std::runtime_error(fmt::format("{}: its candidate declares tp_convention {}, which {}", name_,
@@ -191,6 +194,7 @@ class Worker : public Implementation {
   Precision precision_ = Precision::fp64;
   RopeAngles rope_angles_ = RopeAngles::float32;
   TpConvention tp_convention_ = TpConvention::replicated_kv;
+  DeclinedParts declined_;
   pid_t pid_ = -1;
   int to_worker_ = -1;
   int from_worker_ = -1;

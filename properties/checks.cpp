@@ -51,12 +51,19 @@ CheckOutcome check_matches_reference(impl::Implementation& implementation, const
   const Precision precision = implementation.precision();
   const RopeAngles angles = implementation.rope_angles();
   const YardstickErrors yardstick = reference::yardstick_errors(test_case, expected, precision, angles, convention);
-  CompareReport report = compare(test_case, expected, actual, precision, &yardstick, angles, convention);
+  CompareReport report;
+  try {
+    report = compare(test_case, expected, actual, precision, &yardstick, angles, convention, implementation.declined());
+  } catch (const InputError& error) {  // declined parts that are malformed, `out`, or also supplied
+    return {.verdict = Verdict::fail,
+            .property = outcome.property,
+            .detail = fmt::format("{} disagrees with itself: {}", implementation.name(), error.what())};
+  }
   if (!report.passed()) {
     outcome.verdict = Verdict::fail;
     int listed = 0;
     for (const TensorReport& tensor : report.tensors) {
-      if (tensor.status == TensorStatus::ok) continue;
+      if (tensor.status == TensorStatus::ok || tensor.status == TensorStatus::declined) continue;
       if (listed++ == 3) {
         outcome.detail += ", ...";
         break;

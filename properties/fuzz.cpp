@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <set>
 
 #include "core/generation/splitmix_stream.hpp"
 #include "properties/repro.hpp"
@@ -60,17 +61,26 @@ Counterexample shrink(impl::Implementation& implementation, rc::Shrinkable<CaseS
   return counterexample;
 }
 
-}  // namespace
-
-std::vector<std::string> FuzzReport::top_unsupported_reasons(std::size_t count) const {
+// "N x reason" for the `count` most frequent reasons, most frequent first (ties in reason order).
+std::vector<std::string> top_reasons(const std::map<std::string, std::int64_t>& reasons, std::size_t count) {
   std::vector<std::pair<std::int64_t, std::string>> ranked;
-  for (const auto& [reason, given] : unsupported_reasons) ranked.emplace_back(given, reason);
+  for (const auto& [reason, given] : reasons) ranked.emplace_back(given, reason);
   std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<std::string> lines;
   for (std::size_t i = 0; i < std::min(count, ranked.size()); ++i) {
     lines.push_back(fmt::format("{} x {}", ranked[i].first, ranked[i].second));
   }
   return lines;
+}
+
+}  // namespace
+
+std::vector<std::string> FuzzReport::top_unsupported_reasons(std::size_t count) const {
+  return top_reasons(unsupported_reasons, count);
+}
+
+std::vector<std::string> FuzzReport::top_declined_reasons(std::size_t count) const {
+  return top_reasons(declined_reasons, count);
 }
 
 CaseSpec fuzz_case(std::uint64_t seed, std::int64_t index, const GenLimits& limits) {
@@ -98,6 +108,14 @@ FuzzReport fuzz(impl::Implementation& implementation, const FuzzOptions& options
     if (outcome.verdict == Verdict::unsupported) {
       ++report.unsupported;
       ++report.unsupported_reasons[outcome.unsupported_reason.substr(0, 200)];
+    }
+    if (outcome.report && outcome.report->declined_count() > 0) {
+      ++report.with_declined;
+      std::set<std::string> reasons;  // once per case
+      for (const TensorReport& tensor : outcome.report->tensors) {
+        if (tensor.status == TensorStatus::declined) reasons.insert(tensor.declined_reason.substr(0, 200));
+      }
+      for (const std::string& reason : reasons) ++report.declined_reasons[reason];
     }
     if (outcome.verdict == Verdict::fail) {
       report.seconds = seconds_since(start);

@@ -45,7 +45,11 @@ struct FuzzReport {
   std::int64_t cases = 0;  // checked, including unsupported ones and the failing one
   std::int64_t unsupported = 0;
   std::map<std::string, std::int64_t> unsupported_reasons;  // each reason given, with how many cases gave it
-  double seconds = 0.0;                                     // until the failure (or the end), without shrinking
+  // Cases checked on what they computed with some tensors declined (DeclinedParts): counted apart, and
+  // each declined reason with how many cases gave it (once per case, however many tensors it covered).
+  std::int64_t with_declined = 0;
+  std::map<std::string, std::int64_t> declined_reasons;
+  double seconds = 0.0;  // until the failure (or the end), without shrinking
   std::int64_t largest_work = 0;
   std::string largest;  // describe() of the largest case checked (unsupported ones aside)
   std::optional<Counterexample> failure;
@@ -54,6 +58,8 @@ struct FuzzReport {
   bool ran_nothing() const { return cases > 0 && unsupported == cases; }
   // The most frequent unsupported reasons, "N x reason", most frequent first.
   std::vector<std::string> top_unsupported_reasons(std::size_t count) const;
+  // The same for declined reasons.
+  std::vector<std::string> top_declined_reasons(std::size_t count) const;
 };
 
 FuzzReport fuzz(impl::Implementation& implementation, const FuzzOptions& options, std::ostream* progress);

@@ -62,3 +62,10 @@ attncheck_fuzz_case(worker_rank_gradients_checked_without_greeting 1 "FAIL match
                     --shrink-seconds 5 --repro-dir ${fuzz_dir}/rank_rule)
 attncheck_fuzz_case(worker_tp1_candidate_excused_despite_greeting 0 "20 cases \\(0 unsupported\\)" "" 120
                     fuzz --impl "exec:${worker_script} reference --greet-sharded" --cases 20 --repro-dir ${fuzz_dir}/rank_rule)
+# Declined parts are counted apart and their reasons tallied, never passed: a worker that declines
+# decoding on every case (decode/out dropped, /result/declined@decode set) fuzzes clean on the rest of
+# each case, and fuzz says how many cases had declined parts and why.
+set(declining_worker "exec:${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/properties/declining_worker.py $<TARGET_FILE:attncheck> reference-tp")
+attncheck_fuzz_case(worker_declines_decode 0
+                    "fuzz exec:.*: 16 cases \\(0 unsupported\\).*  [1-9][0-9]* of 16 cases with declined parts \\(those tensors not judged\\)\n  declined: [1-9][0-9]* x no KV cache in this worker"
+                    "" 300 fuzz --impl ${declining_worker} --cases 16 --repro-dir ${fuzz_dir}/declining)

@@ -259,13 +259,79 @@ std::string_view to_string(TensorStatus status) {
       return "WRONG SHAPE";
     case TensorStatus::non_finite:
       return "NON-FINITE";
+    case TensorStatus::declined:
+      return "declined";
   }
   return "?";
 }
 
 bool CompareReport::passed() const {
-  return std::all_of(tensors.begin(), tensors.end(),
-                     [](const TensorReport& t) { return t.status == TensorStatus::ok; });
+  return failed_count() == 0;
+}
+
+std::int64_t CompareReport::passed_count() const {
+  return std::count_if(tensors.begin(), tensors.end(),
+                       [](const TensorReport& t) { return t.status == TensorStatus::ok; });
+}
+
+std::int64_t CompareReport::declined_count() const {
+  return std::count_if(tensors.begin(), tensors.end(),
+                       [](const TensorReport& t) { return t.status == TensorStatus::declined; });
+}
+
+std::int64_t CompareReport::failed_count() const {
+  return static_cast<std::int64_t>(tensors.size()) - passed_count() - declined_count();
+}
+
+std::string declined_part_problem(std::string_view part, std::string_view reason) {
+  static constexpr std::string_view kWeights[] = {"q_proj", "k_proj", "v_proj", "o_proj", "q_bias",
+                                                  "k_bias", "v_bias", "o_bias", "q_norm", "k_norm"};
+  const auto is_weight = [](std::string_view name) {
+    return std::find(std::begin(kWeights), std::end(kWeights), name) != std::end(kWeights);
+  };
+  const auto is_rank = [](std::string_view text) {
+    return !text.empty() && text.size() <= 9 &&
+           std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+           (text.size() == 1 || text.front() != '0');
+  };
+  if (part == "out") {
+    return "out cannot be declined: an implementation that cannot produce out does not support the case "
+           "(unsupported), rather than declining a part of it";
+  }
+  std::vector<std::string_view> components;
+  for (std::size_t start = 0;;) {
+    const std::size_t slash = part.find('/', start);
+    components.push_back(part.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start));
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  const std::size_t n = components.size();
+  bool valid = false;
+  if (components[0] == "grads") {
+    valid = n == 1 || (n == 2 && (components[1] == "x" || is_weight(components[1])));
+  } else if (components[0] == "decode") {
+    valid = n == 1 || (n == 2 && components[1] == "out");
+  } else if (components[0] == "ranks") {
+    valid = n == 1 || (n >= 2 && is_rank(components[1]) &&
+                       (n == 2 || (components[2] == "grads" && (n == 3 || (n == 4 && is_weight(components[3]))))));
+  }
+  if (!valid) {
+    return "must be a tensor name as under /expected, or a prefix of such names ending at a '/': grads, grads/x, "
+           "grads/<weight>, decode, decode/out, ranks, ranks/<r>, ranks/<r>/grads, ranks/<r>/grads/<weight>";
+  }
+  if (reason.find_first_not_of(" \t\n") == std::string_view::npos) return "a declined part needs a reason";
+  return {};
+}
+
+const std::string* declined_reason(const DeclinedParts& declined, std::string_view tensor_name) {
+  if (tensor_name.ends_with(kSketchSuffix)) tensor_name.remove_suffix(kSketchSuffix.size());
+  for (const auto& [part, reason] : declined) {
+    if (tensor_name == part ||
+        (tensor_name.starts_with(part) && tensor_name.size() > part.size() && tensor_name[part.size()] == '/')) {
+      return &reason;
+    }
+  }
+  return nullptr;
 }
 
 void add_yardstick_run(const NamedTensors& expected, const NamedTensors& run, YardstickErrors& errors) {
@@ -288,7 +354,24 @@ std::string precision_contract(Precision precision, RopeAngles rope_angles) {
 
 CompareReport compare(const Case& test_case, const NamedTensors& expected, const NamedTensors& actual,
                       Precision precision, const YardstickErrors* yardstick, RopeAngles rope_angles,
-                      TpConvention tp_convention) {
+                      TpConvention tp_convention, const DeclinedParts& declined) {
+  {
+    // A malformed part, `out`, or a part the candidate also supplies: it disagrees with itself.
+    ViolationList violations;
+    for (const auto& [part, reason] : declined) {
+      if (std::string problem = declined_part_problem(part, reason); !problem.empty()) {
+        violations.add("declined " + part, reason, std::move(problem), "");
+      }
+    }
+    for (const auto& [name, tensor] : actual) {
+      if (const std::string* reason = declined_reason(declined, name)) {
+        violations.add("declined", name,
+                       fmt::format("a candidate supplies no tensor it declines (declined: {})", *reason),
+                       "supply the tensor or decline it, not both");
+      }
+    }
+    violations.throw_if_any("the candidate's declined parts");
+  }
   if (precision != Precision::fp64 && yardstick == nullptr) {
     ViolationList violations;
     violations.add("precision", std::string(to_string(precision)),
@@ -307,6 +390,11 @@ CompareReport compare(const Case& test_case, const NamedTensors& expected, const
     largest = std::max(largest, max_abs(tensor));
   }
   for (const auto& [name, tensor] : expected) {
+    if (const std::string* reason = declined_reason(declined, name)) {
+      report.tensors.push_back(
+          {.name = name, .status = TensorStatus::declined, .expected_shape = tensor.shape, .declined_reason = *reason});
+      continue;
+    }
     auto found = actual.find(name);
     // An expected sketch is compared with the sketch of the candidate's full gradient.
     std::optional<Tensor> sketched;
@@ -338,18 +426,19 @@ CompareReport compare(const Case& test_case, const NamedTensors& expected, const
 std::string render_text(const CompareReport& report) {
   std::string text = fmt::format("{:<28} {:<11} {:>11} {:>10}  {:<24} {}\n", "tensor", "status", "max error", "ulps",
                                  "worst at", "beyond tolerance");
-  int failed = 0;
   for (const TensorReport& t : report.tensors) {
-    if (t.status != TensorStatus::ok) ++failed;
     std::string detail;
-    if (t.status == TensorStatus::missing)
+    if (t.status == TensorStatus::declined)
+      detail = "declined: " + t.declined_reason;
+    else if (t.status == TensorStatus::missing)
       detail = fmt::format("expected shape {}", to_string(t.expected_shape));
     else if (t.status == TensorStatus::wrong_shape)
       detail = fmt::format("shape {}, expected {}", to_string(t.actual_shape), to_string(t.expected_shape));
     else if (t.status != TensorStatus::ok)
       detail = fmt::format("{} elements: {} (expected {:.6g}, got {:.6g})", t.elements_over, where(t),
                            t.expected_at_worst, t.actual_at_worst);
-    const bool compared = t.status != TensorStatus::missing && t.status != TensorStatus::wrong_shape;
+    const bool compared = t.status != TensorStatus::missing && t.status != TensorStatus::wrong_shape &&
+                          t.status != TensorStatus::declined;
     text += fmt::format("{:<28} {:<11} {:>11} {:>10}  {:<24} {}\n", t.name, to_string(t.status),
                         compared ? fmt::format("{:.3g}", t.max_error) : "-",
                         compared ? fmt::format("{:.3g}", t.error_ulps) : "-", compared ? to_string(t.worst_index) : "-",
@@ -363,8 +452,13 @@ std::string render_text(const CompareReport& report) {
                 "(contract: {})",
                 kYardstickFactorOutputs, kYardstickFactorGradients, to_string(report.precision), kYardstickFloorUlps,
                 precision_contract(report.precision, report.rope_angles));
-  text += failed == 0 ? fmt::format("PASS: {} tensors within {}\n", report.tensors.size(), rule)
-                      : fmt::format("FAIL: {} of {} tensors\n", failed, report.tensors.size());
+  // Declined tensors are counted apart: neither passed nor failed, and never left out of the count.
+  const std::int64_t passed = report.passed_count(), failed = report.failed_count(), declined = report.declined_count();
+  const std::string declined_note =
+      declined == 0 ? "" : fmt::format("; {} declined (listed above, not judged)", declined);
+  text += failed == 0
+              ? fmt::format("PASS: {} tensors within {}{}\n", passed, rule, declined_note)
+              : fmt::format("FAIL: {} of {} tensors ({} passed){}\n", failed, passed + failed, passed, declined_note);
   return text;
 }
 
@@ -388,12 +482,16 @@ nlohmann::json render_json(const CompareReport& report) {
                        {"query_heads", t.query_heads},
                        {"kv_heads", t.kv_heads},
                        {"ranks", t.ranks}});
+    if (t.status == TensorStatus::declined) tensors.back()["declined_reason"] = t.declined_reason;
   }
-  return {{"precision", to_string(report.precision)},
-          {"contract", precision_contract(report.precision, report.rope_angles)},
-          {"tp_convention", to_string(report.tp_convention)},
-          {"passed", report.passed()},
-          {"tensors", tensors}};
+  return {
+      {"precision", to_string(report.precision)},
+      {"contract", precision_contract(report.precision, report.rope_angles)},
+      {"tp_convention", to_string(report.tp_convention)},
+      {"passed", report.passed()},
+      {"counts",
+       {{"passed", report.passed_count()}, {"failed", report.failed_count()}, {"declined", report.declined_count()}}},
+      {"tensors", tensors}};
 }
 
 }  // namespace attncheck

@@ -43,7 +43,9 @@ using NamedTensors = std::map<std::string, Tensor, TensorNameOrder>;
 // 0-row k_proj under megatron-equal-block, core/tp/tp_convention.hpp) has no entry for it.
 NamedTensors named_tensors(const Result& result);
 
-enum class TensorStatus { ok, mismatch, missing, wrong_shape, non_finite };
+// declined: the candidate declined the tensor (DeclinedParts, core/model/result.hpp), with a reason; it
+// is not judged, fails nothing, and is always reported.
+enum class TensorStatus { ok, mismatch, missing, wrong_shape, non_finite, declined };
 std::string_view to_string(TensorStatus status);
 
 struct TensorReport {
@@ -62,6 +64,7 @@ struct TensorReport {
   double actual_at_worst = 0.0;
   // Where the elements beyond tolerance lie (sorted, unique); an axis the tensor lacks stays empty.
   std::vector<std::int64_t> batch_rows, positions, query_heads, kv_heads, ranks;
+  std::string declined_reason;  // declined only: the candidate's reason
 };
 
 struct CompareReport {
@@ -69,7 +72,10 @@ struct CompareReport {
   RopeAngles rope_angles = RopeAngles::float32;  // below fp64: how the candidate (and its yardstick) form angles
   TpConvention tp_convention = TpConvention::replicated_kv;  // how the per-rank tensors compared are held
   std::vector<TensorReport> tensors;
-  bool passed() const;
+  bool passed() const;                // nothing failed (declined tensors fail nothing)
+  std::int64_t passed_count() const;  // ok
+  std::int64_t failed_count() const;  // mismatch, missing, wrong shape, non-finite
+  std::int64_t declined_count() const;
 };
 
 // The yardstick's error per expected tensor name: the largest |naive - expected| over its runs.
@@ -88,10 +94,21 @@ void add_yardstick_run(const NamedTensors& expected, const NamedTensors& run, Ya
 // tp_convention: how expected and actual per-rank tensors are held (core/tp/tp_convention.hpp): their
 // shapes and which heads a row belongs to follow its holdings. Expected tensors held another way are
 // regrouped first (core/compare/rank_regroup.hpp).
+// declined: the parts the candidate declined; each expected tensor within one is reported declined with
+// its reason instead of being compared. InputError when a part is malformed or `out`, or when the
+// candidate also supplies a tensor it declines (it disagrees with itself).
 CompareReport compare(const Case& test_case, const NamedTensors& expected, const NamedTensors& actual,
                       Precision precision, const YardstickErrors* yardstick = nullptr,
                       RopeAngles rope_angles = RopeAngles::float32,
-                      TpConvention tp_convention = TpConvention::replicated_kv);
+                      TpConvention tp_convention = TpConvention::replicated_kv, const DeclinedParts& declined = {});
+
+// Why `part` is not a part that can be declined, or empty when it is: a tensor name as under /expected
+// or a prefix of such names ending at a '/' (grads, grads/x, grads/<weight>, decode, decode/out, ranks,
+// ranks/<r>, ranks/<r>/grads, ranks/<r>/grads/<weight>), with a non-empty reason; never `out`.
+std::string declined_part_problem(std::string_view part, std::string_view reason);
+
+// The reason `tensor_name` (a golden name; a "#sketch" suffix is ignored) is declined, or nullptr.
+const std::string* declined_reason(const DeclinedParts& declined, std::string_view tensor_name);
 
 // "bf16 storage, fp32 accumulation, RoPE angles in float64": the contract a candidate below fp64 is
 // held to (golden/SCHEMA.md, "Precision contract"); "fp64" for fp64.

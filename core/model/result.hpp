@@ -3,6 +3,7 @@
 // localisation) and, below fp64, the yardstick's errors (core/compare/compare.hpp).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +33,12 @@ struct Intermediates {
   friend bool operator==(const Intermediates&, const Intermediates&) = default;
 };
 
+// Parts of a case an implementation declines, each with its reason (golden/SCHEMA.md, "Candidate
+// files"): a part is a tensor name as under /expected, or a prefix of such names ending at a '/'
+// ("decode" declines decode/out, "ranks" every per-rank gradient, "ranks/3/grads/k_norm" one tensor).
+// `out` is never declined: an implementation that cannot produce it does not support the case.
+using DeclinedParts = std::map<std::string, std::string>;  // part -> reason
+
 struct Result {
   std::string implementation;                  // "reference", "reference-tp", ...
   Tensor out;                                  // [batch, seq, hidden_size]
@@ -46,6 +53,9 @@ struct Result {
   // gradients summed over all ranks, o_bias's (added once, after the o_proj partials are summed)
   // the full gradient on every rank. Shard layout: core/tp/tp_shard.hpp.
   std::vector<Parameters> rank_gradients;
+  // What it declined to compute, with reasons: reported as declined, never as passing, never silently
+  // absent (core/compare/compare.hpp). attncheck's own implementations decline nothing.
+  DeclinedParts declined;
 };
 
 }  // namespace attncheck
