@@ -1,5 +1,5 @@
 // Prints generate_weights() for a few geometries, generated x and dout, and two sketches, as JSON, for
-// golden/adapters/attncheck_generator.py
+// python/attncheck/generator.py
 // --check (ctest golden.python_generator): the Python rebuild of SCHEMA.md's weight generator must give
 // the same values as the C++ one, value for value.
 #include <nlohmann/json.hpp>

@@ -19,7 +19,7 @@ namespace attncheck::golden {
 inline constexpr std::int64_t kSchemaVersion = 1;
 
 // The weight generator a golden may name instead of storing its weights (SCHEMA.md, "Weight generator
-// v1"; core/generation/input_generation.cpp; golden/adapters/attncheck_generator.py).
+// v1"; core/generation/input_generation.cpp; python/attncheck/generator.py).
 inline constexpr const char* kWeightGenerator = "attncheck-splitmix64-v1";
 // The same generator names x and dout (SCHEMA.md, "Input generator v1"), so long goldens cost kilobytes.
 inline constexpr const char* kInputGenerator = "attncheck-splitmix64-v1";

@@ -4,7 +4,8 @@ Layout written:
   /                 schema_version 1, generator (what produced it)
   /result           precision (fp64 | fp32 | bf16 | fp16), tp_size, tp_convention, rope_angles (below fp64)
   /result/out, /result/grads/x, /result/grads/<weight>, /result/decode/out      float64, full tensors
-  /result/ranks/<r>/grads/<weight>      each rank's held gradient (attncheck.sharding), when tp_size > 1
+  /result/ranks/<r>/grads/<weight>      each rank's held gradient (attncheck.sharding), when tp_size > 1;
+                                        none for a tensor the rank holds no row of
   /result/declined  string attributes: part -> reason, for parts of the case the implementation declines
 """
 import numpy as np
@@ -46,6 +47,8 @@ def write_candidate(path, tensors, *, generator, precision="fp64", tp_size=1, tp
             result.create_dataset(name, data=np.ascontiguousarray(values, dtype="<f8"))
         for rank, gradients in enumerate(rank_gradients if tp_size > 1 and rank_gradients else []):
             for name, values in gradients.items():
+                if np.size(values) == 0:
+                    continue  # a rank holding no row of a tensor stores none (megatron-equal-block)
                 result.create_dataset(f"ranks/{rank}/grads/{name}", data=np.ascontiguousarray(values, dtype="<f8"))
         if declined:
             group = result.create_group("declined")
