@@ -234,7 +234,7 @@ attncheck_cli_case(run_declined_make_plain 0 "wrote" "^$" golden make --hidden 1
 set_tests_properties(cli.run_declined_make cli.run_declined_make_plain PROPERTIES FIXTURES_SETUP golden_run_declined)
 set(declining_worker "exec:${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/properties/declining_worker.py $<TARGET_FILE:attncheck> reference-tp")
 attncheck_cli_case(run_declined_tensors 0
-                   "decoding.h5 +exec:.* +pass +(grads|ranks|out)[a-z/_#0-9]* +[0-9.e+-]+ +1\n.*plain.h5 +exec:.* +pass +[a-z/_#0-9]+ +[0-9.e+-]+ +0\n.*2 of 2 \\(golden, implementation\\) pairs pass, 0 unsupported; 1 declined tensor in 1 of the pairs run"
+                   "decoding.h5 +exec:.* +pass\\* +(grads|ranks|out)[a-z/_#0-9]* +[0-9.e+-]+ +1\n.*plain.h5 +exec:.* +pass +[a-z/_#0-9]+ +[0-9.e+-]+ +0\n.*2 of 2 \\(golden, implementation\\) pairs pass, 0 unsupported; 1 declined tensor in 1 of the pairs run"
                    "^$" run --goldens ${declined_run_dir} --impl ${declining_worker})
 set_tests_properties(cli.run_declined_tensors PROPERTIES FIXTURES_REQUIRED golden_run_declined)
 # `golden run` writes what the implementation declined into its candidate (an exec: worker's /result/declined).

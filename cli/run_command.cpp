@@ -106,8 +106,10 @@ int run_run(const RunOptions& options, std::ostream& out) {
       const std::int64_t declined_here = report.declined_count();
       if (declined_here > 0) ++pairs_with_declined;
       declined_tensors += declined_here;
+      // "pass*": everything it computed passed, and it declined some tensors, which are not a pass.
+      const char* verdict = !report.passed() ? "FAIL" : declined_here > 0 ? "pass*" : "pass";
       out << fmt::format("{:<34} {:<20} {:<6} {:<34} {:>10.3g} {:>9}\n", golden_name, implementation->name(),
-                         report.passed() ? "pass" : "FAIL", worst->name, worst->error_ulps, declined_here);
+                         verdict, worst->name, worst->error_ulps, declined_here);
     }
   }
   const std::size_t runs = goldens.size() * implementations.size();
@@ -118,7 +120,8 @@ int run_run(const RunOptions& options, std::ostream& out) {
       runs - failures - unsupported, runs, unsupported,
       pairs_with_declined == 0
           ? ""
-          : fmt::format("; {} declined tensor{} in {} of the pairs run (not judged; `attncheck compare` lists them)",
+          : fmt::format("; {} declined tensor{} in {} of the pairs run (pass*: all it computed passed; declined "
+                        "tensors are not judged, `attncheck compare` lists them)",
                         declined_tensors, declined_tensors == 1 ? "" : "s", pairs_with_declined),
       kFp64ToleranceUlps, kYardstickFactorOutputs, kYardstickFactorGradients, kYardstickFloorUlps);
   // An implementation that declined every golden checked nothing: that is never a pass.
