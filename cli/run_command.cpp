@@ -108,8 +108,8 @@ int run_run(const RunOptions& options, std::ostream& out) {
       declined_tensors += declined_here;
       // "pass*": everything it computed passed, and it declined some tensors, which are not a pass.
       const char* verdict = !report.passed() ? "FAIL" : declined_here > 0 ? "pass*" : "pass";
-      out << fmt::format("{:<34} {:<20} {:<6} {:<34} {:>10.3g} {:>9}\n", golden_name, implementation->name(),
-                         verdict, worst->name, worst->error_ulps, declined_here);
+      out << fmt::format("{:<34} {:<20} {:<6} {:<34} {:>10.3g} {:>9}\n", golden_name, implementation->name(), verdict,
+                         worst->name, worst->error_ulps, declined_here);
     }
   }
   const std::size_t runs = goldens.size() * implementations.size();
