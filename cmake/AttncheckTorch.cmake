@@ -1,6 +1,8 @@
 # LibTorch is optional: it comes from PyPI's torch wheel (pinned in ci/requirements.txt, installed by
 # ci/setup), which carries the C++ headers, libraries and TorchConfig.cmake; the Python interpreter
-# says where. ATTNCHECK_TORCH (default: whether Torch was found) builds torch_impl/.
+# says where. -DATTNCHECK_TORCH=ON|OFF builds torch_impl/ or not; without it,
+# whether Torch is found decides, again at every configure (not cached: a build folder configured before
+# ci/setup installed torch must not keep LibTorch off once it is there).
 #
 # The wheel's libtorch_cuda links the CUDA libraries of PyPI's nvidia-* wheels (NCCL, cuDNN, ...), which
 # are newer than the toolkit's on this machine: attncheck_torch_runtime points the linker (rpath-link)
@@ -34,8 +36,10 @@ if(_attncheck_torch_status EQUAL 0)
     set(_attncheck_torch_found ON)
   endif()
 endif()
-option(ATTNCHECK_TORCH "Build the LibTorch implementation (needs PyPI torch; default: whether it was found)"
-       ${_attncheck_torch_found})
+if(NOT DEFINED CACHE{ATTNCHECK_TORCH})
+  # Not given with -D: decided here at every configure (a plain variable, never cached).
+  set(ATTNCHECK_TORCH ${_attncheck_torch_found})
+endif()
 
 if(ATTNCHECK_TORCH)
   if(NOT Torch_FOUND)
