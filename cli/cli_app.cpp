@@ -1,6 +1,7 @@
 #include "cli/cli_app.hpp"
 
 #include <exception>
+#include <iostream>
 
 #include <CLI/CLI.hpp>
 
@@ -8,6 +9,7 @@
 #include "cli/fuzz_command.hpp"
 #include "cli/golden_command.hpp"
 #include "cli/plan_command.hpp"
+#include "cli/progress_line.hpp"
 #include "cli/run_command.hpp"
 #include "core/errors/input_error.hpp"
 
@@ -41,13 +43,20 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   }
   try {
     if (plan->parsed()) run_plan(plan_options, out);
-    if (run->parsed()) return run_run(run_options, out);
+    if (run->parsed()) {
+      run_options.progress = terminal_progress() && &err == &std::cerr;  // a test's stream is no terminal
+      return run_run(run_options, out, err);
+    }
     if (golden.make->parsed()) return run_golden_make(golden_options, out);
     if (golden.inspect->parsed()) return run_golden_inspect(golden_options, out);
     if (golden.expand->parsed()) return run_golden_expand(golden_options, out);
     if (golden.run->parsed()) return run_golden_run(golden_options, out);
-    if (golden.check->parsed()) return run_golden_check(golden_options, out);
+    if (golden.check->parsed()) {
+      golden_options.progress = terminal_progress() && &err == &std::cerr;
+      return run_golden_check(golden_options, out, err);
+    }
     if (golden.coverage->parsed()) return run_golden_coverage(golden_options, out);
+    if (golden.yardstick->parsed()) return run_golden_yardstick(golden_options, out);
     if (golden.compare->parsed()) return run_compare(golden_options, out);
     if (fuzz.fuzz->parsed()) return run_fuzz(fuzz_options, out);
     if (fuzz.mutants->parsed()) return run_mutants(fuzz_options, out);

@@ -245,3 +245,13 @@ set_tests_properties(cli.golden_run_worker_declines PROPERTIES FIXTURES_REQUIRED
 attncheck_cli_case(compare_worker_declined 0 "decode/out +declined .*declined: no KV cache in this worker.*; 1 declined" "^$"
                    compare ${golden_dir}/small.h5 ${golden_dir}/worker_declined.h5)
 set_tests_properties(cli.compare_worker_declined PROPERTIES FIXTURES_REQUIRED "golden_small;golden_worker_declined")
+
+# `attncheck run --junit`: read back by a JUnit parser (junitparser, ci/requirements.txt).
+add_test(NAME cli.run_junit
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/junit_test.py $<TARGET_FILE:attncheck>
+                 ${PROJECT_SOURCE_DIR}/golden/data)
+set_tests_properties(cli.run_junit PROPERTIES LABELS unit)
+# Stored yardsticks: used when current, ignored when stale, refused when malformed (golden/SCHEMA.md).
+add_test(NAME cli.stored_yardstick
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/stored_yardstick_test.py $<TARGET_FILE:attncheck>)
+set_tests_properties(cli.stored_yardstick PROPERTIES LABELS unit)

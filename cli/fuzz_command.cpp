@@ -182,7 +182,7 @@ int run_replay(const FuzzCommandOptions& options, std::ostream& out) {
   GoldenOptions golden;
   golden.files = {options.file};
   golden.implementation = options.implementation;
-  return run_golden_check(golden, out);
+  return run_golden_check(golden, out, out);  // no progress line: replay files are small
 }
 
 }  // namespace attncheck::cli

@@ -8,6 +8,8 @@
 #include <filesystem>
 
 #include "cli/exit_codes.hpp"
+#include "cli/progress_line.hpp"
+#include "cli/yardstick_source.hpp"
 #include "core/compare/compare.hpp"
 #include "core/errors/input_error.hpp"
 #include "core/generation/input_generation.hpp"
@@ -129,6 +131,8 @@ GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
   commands.coverage->add_flag("--require-all", options.require_all,
                               "also fail unless every feature attncheck knows bites in some golden given");
 
+  add_golden_yardstick_command(*golden, commands, options);
+
   commands.compare = app.add_subcommand("compare", "Compare a candidate file with a golden file");
   commands.compare->add_option("golden", options.golden_file, "golden file")->required();
   commands.compare->add_option("candidate", options.candidate, "candidate file (/result)")->required();
@@ -232,14 +236,18 @@ int run_golden_run(const GoldenOptions& options, std::ostream& out) {
   return kExitOk;
 }
 
-int run_golden_check(const GoldenOptions& options, std::ostream& out) {
+int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostream& err) {
   int failed = 0;
   nlohmann::json files = nlohmann::json::array();
   const auto implementation = impl::open_implementation(options.implementation);
+  // A live line on a terminal while a big golden runs (cli/progress_line.hpp).
+  ProgressLine progress(err, options.progress, static_cast<int>(options.files.size()), "goldens");
   for (const std::string& file : options.files) {
+    progress.status(fmt::format("reading {}", file));
     const golden::Golden golden = golden::read_golden(file);
     NamedTensors actual;
     try {
+      progress.status(fmt::format("{} on {}: running", options.implementation, file));
       actual = implementation->run(golden.test_case);
     } catch (const InputError&) {
       throw;  // bad input, or an implementation that cannot run this golden (Unsupported): exit 2
@@ -250,9 +258,10 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out) {
         files.push_back(
             {{"golden", file}, {"implementation", options.implementation}, {"passed", false}, {"error", error.what()}});
       } else {
-        out << fmt::format("== {} vs {}: FAIL: {} raised: {}\n", file, options.implementation, options.implementation,
-                           error.what());
+        progress.print(out, fmt::format("== {} vs {}: FAIL: {} raised: {}\n", file, options.implementation,
+                                        options.implementation, error.what()));
       }
+      progress.step_done();
       continue;
     }
     const Precision precision = implementation->precision();
@@ -260,8 +269,9 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out) {
     const TpConvention convention = implementation->tp_convention();
     const NamedTensors expected = golden::expected_tensors(golden, sharded, convention);
     const RopeAngles angles = implementation->rope_angles();
-    const YardstickErrors yardstick =
-        reference::yardstick_errors(golden.test_case, expected, precision, angles, convention);
+    if (precision != Precision::fp64) progress.status(fmt::format("{} on {}: yardstick", options.implementation, file));
+    const YardstickErrors yardstick = golden_yardstick(file, golden, expected, precision, angles, convention).errors;
+    progress.status(fmt::format("{} on {}: comparing", options.implementation, file));
     const CompareReport report = compare(golden.test_case, expected, actual, precision, &yardstick, angles, convention,
                                          implementation->declined());
     if (!report.passed()) ++failed;
@@ -271,16 +281,19 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out) {
       entry["implementation"] = options.implementation;
       files.push_back(entry);
     } else {
-      out << fmt::format("== {} vs {}: {}\n", file, options.implementation, describe(golden.test_case.geometry()));
+      std::string text =
+          fmt::format("== {} vs {}: {}\n", file, options.implementation, describe(golden.test_case.geometry()));
       if (!sharded && golden.test_case.plan.tp_size > 1) {
-        out << fmt::format("   (rank gradients not compared: {} is unsharded)\n", options.implementation);
+        text += fmt::format("   (rank gradients not compared: {} is unsharded)\n", options.implementation);
       } else if (golden.test_case.plan.tp_size > 1 && convention != golden.tp_convention) {
-        out << fmt::format("   (rank gradients judged as {} holds them, the golden's {} ones regrouped)\n",
-                           to_string(convention), to_string(golden.tp_convention));
+        text += fmt::format("   (rank gradients judged as {} holds them, the golden's {} ones regrouped)\n",
+                            to_string(convention), to_string(golden.tp_convention));
       }
-      out << render_text(report);
+      progress.print(out, text + render_text(report));
     }
+    progress.step_done();
   }
+  progress.stop();
   if (options.json) {
     out << nlohmann::json{{"passed", failed == 0}, {"files", files}}.dump(2, ' ', false,
                                                                           nlohmann::json::error_handler_t::replace)
@@ -309,8 +322,9 @@ int run_compare(const GoldenOptions& options, std::ostream& out) {
                      error.violations());
   }
   const golden::Candidate candidate = golden::read_candidate(options.candidate, expected);
-  const YardstickErrors yardstick = reference::yardstick_errors(golden.test_case, expected, candidate.precision,
-                                                                candidate.rope_angles, candidate.tp_convention);
+  const YardstickErrors yardstick = golden_yardstick(options.golden_file, golden, expected, candidate.precision,
+                                                     candidate.rope_angles, candidate.tp_convention)
+                                        .errors;
   const CompareReport report = compare(golden.test_case, expected, candidate.tensors, candidate.precision, &yardstick,
                                        candidate.rope_angles, candidate.tp_convention, candidate.declined);
   if (options.json) {

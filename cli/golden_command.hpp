@@ -4,6 +4,7 @@
 //   golden expand   rewrite a golden whose weights are named by the generator with stored weights
 //   golden run      run an implementation on a golden's inputs and write a candidate file
 //   golden check    run an implementation on goldens' inputs and compare with their expected values
+//   golden yardstick  compute and store (or --verify) goldens' yardsticks for low-precision candidates
 //   compare         compare a candidate file (any implementation, any language) with a golden
 // Exit codes: 0 pass, 1 mismatch, 2 bad input.
 #pragma once
@@ -45,6 +46,12 @@ struct GoldenOptions {
   std::string candidate;
   bool json = false;
   bool require_all = false;  // coverage: every feature of coverage_features() must bite somewhere
+  // yardstick (cli/golden_yardstick_command.cpp)
+  std::vector<std::string> yardstick_precisions = {"fp32"};
+  std::vector<std::string> yardstick_angles = {"float32", "float64"};
+  std::vector<std::string> yardstick_conventions;  // default: the golden's own
+  bool verify = false;
+  bool progress = false;  // check: a live progress line on stderr (cli/progress_line.hpp)
 };
 
 struct GoldenCommands {
@@ -55,6 +62,7 @@ struct GoldenCommands {
   CLI::App* check = nullptr;
   CLI::App* compare = nullptr;
   CLI::App* coverage = nullptr;
+  CLI::App* yardstick = nullptr;
 };
 
 GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options);
@@ -64,8 +72,11 @@ int run_golden_make(const GoldenOptions& options, std::ostream& out);
 int run_golden_inspect(const GoldenOptions& options, std::ostream& out);
 int run_golden_expand(const GoldenOptions& options, std::ostream& out);
 int run_golden_run(const GoldenOptions& options, std::ostream& out);
-int run_golden_check(const GoldenOptions& options, std::ostream& out);
+int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostream& err);
 int run_compare(const GoldenOptions& options, std::ostream& out);
 int run_golden_coverage(const GoldenOptions& options, std::ostream& out);  // cli/golden_coverage_command.cpp
+// cli/golden_yardstick_command.cpp: `golden yardstick` (stored yardsticks, golden/stored_yardstick.hpp)
+void add_golden_yardstick_command(CLI::App& golden, GoldenCommands& commands, GoldenOptions& options);
+int run_golden_yardstick(const GoldenOptions& options, std::ostream& out);
 
 }  // namespace attncheck::cli

@@ -1,20 +1,99 @@
 #include "cli/run_command.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
+#include <exception>
 #include <filesystem>
+#include <future>
 #include <map>
+#include <mutex>
+#include <semaphore>
+
+#include <omp.h>
 
 #include "cli/exit_codes.hpp"
+#include "cli/junit_report.hpp"
+#include "cli/progress_line.hpp"
+#include "cli/yardstick_source.hpp"
 #include "core/compare/compare.hpp"
 #include "core/compare/tolerance.hpp"
 #include "core/errors/input_error.hpp"
 #include "golden/golden_file.hpp"
 #include "impl/registry.hpp"
-#include "reference/yardstick.hpp"
 
 namespace attncheck::cli {
+
+namespace {
+
+// One (golden, implementation) pair judged: its table row and verdict, computed on a worker thread and
+// printed by the main thread in table order.
+struct PairOutcome {
+  std::string row;
+  PairVerdict verdict;
+  bool failed = false;
+  bool unsupported = false;
+  std::int64_t declined_tensors = 0;
+  int yardsticks_stored = 0, yardsticks_computed = 0;
+};
+
+PairOutcome judge_pair(const std::string& path, const golden::Golden& golden, impl::Implementation& implementation) {
+  const std::string golden_name = std::filesystem::path(path).filename().string();
+  const auto started = std::chrono::steady_clock::now();
+  PairOutcome outcome;
+  outcome.verdict = PairVerdict{golden_name, implementation.name()};
+  const auto finish = [&] {
+    outcome.verdict.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return std::move(outcome);
+  };
+  NamedTensors actual;
+  try {
+    actual = implementation.run(golden.test_case);
+  } catch (const impl::Unsupported& refusal) {
+    outcome.row = fmt::format("{:<34} {:<20} {:<6} {}\n", golden_name, implementation.name(), "unsup.", refusal.what());
+    outcome.unsupported = true;
+    outcome.verdict.kind = PairVerdict::Kind::unsupported;
+    outcome.verdict.message = refusal.what();
+    return finish();
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::exception& crash) {
+    outcome.row =
+        fmt::format("{:<34} {:<20} {:<6} raised: {}\n", golden_name, implementation.name(), "FAIL", crash.what());
+    outcome.failed = true;
+    outcome.verdict.kind = PairVerdict::Kind::raised;
+    outcome.verdict.message = crash.what();
+    return finish();
+  }
+  const Precision precision = implementation.precision();
+  const TpConvention convention = implementation.tp_convention();  // asked after the run, like sharded()
+  const NamedTensors expected = golden::expected_tensors(golden, implementation.sharded(), convention);
+  const RopeAngles angles = implementation.rope_angles();
+  const SourcedYardstick sourced = golden_yardstick(path, golden, expected, precision, angles, convention);
+  if (precision != Precision::fp64) ++(sourced.stored ? outcome.yardsticks_stored : outcome.yardsticks_computed);
+  const CompareReport report = compare(golden.test_case, expected, actual, precision, &sourced.errors, angles,
+                                       convention, implementation.declined());
+  // The worst of the tensors judged (out always is: it cannot be declined).
+  const auto worst =
+      std::max_element(report.tensors.begin(), report.tensors.end(), [](const TensorReport& a, const TensorReport& b) {
+        const auto judged_ulps = [](const TensorReport& t) {
+          return t.status == TensorStatus::declined ? -1.0 : t.error_ulps;
+        };
+        return judged_ulps(a) < judged_ulps(b);
+      });
+  outcome.failed = !report.passed();
+  outcome.declined_tensors = report.declined_count();
+  // "pass*": everything it computed passed, and it declined some tensors, which are not a pass.
+  const char* result_cell = outcome.failed ? "FAIL" : outcome.declined_tensors > 0 ? "pass*" : "pass";
+  outcome.row = fmt::format("{:<34} {:<20} {:<6} {:<34} {:>10.3g} {:>9}\n", golden_name, implementation.name(),
+                            result_cell, worst->name, worst->error_ulps, outcome.declined_tensors);
+  outcome.verdict.report = report;
+  return finish();
+}
+
+}  // namespace
 
 CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
   CLI::App* command = app.add_subcommand(
@@ -25,12 +104,20 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
       ->default_str(ATTNCHECK_GOLDEN_DIR);
   command->add_option("--impl", options.implementations,
                       "implementations (default: every one of kind default; see --list)");
+  command->add_option(
+      "--junit", options.junit,
+      "also write the verdicts as JUnit XML to this file (one test case per golden and implementation)");
+  command
+      ->add_option("--jobs", options.jobs,
+                   "(golden, implementation) pairs run side by side; each peaks at a few GB on the widest goldens")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   command->add_flag("--list", options.list,
                     "print every implementation and its kind (default, device, mutant); run nothing");
   return command;
 }
 
-int run_run(const RunOptions& options, std::ostream& out) {
+int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
   if (options.list) {
     for (const impl::RegisteredImplementation& registered : impl::registered_implementations()) {
       out << registered.name << '\t' << impl::to_string(registered.kind) << '\n';
@@ -60,58 +147,81 @@ int run_run(const RunOptions& options, std::ostream& out) {
   for (const std::string& name : implementations) opened.push_back(impl::open_implementation(name));
 
   out << fmt::format("{:<34} {:<20} {:<6} {:<34} {:>10} {:>9}\n", "golden", "implementation", "result", "worst tensor",
-                     "ulps", "declined");
+                     "ulps", "declined")
+      << std::flush;
+  // A live line on a terminal (stderr); each pair's row is printed and flushed as it ends either way.
+  ProgressLine progress(err, options.progress, static_cast<int>(goldens.size() * opened.size()), "pairs");
   int failures = 0;
   int unsupported = 0;
   int pairs_with_declined = 0;          // pairs judged on what they computed, with some tensors declined
   std::int64_t declined_tensors = 0;    // over all pairs; each is listed by `attncheck compare`, never passed
   std::map<std::string, int> declined;  // per implementation: goldens it answered "unsupported"
+  std::vector<PairVerdict> verdicts;    // for --junit
+  int yardsticks_stored = 0, yardsticks_computed = 0;  // below fp64: read from the golden, or computed now
+  // A golden's implementations run side by side, `jobs` at a time (each object on one thread at a time);
+  // rows are printed in table order as they become ready.
+  const int jobs = std::max(1, options.jobs);
   for (const std::string& path : goldens) {
-    const golden::Golden golden = golden::read_golden(path);
     const std::string golden_name = std::filesystem::path(path).filename().string();
+    progress.status(fmt::format("reading {}", golden_name));
+    const golden::Golden golden = golden::read_golden(path);
+    std::counting_semaphore<> slots(jobs);
+    std::mutex running_mutex;
+    std::vector<std::string> running;
+    const auto show_running = [&] {  // under running_mutex
+      progress.status(running.empty() ? golden_name : fmt::format("{}: {}", golden_name, fmt::join(running, ", ")));
+    };
+    std::vector<std::future<PairOutcome>> pairs;
     for (const auto& implementation : opened) {
-      NamedTensors actual;
-      try {
-        actual = implementation->run(golden.test_case);
-      } catch (const impl::Unsupported& refusal) {
-        out << fmt::format("{:<34} {:<20} {:<6} {}\n", golden_name, implementation->name(), "unsup.", refusal.what());
-        ++unsupported;
-        ++declined[implementation->name()];
-        continue;
-      } catch (const InputError&) {
-        throw;
-      } catch (const std::exception& crash) {
-        ++failures;
-        out << fmt::format("{:<34} {:<20} {:<6} raised: {}\n", golden_name, implementation->name(), "FAIL",
-                           crash.what());
-        continue;
-      }
-      const Precision precision = implementation->precision();
-      const TpConvention convention = implementation->tp_convention();  // asked after the run, like sharded()
-      const NamedTensors expected = golden::expected_tensors(golden, implementation->sharded(), convention);
-      const RopeAngles angles = implementation->rope_angles();
-      const YardstickErrors yardstick =
-          reference::yardstick_errors(golden.test_case, expected, precision, angles, convention);
-      const CompareReport report = compare(golden.test_case, expected, actual, precision, &yardstick, angles,
-                                           convention, implementation->declined());
-      // The worst of the tensors judged (out always is: it cannot be declined).
-      const auto worst = std::max_element(report.tensors.begin(), report.tensors.end(),
-                                          [](const TensorReport& a, const TensorReport& b) {
-                                            const auto judged_ulps = [](const TensorReport& t) {
-                                              return t.status == TensorStatus::declined ? -1.0 : t.error_ulps;
-                                            };
-                                            return judged_ulps(a) < judged_ulps(b);
-                                          });
-      if (!report.passed()) ++failures;
-      const std::int64_t declined_here = report.declined_count();
-      if (declined_here > 0) ++pairs_with_declined;
-      declined_tensors += declined_here;
-      // "pass*": everything it computed passed, and it declined some tensors, which are not a pass.
-      const char* verdict = !report.passed() ? "FAIL" : declined_here > 0 ? "pass*" : "pass";
-      out << fmt::format("{:<34} {:<20} {:<6} {:<34} {:>10.3g} {:>9}\n", golden_name, implementation->name(), verdict,
-                         worst->name, worst->error_ulps, declined_here);
+      pairs.push_back(std::async(std::launch::async, [&, implementation = implementation.get()] {
+        slots.acquire();
+        {
+          const std::lock_guard lock(running_mutex);
+          running.push_back(implementation->name());
+          show_running();
+        }
+        // Each pair's OpenMP loops get their share of the cores (a team per pair would oversubscribe them).
+        omp_set_num_threads(std::max(1, omp_get_num_procs() / jobs));
+        std::exception_ptr problem;
+        PairOutcome outcome;
+        try {
+          outcome = judge_pair(path, golden, *implementation);
+        } catch (...) {
+          problem = std::current_exception();
+        }
+        {
+          const std::lock_guard lock(running_mutex);
+          running.erase(std::find(running.begin(), running.end(), implementation->name()));
+          show_running();
+        }
+        slots.release();
+        if (problem) std::rethrow_exception(problem);
+        return outcome;
+      }));
     }
+    std::exception_ptr first_problem;  // bad input (exit 2): raised once every pair of this golden is done
+    for (auto& pair : pairs) {
+      try {
+        PairOutcome outcome = pair.get();
+        progress.print(out, outcome.row);
+        progress.step_done();
+        failures += outcome.failed ? 1 : 0;
+        if (outcome.unsupported) {
+          ++unsupported;
+          ++declined[outcome.verdict.implementation];
+        }
+        if (outcome.declined_tensors > 0) ++pairs_with_declined;
+        declined_tensors += outcome.declined_tensors;
+        yardsticks_stored += outcome.yardsticks_stored;
+        yardsticks_computed += outcome.yardsticks_computed;
+        verdicts.push_back(std::move(outcome.verdict));
+      } catch (...) {
+        if (!first_problem) first_problem = std::current_exception();
+      }
+    }
+    if (first_problem) std::rethrow_exception(first_problem);
   }
+  progress.stop();
   const std::size_t runs = goldens.size() * implementations.size();
   out << fmt::format(
       "{} of {} (golden, implementation) pairs pass, {} unsupported{}; tolerance: {} ulps of each tensor's scale in "
@@ -124,6 +234,11 @@ int run_run(const RunOptions& options, std::ostream& out) {
                         "tensors are not judged, `attncheck compare` lists them)",
                         declined_tensors, declined_tensors == 1 ? "" : "s", pairs_with_declined),
       kFp64ToleranceUlps, kYardstickFactorOutputs, kYardstickFactorGradients, kYardstickFloorUlps);
+  if (yardsticks_stored + yardsticks_computed > 0) {
+    out << fmt::format("yardsticks: {} stored in the goldens, {} computed (`attncheck golden yardstick` stores them)\n",
+                       yardsticks_stored, yardsticks_computed);
+  }
+  if (!options.junit.empty()) write_junit(options.junit, verdicts);
   // An implementation that declined every golden checked nothing: that is never a pass.
   bool ran_nothing = false;
   for (const auto& [name, count] : declined) {

@@ -1,6 +1,9 @@
 // `attncheck run`: the main job. Checks every implementation of kind default (impl/registry.hpp), or those
-// named, against every golden in a folder (default: the committed golden/data) and prints one summary table: per golden and
-// implementation, pass or fail, the worst tensor and its error in ulps of the tensor's scale.
+// named, against every golden in a folder (default: the committed golden/data) and prints one summary table: per golden
+// and implementation, pass or fail, the worst tensor and its error in ulps of the tensor's scale.
+// `--junit FILE` also writes the verdicts as JUnit XML (one test case per golden x implementation).
+// A golden's implementations run `--jobs` at a time (default 1), its rows printed in order as they are
+// ready; on a terminal a live progress line shows what is running (cli/progress_line.hpp).
 // Exit 0 when everything passes, 1 when something fails, 2 for bad input. `--list` prints every
 // implementation name with its kind (default, device, mutant), one per line, for scripts (ci/gpu-check).
 #pragma once
@@ -17,9 +20,12 @@ struct RunOptions {
   std::string golden_dir;                    // every *.h5 in it, sorted by name
   std::vector<std::string> implementations;  // default: all
   bool list = false;                         // print every registered implementation and its kind, run nothing
+  std::string junit;                         // also write the verdicts as JUnit XML here (cli/junit_report.hpp)
+  int jobs = 1;                              // pairs of one golden run side by side (README: 1 is fastest on 2 cores)
+  bool progress = false;                     // a live progress line on `err` (cli/progress_line.hpp)
 };
 
 CLI::App* add_run_command(CLI::App& app, RunOptions& options);
-int run_run(const RunOptions& options, std::ostream& out);
+int run_run(const RunOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace attncheck::cli

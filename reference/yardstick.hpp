@@ -9,6 +9,13 @@
 
 namespace attncheck::reference {
 
+// The version of what yardstick_errors computes (the emulated layer's arithmetic, the set of runs and
+// their seeds). Yardsticks stored in goldens (golden/stored_yardstick.hpp) are used only under the
+// version they were computed with: change this whenever a change to emulated_layer.cpp or
+// yardstick.cpp can change any error, and recompute the committed goldens' (golden/data/make_goldens.sh).
+// ctest golden.stored_yardsticks_current recomputes them and fails when they differ under this version.
+inline constexpr const char* kYardstickVersion = "attncheck-yardstick-v1";
+
 // Errors of the emulated layer in `precision` against `expected` (tensors under golden names, sketched
 // where `expected` holds sketches): fp32, one run per IEEE rounding mode of the softmax chain and 8
 // jittered runs; bf16/fp16, one nearest-rounded and 8 jittered runs. Empty for fp64, which needs none.

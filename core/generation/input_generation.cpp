@@ -56,14 +56,19 @@ Tensor head_blocked_rows(std::string_view name, std::int64_t heads, std::int64_t
     }
     return false;
   };
+  // Every head's first draw in parallel (each head has its own stream), then, in head order, a head equal
+  // to an earlier one takes its next draw: the same weights as drawing head by head.
+  const auto fill = [&](std::int64_t head, std::uint64_t draw) {
+    Stream stream(seed, fmt::format("{}/head{}", name, head), draw);
+    fill_block(tensor, head * head_dim, head_dim, cols, kHeadAmplitudes[head % std::size(kHeadAmplitudes)], exponent,
+               stream);
+  };
+#pragma omp parallel for schedule(dynamic) if (heads * block >= (std::int64_t{1} << 20))
+  for (std::int64_t head = 0; head < heads; ++head) fill(head, 0);
   for (std::int64_t head = 0; head < heads; ++head) {
-    const std::int64_t amplitude = kHeadAmplitudes[head % std::size(kHeadAmplitudes)];
-    for (std::uint64_t draw = 0;; ++draw) {
-      Stream stream(seed, fmt::format("{}/head{}", name, head), draw);
-      fill_block(tensor, head * head_dim, head_dim, cols, amplitude, exponent, stream);
-      // std::equal stops at the first differing value, so this costs about one value per pair.
-      if (!equals_earlier_head(head)) break;
-      if (draw == 64) throw std::logic_error("input generation: cannot make head weights distinct");
+    for (std::uint64_t draw = 1; equals_earlier_head(head); ++draw) {
+      if (draw == 65) throw std::logic_error("input generation: cannot make head weights distinct");
+      fill(head, draw);
     }
   }
   return tensor;

@@ -43,3 +43,11 @@ long=(--weights generated --inputs generated --sketch-gradients --sketch-activat
 "$attncheck" golden make --hidden 32 --heads 4 --kv-heads 1 --head-dim 16 --rotary-dim 8 --qk-norm rms --qkv-bias \
   --out-bias --sliding-window 3 --query-pre-attn-scalar 20 --tp 2 --batch 3 --seq 9 --key-lengths 9,4,0 \
   --position-gaps --decode 5,1,3 --seed 2026 -o small_window_masked_rows.h5
+
+# Store each golden's yardsticks for low-precision candidates (SCHEMA.md, "Stored yardsticks"), so that
+# checking one reads them instead of running the naive layer twelve times: fp32 with float32 and float64
+# angles everywhere (torch-cpu-fp32 declares float64, transformers-style workers float32); bf16 and fp16
+# with float64 angles (the CUDA kernels and the bf16 mutants) on the long goldens, where computing them
+# takes minutes.
+"$attncheck" golden yardstick ./*.h5
+"$attncheck" golden yardstick --precision bf16 --precision fp16 --rope-angles float64 ./*_seq*.h5

@@ -1,0 +1,137 @@
+#include "cli/junit_report.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <tinyxml2.h>
+
+#include <algorithm>
+#include <map>
+
+#include "core/errors/input_error.hpp"
+
+namespace attncheck::cli {
+namespace {
+
+std::string where(const TensorReport& tensor) {
+  std::string text;
+  const auto axis = [&](const char* name, const std::vector<std::int64_t>& values) {
+    if (values.empty()) return;
+    text += fmt::format(" {} {}", name,
+                        fmt::join(values.begin(), values.begin() + std::min<std::size_t>(values.size(), 8), ","));
+    if (values.size() > 8) text += ",...";
+  };
+  axis("batch rows", tensor.batch_rows);
+  axis("positions", tensor.positions);
+  axis("query heads", tensor.query_heads);
+  axis("kv heads", tensor.kv_heads);
+  axis("ranks", tensor.ranks);
+  return text;
+}
+
+struct SuiteCounts {
+  int tests = 0, failures = 0, errors = 0, skipped = 0;
+  double seconds = 0.0;
+};
+
+void set_counts(tinyxml2::XMLElement* element, const SuiteCounts& counts) {
+  element->SetAttribute("tests", counts.tests);
+  element->SetAttribute("failures", counts.failures);
+  element->SetAttribute("errors", counts.errors);
+  element->SetAttribute("skipped", counts.skipped);
+  element->SetAttribute("time", fmt::format("{:.3f}", counts.seconds).c_str());
+}
+
+}  // namespace
+
+void write_junit(const std::string& path, const std::vector<PairVerdict>& verdicts) {
+  tinyxml2::XMLDocument document;
+  document.InsertEndChild(document.NewDeclaration());
+  tinyxml2::XMLElement* root = document.NewElement("testsuites");
+  root->SetAttribute("name", "attncheck run");
+  document.InsertEndChild(root);
+
+  // One suite per implementation, in the order the run met them.
+  std::vector<std::string> order;
+  std::map<std::string, tinyxml2::XMLElement*> suites;
+  std::map<std::string, SuiteCounts> counts;
+  SuiteCounts total;
+  for (const PairVerdict& verdict : verdicts) {
+    if (!suites.count(verdict.implementation)) {
+      order.push_back(verdict.implementation);
+      tinyxml2::XMLElement* suite = document.NewElement("testsuite");
+      suite->SetAttribute("name", verdict.implementation.c_str());
+      root->InsertEndChild(suite);
+      suites[verdict.implementation] = suite;
+    }
+    SuiteCounts& suite_counts = counts[verdict.implementation];
+    tinyxml2::XMLElement* testcase = document.NewElement("testcase");
+    testcase->SetAttribute("classname", ("attncheck." + verdict.implementation).c_str());
+    testcase->SetAttribute("name", verdict.golden.c_str());
+    testcase->SetAttribute("time", fmt::format("{:.3f}", verdict.seconds).c_str());
+    suites[verdict.implementation]->InsertEndChild(testcase);
+    ++suite_counts.tests;
+    suite_counts.seconds += verdict.seconds;
+
+    if (verdict.kind == PairVerdict::Kind::unsupported) {
+      tinyxml2::XMLElement* skipped = document.NewElement("skipped");
+      skipped->SetAttribute("message", ("unsupported: " + verdict.message).c_str());
+      testcase->InsertEndChild(skipped);
+      ++suite_counts.skipped;
+      continue;
+    }
+    if (verdict.kind == PairVerdict::Kind::raised) {
+      tinyxml2::XMLElement* error = document.NewElement("error");
+      error->SetAttribute("message", ("raised: " + verdict.message).c_str());
+      error->SetAttribute("type", "crash");
+      testcase->InsertEndChild(error);
+      ++suite_counts.errors;
+      continue;
+    }
+    const CompareReport& report = verdict.report;
+    std::string failing, declined;
+    const TensorReport* worst = nullptr;
+    for (const TensorReport& tensor : report.tensors) {
+      if (tensor.status == TensorStatus::declined) {
+        declined += fmt::format("{} declined: {}\n", tensor.name, tensor.declined_reason);
+      } else if (tensor.status != TensorStatus::ok) {
+        failing += fmt::format("{} {}: {:.3g} ulps of its scale, {} elements beyond tolerance;{}\n", tensor.name,
+                               to_string(tensor.status), tensor.error_ulps, tensor.elements_over, where(tensor));
+        if (worst == nullptr || tensor.error_ulps > worst->error_ulps) worst = &tensor;
+      }
+    }
+    if (!report.passed()) {
+      tinyxml2::XMLElement* failure = document.NewElement("failure");
+      failure->SetAttribute("type", "mismatch");
+      failure->SetAttribute("message", worst == nullptr
+                                           ? "failed"
+                                           : fmt::format("worst {} {}: {:.3g} ulps; {} of {} tensors fail", worst->name,
+                                                         to_string(worst->status), worst->error_ulps,
+                                                         report.failed_count(), report.tensors.size())
+                                                 .c_str());
+      failure->SetText(failing.c_str());
+      testcase->InsertEndChild(failure);
+      ++suite_counts.failures;
+    }
+    if (!declined.empty()) {  // shown beside the verdict, never as part of a pass
+      tinyxml2::XMLElement* system_out = document.NewElement("system-out");
+      system_out->SetText(declined.c_str());
+      testcase->InsertEndChild(system_out);
+    }
+  }
+  for (const std::string& name : order) {
+    set_counts(suites[name], counts[name]);
+    total.tests += counts[name].tests;
+    total.failures += counts[name].failures;
+    total.errors += counts[name].errors;
+    total.skipped += counts[name].skipped;
+    total.seconds += counts[name].seconds;
+  }
+  set_counts(root, total);
+  if (document.SaveFile(path.c_str()) != tinyxml2::XML_SUCCESS) {
+    ViolationList violations;
+    violations.add("--junit", path, "cannot be written", "a path in a writable folder");
+    violations.throw_if_any("invalid option");
+  }
+}
+
+}  // namespace attncheck::cli

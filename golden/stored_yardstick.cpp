@@ -1,0 +1,167 @@
+#include "golden/stored_yardstick.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "golden/hdf5_io.hpp"
+
+namespace attncheck::golden {
+namespace {
+
+constexpr const char* kGroup = "/yardstick";
+
+// FNV-1a 64 (SCHEMA.md's hash(name)) over a stream of length-prefixed fields, so that ("ab", "c") and
+// ("a", "bc") differ.
+class Digest {
+ public:
+  void bytes(const void* data, std::size_t size) {
+    const auto* byte = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < size; ++i) state_ = (state_ ^ byte[i]) * 0x100000001B3ull;
+  }
+  void field(std::string_view text) {
+    const std::uint64_t size = text.size();
+    bytes(&size, sizeof size);
+    bytes(text.data(), text.size());
+  }
+  void field(const std::vector<unsigned char>& raw) {
+    field(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()));
+  }
+  std::string hex() const { return fmt::format("{:016x}", state_); }
+
+ private:
+  std::uint64_t state_ = 0xCBF29CE484222325ull;
+};
+
+// Every attribute by name (sorted), with its value: strings as text, anything else as its stored bytes.
+void digest_attributes(const H5::H5Object& object, const std::string& path, const std::string& file, Digest& digest,
+                       std::string_view skip = {}) {
+  std::vector<std::string> names = attribute_names(object, file, path);
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    if (name == skip) continue;
+    const H5::Attribute attribute = object.openAttribute(name);
+    const H5::DataType type = attribute.getDataType();
+    digest.field(name);
+    if (type.getClass() == H5T_STRING) {
+      std::string value;
+      attribute.read(attribute.getStrType(), value);
+      digest.field(value);
+    } else {
+      std::vector<unsigned char> raw(attribute.getInMemDataSize());
+      attribute.read(type, raw.data());
+      digest.field(raw);
+    }
+  }
+}
+
+// A group's members by name, recursively: attributes, and for datasets (with_data) their shape and
+// stored bytes, or (without) only their names.
+void digest_group(const H5::Group& group, const std::string& path, const std::string& file, Digest& digest,
+                  bool with_data) {
+  if (with_data) digest_attributes(group, path, file, digest);
+  const hsize_t count = group.getNumObjs();
+  for (hsize_t i = 0; i < count; ++i) {
+    const std::string name = group.getObjnameByIdx(i);
+    const std::string child = path + "/" + name;
+    digest.field(child);
+    const H5O_type_t type = group.childObjType(name);
+    if (type == H5O_TYPE_GROUP) {
+      digest_group(group.openGroup(name), child, file, digest, with_data);
+    } else if (type == H5O_TYPE_DATASET && with_data) {
+      const H5::DataSet dataset = group.openDataSet(name);
+      digest_attributes(dataset, child, file, digest);
+      const H5::DataSpace space = dataset.getSpace();
+      std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(space.getSimpleExtentNdims(), 0)));
+      if (!dims.empty()) space.getSimpleExtentDims(dims.data());
+      digest.bytes(dims.data(), dims.size() * sizeof(hsize_t));
+      const H5::DataType data_type = dataset.getDataType();
+      if (data_type.getClass() == H5T_INTEGER || data_type.getClass() == H5T_FLOAT) {
+        const auto points = static_cast<std::size_t>(space.getSimpleExtentNpoints());
+        if (points > static_cast<std::size_t>(kMaxDatasetElements)) {
+          fail(file, child, fmt::format("{} values", points),
+               fmt::format("a dataset holds at most {} values", kMaxDatasetElements), "see golden/SCHEMA.md");
+        }
+        std::vector<unsigned char> raw(points * data_type.getSize());
+        dataset.read(raw.data(), data_type);
+        digest.field(raw);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::string contract_key(const YardstickContract& contract) {
+  return fmt::format("{}.{}.{}", to_string(contract.precision), to_string(contract.rope_angles),
+                     to_string(contract.tp_convention));
+}
+
+std::string case_digest(const std::string& path) {
+  const H5::H5File file = open_for_reading(path);
+  Digest digest;
+  try {
+    digest_attributes(file.openGroup("/"), "/", path, digest, "generator");
+    for (const char* group : {"/geometry", "/inputs", "/weights"}) {
+      digest.field(group);
+      if (exists(file, group)) digest_group(file.openGroup(group), group, path, digest, true);
+    }
+    digest.field("/expected");
+    if (exists(file, "/expected")) digest_group(file.openGroup("/expected"), "/expected", path, digest, false);
+  } catch (const H5::Exception& exception) {
+    fail(path, "file", "unreadable", "every object of a golden file must be readable", exception.getDetailMsg());
+  }
+  return digest.hex();
+}
+
+std::optional<YardstickErrors> read_stored_yardstick(const std::string& path, const YardstickContract& contract,
+                                                     const std::string& version) {
+  const std::string group_path = std::string(kGroup) + "/" + contract_key(contract);
+  {
+    const H5::H5File file = open_for_reading(path);
+    if (!exists(file, kGroup) || !exists(file.openGroup(kGroup), contract_key(contract))) return std::nullopt;
+    const H5::Group group = file.openGroup(group_path);
+    if (read_string_attribute(group, "version", path + ":" + group_path) != version) return std::nullopt;
+  }
+  const std::string digest = case_digest(path);
+  const H5::H5File file = open_for_reading(path);
+  const H5::Group group = file.openGroup(group_path);
+  const std::string where = path + ":" + group_path;
+  if (read_string_attribute(group, "case_digest", where) != digest) return std::nullopt;
+  YardstickErrors errors;
+  for (const std::string& name : attribute_names(group, path, group_path)) {
+    if (name == "version" || name == "case_digest") continue;
+    const std::optional<double> error = read_double_attribute(group, name, where);
+    if (!error || !std::isfinite(*error) || *error < 0.0) {
+      fail(path, group_path + "@" + name, error ? fmt::format("{}", *error) : "absent",
+           "a stored yardstick error is a finite, non-negative float64",
+           "recompute it with `attncheck golden yardstick`");
+    }
+    errors[name] = *error;
+  }
+  return errors;
+}
+
+void write_stored_yardstick(const std::string& path, const YardstickContract& contract, const std::string& version,
+                            const YardstickErrors& errors) {
+  const std::string digest = case_digest(path);  // also checks that the file reads
+  try {
+    H5::H5File file(path, H5F_ACC_RDWR);
+    H5::Group root = exists(file, kGroup) ? file.openGroup(kGroup) : file.createGroup(kGroup);
+    const std::string key = contract_key(contract);
+    if (exists(root, key)) root.unlink(key);
+    H5::Group group = root.createGroup(key);
+    write_attribute(group, "version", version);
+    write_attribute(group, "case_digest", digest);
+    for (const auto& [name, error] : errors) write_attribute(group, name, error);
+  } catch (const H5::Exception& exception) {
+    fail(path, kGroup, "not writable", "the golden file must be writable to store a yardstick in it",
+         exception.getDetailMsg());
+  }
+}
+
+}  // namespace attncheck::golden
