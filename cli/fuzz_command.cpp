@@ -115,9 +115,12 @@ int run_fuzz(const FuzzCommandOptions& options, std::ostream& out) {
   }
   if (!report.failure) return kExitOk;
   const properties::Counterexample& failure = *report.failure;
-  out << fmt::format("FAIL {}: {}\n  shrunk in {} steps ({:.1f} s) from: {}\n  to: {}\n  repro: {}\n  replay: {}\n",
-                     failure.outcome.property, failure.outcome.detail, failure.shrink_steps, failure.shrink_seconds,
-                     properties::describe(failure.original), properties::describe(failure.shrunk), failure.repro_path,
+  out << fmt::format("FAIL {}: {}\n  shrunk in {} steps ({:.1f} s) from: {}\n  to: {}\n", failure.outcome.property,
+                     failure.outcome.detail, failure.shrink_steps, failure.shrink_seconds,
+                     properties::describe(failure.original), properties::describe(failure.shrunk));
+  // Where it fails in the shrunk case, without having to run the replay first.
+  if (failure.outcome.report) out << "  where:\n" << describe_failures(*failure.outcome.report, "    ");
+  out << fmt::format("  repro: {}\n  replay: {}\n", failure.repro_path,
                      properties::replay_command(failure.repro_path, implementation->name()));
   return kExitCheckFailed;
 }

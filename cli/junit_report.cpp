@@ -12,22 +12,6 @@
 namespace attncheck::cli {
 namespace {
 
-std::string where(const TensorReport& tensor) {
-  std::string text;
-  const auto axis = [&](const char* name, const std::vector<std::int64_t>& values) {
-    if (values.empty()) return;
-    text += fmt::format(" {} {}", name,
-                        fmt::join(values.begin(), values.begin() + std::min<std::size_t>(values.size(), 8), ","));
-    if (values.size() > 8) text += ",...";
-  };
-  axis("batch rows", tensor.batch_rows);
-  axis("positions", tensor.positions);
-  axis("query heads", tensor.query_heads);
-  axis("kv heads", tensor.kv_heads);
-  axis("ranks", tensor.ranks);
-  return text;
-}
-
 struct SuiteCounts {
   int tests = 0, failures = 0, errors = 0, skipped = 0;
   double seconds = 0.0;
@@ -94,8 +78,9 @@ void write_junit(const std::string& path, const std::vector<PairVerdict>& verdic
       if (tensor.status == TensorStatus::declined) {
         declined += fmt::format("{} declined: {}\n", tensor.name, tensor.declined_reason);
       } else if (tensor.status != TensorStatus::ok) {
-        failing += fmt::format("{} {}: {:.3g} ulps of its scale, {} elements beyond tolerance;{}\n", tensor.name,
-                               to_string(tensor.status), tensor.error_ulps, tensor.elements_over, where(tensor));
+        failing +=
+            fmt::format("{} {}: {:.3g} ulps of its scale, {} elements beyond tolerance; {}\n", tensor.name,
+                        to_string(tensor.status), tensor.error_ulps, tensor.elements_over, failure_location(tensor));
         if (worst == nullptr || tensor.error_ulps > worst->error_ulps) worst = &tensor;
       }
     }

@@ -69,3 +69,8 @@ set(declining_worker "exec:${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/propertie
 attncheck_fuzz_case(worker_declines_decode 0
                     "fuzz exec:.*: 16 cases \\(0 unsupported\\).*  [1-9][0-9]* of 16 cases with declined parts \\(those tensors not judged\\)\n  declined: [1-9][0-9]* x no KV cache in this worker"
                     "" 300 fuzz --impl ${declining_worker} --cases 16 --repro-dir ${fuzz_dir}/declining)
+# A failure says where it fails, with the failure, before any replay: swapped query heads name two heads
+# in o_proj's gradient.
+attncheck_fuzz_case(failure_localised 1
+                    "FAIL matches-reference.*to: .*\n  where:\n.*grads/o_proj: [0-9.e+]+ ulps of its scale[^\n]*query heads [0-9]+,[0-9]+\n.*\n  repro: .*replay: attncheck replay"
+                    "" 120 fuzz --impl mutant-swap-query-heads --seed 3 --repro-dir ${fuzz_dir}/localised)

@@ -218,7 +218,9 @@ std::string list(const std::vector<std::int64_t>& values) {
   return fmt::format("{},... ({} in all)", fmt::join(values.begin(), values.begin() + 6, ","), values.size());
 }
 
-std::string where(const TensorReport& report) {
+}  // namespace
+
+std::string failure_location(const TensorReport& report) {
   std::vector<std::string> parts;
   if (!report.ranks.empty()) parts.push_back("ranks " + list(report.ranks));
   if (!report.batch_rows.empty()) parts.push_back("batch " + list(report.batch_rows));
@@ -228,7 +230,21 @@ std::string where(const TensorReport& report) {
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
-}  // namespace
+std::string describe_failures(const CompareReport& report, std::string_view indent) {
+  std::string text;
+  for (const TensorReport& t : report.tensors) {
+    if (t.status == TensorStatus::ok || t.status == TensorStatus::declined) continue;
+    if (t.status == TensorStatus::missing || t.status == TensorStatus::wrong_shape) {
+      text += fmt::format("{}{}: {} (expected shape {})\n", indent, t.name, to_string(t.status),
+                          to_string(t.expected_shape));
+      continue;
+    }
+    text += fmt::format("{}{}: {} ulps of its scale, {} elements beyond tolerance, worst at {}: {}\n", indent, t.name,
+                        fmt::format("{:.3g}", t.error_ulps), t.elements_over, to_string(t.worst_index),
+                        failure_location(t));
+  }
+  return text;
+}
 
 NamedTensors named_tensors(const Result& result) {
   NamedTensors tensors;
@@ -435,7 +451,7 @@ std::string render_text(const CompareReport& report) {
     else if (t.status == TensorStatus::wrong_shape)
       detail = fmt::format("shape {}, expected {}", to_string(t.actual_shape), to_string(t.expected_shape));
     else if (t.status != TensorStatus::ok)
-      detail = fmt::format("{} elements: {} (expected {:.6g}, got {:.6g})", t.elements_over, where(t),
+      detail = fmt::format("{} elements: {} (expected {:.6g}, got {:.6g})", t.elements_over, failure_location(t),
                            t.expected_at_worst, t.actual_at_worst);
     const bool compared = t.status != TensorStatus::missing && t.status != TensorStatus::wrong_shape &&
                           t.status != TensorStatus::declined;

@@ -115,6 +115,12 @@ const std::string* declined_reason(const DeclinedParts& declined, std::string_vi
 std::string precision_contract(Precision precision, RopeAngles rope_angles);
 
 std::string render_text(const CompareReport& report);  // a table for people
+// Where a failing tensor's elements beyond tolerance are: "ranks 0,1; batch 0; positions 3,4; query heads 5"
+// (the axes it has, each list cut at 8 values).
+std::string failure_location(const TensorReport& report);
+// One line per failing tensor (neither ok nor declined): its error, count beyond tolerance, worst index and
+// failure_location; each line starts with `indent`.
+std::string describe_failures(const CompareReport& report, std::string_view indent = "  ");
 nlohmann::json render_json(const CompareReport& report);
 
 }  // namespace attncheck
