@@ -7,6 +7,7 @@
 
 #include "core/model/tp_plan.hpp"
 #include "properties/long_sequences.hpp"
+#include "properties/shrinking_choice.hpp"
 #include "properties/size_scaling.hpp"
 
 namespace attncheck::properties {
@@ -57,18 +58,18 @@ namespace {
 Gen<std::int64_t> head_dims(std::int64_t max_head_dim) {
   const std::int64_t max_half = std::max<std::int64_t>(1, max_head_dim / 2);
   return gen::map(
-      gen::weightedOneOf<std::int64_t>({{5, gen::inRange<std::int64_t>(1, std::min<std::int64_t>(8, max_half) + 1)},
-                                        {3, gen::inRange<std::int64_t>(1, std::min<std::int64_t>(32, max_half) + 1)},
-                                        {2, gen::inRange<std::int64_t>(1, max_half + 1)}}),
+      weighted_one_of<std::int64_t>({{5, gen::inRange<std::int64_t>(1, std::min<std::int64_t>(8, max_half) + 1)},
+                                     {3, gen::inRange<std::int64_t>(1, std::min<std::int64_t>(32, max_half) + 1)},
+                                     {2, gen::inRange<std::int64_t>(1, max_half + 1)}}),
       [](std::int64_t half) { return 2 * half; });
 }
 
 // hidden_size for a query width: the same (the old assumption), smaller, larger, or anything.
 Gen<std::int64_t> hidden_sizes(std::int64_t query_width, std::int64_t max_hidden) {
-  return gen::weightedOneOf<std::int64_t>({{2, gen::just(query_width)},
-                                           {1, gen::just(std::max<std::int64_t>(1, query_width / 2))},
-                                           {1, gen::just(std::min(2 * query_width, std::max(max_hidden, query_width)))},
-                                           {4, gen::inRange<std::int64_t>(1, max_hidden + 1)}});
+  return weighted_one_of<std::int64_t>({{2, gen::just(query_width)},
+                                        {1, gen::just(std::max<std::int64_t>(1, query_width / 2))},
+                                        {1, gen::just(std::min(2 * query_width, std::max(max_hidden, query_width)))},
+                                        {4, gen::inRange<std::int64_t>(1, max_hidden + 1)}});
 }
 
 // How RoPE covers a head: 0 full (rotary_dim absent), 1 partial (an even rotary_dim), 2 none
@@ -79,7 +80,7 @@ struct Rotary {
 };
 
 Gen<Rotary> rotaries(std::int64_t head_dim) {
-  return gen::map(gen::tuple(gen::weightedElement<int>({{5, 0}, {3, 1}, {1, 2}, {1, 3}}),
+  return gen::map(gen::tuple(weighted_element<int>({{5, 0}, {3, 1}, {1, 2}, {1, 3}}),
                              gen::inRange<std::int64_t>(0, head_dim / 2 + 1)),
                   [](const std::tuple<int, std::int64_t>& t) {
                     return Rotary{std::get<0>(t), std::get<1>(t)};
@@ -114,39 +115,39 @@ struct Features {
 
 // Sliding windows of the short profile: none, or 1 .. max_seq + 1 (a window longer than the sequence).
 Gen<std::optional<std::int64_t>> short_windows(std::int64_t max_seq) {
-  return gen::weightedOneOf<std::optional<std::int64_t>>(
+  return weighted_one_of<std::optional<std::int64_t>>(
       {{3, gen::just(std::optional<std::int64_t>())},
        {1, gen::map(gen::inRange<std::int64_t>(1, max_seq + 2),
                     [](std::int64_t w) { return std::optional<std::int64_t>(w); })}});
 }
 
 Gen<Features> features(std::int64_t head_dim, const Gen<std::optional<std::int64_t>>& windows) {
-  return gen::map(
-      gen::tuple(rotaries(head_dim), gen::element(RopeStyle::half_split, RopeStyle::interleaved),
-                 gen::weightedElement<QkNorm>({{3, QkNorm::none}, {2, QkNorm::rms}, {1, QkNorm::rms_one_plus}}),
-                 gen::arbitrary<bool>(), gen::arbitrary<bool>(),
-                 gen::weightedOneOf<std::optional<double>>({{4, gen::just(std::optional<double>())},
-                                                            {1, gen::map(gen::element(2.0, 0.5),
-                                                                         [head_dim](double f) {
-                                                                           return std::optional<double>(
-                                                                               f * static_cast<double>(head_dim));
-                                                                         })}}),
-                 gen::weightedOneOf<std::optional<double>>(
-                     {{3, gen::just(std::optional<double>())},
-                      {1, gen::map(gen::element(5.0, 30.0), [](double c) { return std::optional<double>(c); })}}),
-                 windows, gen::weightedElement<bool>({{6, true}, {1, false}}), gen::element(10000.0, 1e6)),
-      [](const auto& t) {
-        return Features{.rotary = std::get<0>(t),
-                        .rope_style = std::get<1>(t),
-                        .qk_norm = std::get<2>(t),
-                        .qkv_bias = std::get<3>(t),
-                        .out_bias = std::get<4>(t),
-                        .query_pre_attn_scalar = std::get<5>(t),
-                        .softcap = std::get<6>(t),
-                        .window = std::get<7>(t),
-                        .causal = std::get<8>(t),
-                        .rope_theta = std::get<9>(t)};
-      });
+  return gen::map(gen::tuple(
+                      rotaries(head_dim), element(RopeStyle::half_split, RopeStyle::interleaved),
+                      weighted_element<QkNorm>({{3, QkNorm::none}, {2, QkNorm::rms}, {1, QkNorm::rms_one_plus}}),
+                      gen::arbitrary<bool>(), gen::arbitrary<bool>(),
+                      weighted_one_of<std::optional<double>>({{4, gen::just(std::optional<double>())},
+                                                              {1, gen::map(element(2.0, 0.5),
+                                                                           [head_dim](double f) {
+                                                                             return std::optional<double>(
+                                                                                 f * static_cast<double>(head_dim));
+                                                                           })}}),
+                      weighted_one_of<std::optional<double>>(
+                          {{3, gen::just(std::optional<double>())},
+                           {1, gen::map(element(5.0, 30.0), [](double c) { return std::optional<double>(c); })}}),
+                      windows, weighted_element<bool>({{6, true}, {1, false}}), element(10000.0, 1e6)),
+                  [](const auto& t) {
+                    return Features{.rotary = std::get<0>(t),
+                                    .rope_style = std::get<1>(t),
+                                    .qk_norm = std::get<2>(t),
+                                    .qkv_bias = std::get<3>(t),
+                                    .out_bias = std::get<4>(t),
+                                    .query_pre_attn_scalar = std::get<5>(t),
+                                    .softcap = std::get<6>(t),
+                                    .window = std::get<7>(t),
+                                    .causal = std::get<8>(t),
+                                    .rope_theta = std::get<9>(t)};
+                  });
 }
 
 GeometrySpec build_geometry(std::int64_t kv, std::int64_t group, std::int64_t head_dim, bool omit_head_dim,
@@ -179,7 +180,7 @@ Gen<GeometrySpec> geometries(const GenLimits& limits, int size) {
   return gen::mapcat(
       gen::tuple(gen::inRange<std::int64_t>(1, max_kv + 1), gen::inRange<std::int64_t>(1, max_group + 1),
                  long_profile ? long_sequences::head_dims(max_head_dim) : head_dims(max_head_dim),
-                 gen::weightedElement<bool>({{5, false}, {1, true}})),
+                 weighted_element<bool>({{5, false}, {1, true}})),
       [=](const std::tuple<std::int64_t, std::int64_t, std::int64_t, bool>& heads) {
         const auto [kv, group, head_dim, omit_head_dim] = heads;
         const std::int64_t query_width = kv * group * head_dim;
@@ -213,43 +214,42 @@ Gen<InputOptions> input_options(const GeometrySpec& geometry, std::int64_t tp_si
   const std::int64_t head_dim = resolve_geometry(geometry).head_dim();
   // Degenerate equalities on purpose: batch == num_kv_heads, seq == head_dim (an index mixed up between
   // them is invisible otherwise... and visible only then).
-  const Gen<std::int64_t> batch = gen::weightedOneOf<std::int64_t>(
+  const Gen<std::int64_t> batch = weighted_one_of<std::int64_t>(
       {{4, gen::inRange<std::int64_t>(1, max_batch + 1)}, {1, gen::just(std::min(kv, max_batch))}});
   const Gen<std::int64_t> seq =
-      gen::weightedOneOf<std::int64_t>({{6, gen::inRange<std::int64_t>(3, max_seq + 1)},
-                                        {1, gen::just(std::clamp<std::int64_t>(head_dim, 3, max_seq))}});
-  const Gen<std::optional<std::int64_t>> offset = gen::weightedOneOf<std::optional<std::int64_t>>(
+      weighted_one_of<std::int64_t>({{6, gen::inRange<std::int64_t>(3, max_seq + 1)},
+                                     {1, gen::just(std::clamp<std::int64_t>(head_dim, 3, max_seq))}});
+  const Gen<std::optional<std::int64_t>> offset = weighted_one_of<std::optional<std::int64_t>>(
       {{2, gen::just(std::optional<std::int64_t>())},
        {2, gen::just(std::optional<std::int64_t>(0))},
        {1, gen::map(gen::inRange<std::int64_t>(0, 100001),
                     [](std::int64_t o) { return std::optional<std::int64_t>(o); })}});
   using DecodeCodes = std::tuple<std::int64_t, std::vector<std::int64_t>>;
   // KV-cache decoding is causal by nature (validate_case refuses it otherwise).
-  const Gen<std::optional<DecodeCodes>> decode = gen::weightedOneOf<std::optional<DecodeCodes>>(
+  const Gen<std::optional<DecodeCodes>> decode = weighted_one_of<std::optional<DecodeCodes>>(
       {{1, gen::just(std::optional<DecodeCodes>())},
        {1, gen::map(gen::tuple(gen::inRange<std::int64_t>(0, 64),
                                gen::container<std::vector<std::int64_t>>(gen::inRange<std::int64_t>(0, 64))),
                     [](const DecodeCodes& codes) { return std::optional<DecodeCodes>(codes); })}});
-  return gen::map(
-      gen::tuple(gen::noShrink(gen::arbitrary<std::uint64_t>()), batch, seq,
-                 gen::element(ActivationDistribution::uniform, ActivationDistribution::heavy_tailed,
-                              ActivationDistribution::outliers),
-                 offset, gen::weightedElement<bool>({{2, false}, {1, true}}), gen::arbitrary<bool>(), decode),
-      [tp_size, causal = geometry.causal](const auto& t) {
-        InputOptions options{.seed = std::get<0>(t),
-                             .batch = std::get<1>(t),
-                             .seq = std::get<2>(t),
-                             .activations = std::get<3>(t),
-                             .position_offset = std::get<4>(t),
-                             .position_gaps = std::get<5>(t),
-                             .pad_keys = std::get<6>(t),
-                             .decode = {},
-                             .tp_size = tp_size};
-        if (const auto& codes = std::get<7>(t); codes && causal) {
-          options.decode = schedule_from(options.seq, std::get<0>(*codes), std::get<1>(*codes));
-        }
-        return options;
-      });
+  return gen::map(gen::tuple(gen::noShrink(gen::arbitrary<std::uint64_t>()), batch, seq,
+                             element(ActivationDistribution::uniform, ActivationDistribution::heavy_tailed,
+                                     ActivationDistribution::outliers),
+                             offset, weighted_element<bool>({{2, false}, {1, true}}), gen::arbitrary<bool>(), decode),
+                  [tp_size, causal = geometry.causal](const auto& t) {
+                    InputOptions options{.seed = std::get<0>(t),
+                                         .batch = std::get<1>(t),
+                                         .seq = std::get<2>(t),
+                                         .activations = std::get<3>(t),
+                                         .position_offset = std::get<4>(t),
+                                         .position_gaps = std::get<5>(t),
+                                         .pad_keys = std::get<6>(t),
+                                         .decode = {},
+                                         .tp_size = tp_size};
+                    if (const auto& codes = std::get<7>(t); codes && causal) {
+                      options.decode = schedule_from(options.seq, std::get<0>(*codes), std::get<1>(*codes));
+                    }
+                    return options;
+                  });
 }
 
 }  // namespace
@@ -259,7 +259,7 @@ rc::Gen<CaseSpec> case_specs(const GenLimits& limits) {
     return gen::mapcat(geometries(limits, size), [limits, size](const GeometrySpec& geometry) {
       // TP sizes from the valid set, 1 first (shrinking goes there); P > H_kv replicates KV heads.
       const std::vector<std::int64_t> tp_sizes = valid_tp_sizes(resolve_geometry(geometry));
-      return gen::mapcat(gen::elementOf(tp_sizes), [geometry, limits, size](std::int64_t tp_size) {
+      return gen::mapcat(element_of(tp_sizes), [geometry, limits, size](std::int64_t tp_size) {
         const Gen<InputOptions> input_generator = limits.profile == SizeProfile::long_sequences
                                                       ? long_sequences::input_options(geometry, tp_size, limits, size)
                                                       : input_options(geometry, tp_size, limits, size);

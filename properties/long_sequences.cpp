@@ -5,6 +5,7 @@
 #include <tuple>
 #include <vector>
 
+#include "properties/shrinking_choice.hpp"
 #include "properties/size_scaling.hpp"
 
 namespace attncheck::properties::long_sequences {
@@ -31,7 +32,7 @@ std::vector<std::int64_t> primes_between(std::int64_t low, std::int64_t high) {
 
 // Next to a multiple of a tile: tile * k + delta, |delta| <= kEdgeReach, within [low, high].
 Gen<std::int64_t> tile_edges(std::int64_t low, std::int64_t high) {
-  return gen::mapcat(gen::elementOf(std::vector<std::int64_t>(std::begin(kTiles), std::end(kTiles))),
+  return gen::mapcat(element_of(std::vector<std::int64_t>(std::begin(kTiles), std::end(kTiles))),
                      [low, high](std::int64_t tile) {
                        const std::int64_t max_multiple = std::max<std::int64_t>(1, (high + kEdgeReach) / tile);
                        return gen::map(gen::tuple(gen::inRange<std::int64_t>(1, max_multiple + 1),
@@ -75,7 +76,7 @@ DecodeSchedule schedule_from(std::int64_t seq, const std::vector<std::int64_t>& 
 // Key lengths of every row: near tile edges, anywhere, or 0 (no key at all).
 Gen<std::vector<std::int64_t>> padded_key_lengths(std::int64_t batch, std::int64_t seq) {
   const Gen<std::int64_t> length =
-      gen::weightedOneOf<std::int64_t>({{4, lengths(1, seq)}, {1, gen::just(std::int64_t{0})}});
+      weighted_one_of<std::int64_t>({{4, lengths(1, seq)}, {1, gen::just(std::int64_t{0})}});
   return gen::container<std::vector<std::int64_t>>(static_cast<std::size_t>(batch), length);
 }
 
@@ -88,8 +89,8 @@ Gen<std::int64_t> lengths(std::int64_t low, std::int64_t high) {
   std::copy_if(all_primes.begin(), all_primes.end(), std::back_inserter(primes),
                [low, high](std::int64_t p) { return p >= low && p <= high; });
   const Gen<std::int64_t> uniform = gen::inRange<std::int64_t>(low, high + 1);
-  const Gen<std::int64_t> prime = primes.empty() ? uniform : gen::elementOf(primes);
-  return shrinking_to(low, gen::weightedOneOf<std::int64_t>({{2, uniform}, {5, tile_edges(low, high)}, {2, prime}}));
+  const Gen<std::int64_t> prime = primes.empty() ? uniform : element_of(primes);
+  return shrinking_to(low, weighted_one_of<std::int64_t>({{2, uniform}, {5, tile_edges(low, high)}, {2, prime}}));
 }
 
 Gen<std::int64_t> head_dims(std::int64_t max_head_dim) {
@@ -102,12 +103,12 @@ Gen<std::int64_t> head_dims(std::int64_t max_head_dim) {
       gen::map(gen::inRange<std::int64_t>(1, max_half + 1), [](std::int64_t h) { return 2 * h; });
   const Gen<std::int64_t> small = gen::map(gen::inRange<std::int64_t>(1, std::min<std::int64_t>(8, max_half) + 1),
                                            [](std::int64_t h) { return 2 * h; });
-  if (specialised.empty()) return gen::weightedOneOf<std::int64_t>({{1, small}, {1, any}});
-  return gen::weightedOneOf<std::int64_t>({{2, small}, {2, gen::elementOf(specialised)}, {2, any}});
+  if (specialised.empty()) return weighted_one_of<std::int64_t>({{1, small}, {1, any}});
+  return weighted_one_of<std::int64_t>({{2, small}, {2, element_of(specialised)}, {2, any}});
 }
 
 Gen<std::optional<std::int64_t>> windows(std::int64_t max_seq) {
-  return gen::weightedOneOf<std::optional<std::int64_t>>(
+  return weighted_one_of<std::optional<std::int64_t>>(
       {{2, gen::just(std::optional<std::int64_t>())},
        {1, gen::map(lengths(1, max_seq + 1), [](std::int64_t w) { return std::optional<std::int64_t>(w); })}});
 }
@@ -125,24 +126,24 @@ Gen<InputOptions> input_options(const GeometrySpec& geometry, std::int64_t tp_si
     const std::int64_t high = std::clamp(within_budget, limits.min_seq, longest);
     return gen::mapcat(lengths(limits.min_seq, high), [=](std::int64_t seq) {
       using KeyLengths = std::optional<std::vector<std::int64_t>>;
-      const Gen<KeyLengths> key_lengths = gen::weightedOneOf<KeyLengths>(
-          {{2, gen::just(KeyLengths())},
-           {1, gen::map(padded_key_lengths(batch, seq),
-                        [](std::vector<std::int64_t> rows) { return KeyLengths(rows); })}});
+      const Gen<KeyLengths> key_lengths =
+          weighted_one_of<KeyLengths>({{2, gen::just(KeyLengths())},
+                                       {1, gen::map(padded_key_lengths(batch, seq),
+                                                    [](std::vector<std::int64_t> rows) { return KeyLengths(rows); })}});
       using StepCodes = std::optional<std::vector<std::int64_t>>;
-      const Gen<StepCodes> decode = gen::weightedOneOf<StepCodes>(
+      const Gen<StepCodes> decode = weighted_one_of<StepCodes>(
           {{1, gen::just(StepCodes())},
            {1, gen::map(gen::container<std::vector<std::int64_t>>(gen::inRange<std::int64_t>(0, 64)),
                         [](std::vector<std::int64_t> codes) { return StepCodes(std::move(codes)); })}});
-      const Gen<std::optional<std::int64_t>> offset = gen::weightedOneOf<std::optional<std::int64_t>>(
+      const Gen<std::optional<std::int64_t>> offset = weighted_one_of<std::optional<std::int64_t>>(
           {{2, gen::just(std::optional<std::int64_t>())},
            {2, gen::just(std::optional<std::int64_t>(0))},
            {1, gen::map(gen::inRange<std::int64_t>(0, 100001),
                         [](std::int64_t o) { return std::optional<std::int64_t>(o); })}});
       return gen::map(gen::tuple(gen::noShrink(gen::arbitrary<std::uint64_t>()),
-                                 gen::element(ActivationDistribution::uniform, ActivationDistribution::heavy_tailed,
-                                              ActivationDistribution::outliers),
-                                 offset, gen::weightedElement<bool>({{2, false}, {1, true}}), key_lengths, decode),
+                                 element(ActivationDistribution::uniform, ActivationDistribution::heavy_tailed,
+                                         ActivationDistribution::outliers),
+                                 offset, weighted_element<bool>({{2, false}, {1, true}}), key_lengths, decode),
                       [=](const auto& t) {
                         InputOptions options{.seed = std::get<0>(t),
                                              .batch = batch,
