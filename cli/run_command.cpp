@@ -33,10 +33,12 @@ namespace {
 struct PairOutcome {
   std::string row;
   PairVerdict verdict;
-  bool failed = false;
-  bool unsupported = false;
-  std::int64_t declined_tensors = 0;
   int yardsticks_stored = 0, yardsticks_computed = 0;
+  bool failed() const {
+    return verdict.kind == PairVerdict::Kind::raised ||
+           (verdict.kind == PairVerdict::Kind::judged && !verdict.report.passed());
+  }
+  std::int64_t declined_tensors() const { return verdict.report.declined_count(); }
 };
 
 PairOutcome judge_pair(const std::string& path, const golden::Golden& golden, impl::Implementation& implementation) {
@@ -53,7 +55,6 @@ PairOutcome judge_pair(const std::string& path, const golden::Golden& golden, im
     actual = implementation.run(golden.test_case);
   } catch (const impl::Unsupported& refusal) {
     outcome.row = fmt::format("{:<34} {:<20} {:<6} {}\n", golden_name, implementation.name(), "unsup.", refusal.what());
-    outcome.unsupported = true;
     outcome.verdict.kind = PairVerdict::Kind::unsupported;
     outcome.verdict.message = refusal.what();
     return finish();
@@ -62,7 +63,6 @@ PairOutcome judge_pair(const std::string& path, const golden::Golden& golden, im
   } catch (const std::exception& crash) {
     outcome.row =
         fmt::format("{:<34} {:<20} {:<6} raised: {}\n", golden_name, implementation.name(), "FAIL", crash.what());
-    outcome.failed = true;
     outcome.verdict.kind = PairVerdict::Kind::raised;
     outcome.verdict.message = crash.what();
     return finish();
@@ -83,12 +83,11 @@ PairOutcome judge_pair(const std::string& path, const golden::Golden& golden, im
         };
         return judged_ulps(a) < judged_ulps(b);
       });
-  outcome.failed = !report.passed();
-  outcome.declined_tensors = report.declined_count();
   // "pass*": everything it computed passed, and it declined some tensors, which are not a pass.
-  const char* result_cell = outcome.failed ? "FAIL" : outcome.declined_tensors > 0 ? "pass*" : "pass";
+  const std::int64_t declined_tensors = report.declined_count();
+  const char* result_cell = !report.passed() ? "FAIL" : declined_tensors > 0 ? "pass*" : "pass";
   outcome.row = fmt::format("{:<34} {:<20} {:<6} {:<34} {:>10.3g} {:>9}\n", golden_name, implementation.name(),
-                            result_cell, worst->name, worst->error_ulps, outcome.declined_tensors);
+                            result_cell, worst->name, worst->error_ulps, declined_tensors);
   outcome.verdict.report = report;
   return finish();
 }
@@ -205,13 +204,13 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
         PairOutcome outcome = pair.get();
         progress.print(out, outcome.row);
         progress.step_done();
-        failures += outcome.failed ? 1 : 0;
-        if (outcome.unsupported) {
+        failures += outcome.failed() ? 1 : 0;
+        if (outcome.verdict.kind == PairVerdict::Kind::unsupported) {
           ++unsupported;
           ++declined[outcome.verdict.implementation];
         }
-        if (outcome.declined_tensors > 0) ++pairs_with_declined;
-        declined_tensors += outcome.declined_tensors;
+        if (outcome.declined_tensors() > 0) ++pairs_with_declined;
+        declined_tensors += outcome.declined_tensors();
         yardsticks_stored += outcome.yardsticks_stored;
         yardsticks_computed += outcome.yardsticks_computed;
         verdicts.push_back(std::move(outcome.verdict));

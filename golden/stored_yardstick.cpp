@@ -101,8 +101,9 @@ std::string contract_key(const YardstickContract& contract) {
                      to_string(contract.tp_convention));
 }
 
-std::string case_digest(const std::string& path) {
-  const H5::H5File file = open_for_reading(path);
+namespace {
+
+std::string digest_of(const H5::H5File& file, const std::string& path) {
   Digest digest;
   try {
     digest_attributes(file.openGroup("/"), "/", path, digest, "generator");
@@ -118,20 +119,22 @@ std::string case_digest(const std::string& path) {
   return digest.hex();
 }
 
+}  // namespace
+
+std::string case_digest(const std::string& path) {
+  return digest_of(open_for_reading(path), path);
+}
+
 std::optional<YardstickErrors> read_stored_yardstick(const std::string& path, const YardstickContract& contract,
                                                      const std::string& version) {
   const std::string group_path = std::string(kGroup) + "/" + contract_key(contract);
-  {
-    const H5::H5File file = open_for_reading(path);
-    if (!exists(file, kGroup) || !exists(file.openGroup(kGroup), contract_key(contract))) return std::nullopt;
-    const H5::Group group = file.openGroup(group_path);
-    if (read_string_attribute(group, "version", path + ":" + group_path) != version) return std::nullopt;
-  }
-  const std::string digest = case_digest(path);
-  const H5::H5File file = open_for_reading(path);
-  const H5::Group group = file.openGroup(group_path);
   const std::string where = path + ":" + group_path;
-  if (read_string_attribute(group, "case_digest", where) != digest) return std::nullopt;
+  const H5::H5File file = open_for_reading(path);
+  if (!exists(file, kGroup) || !exists(file.openGroup(kGroup), contract_key(contract))) return std::nullopt;
+  const H5::Group group = file.openGroup(group_path);
+  // The version first: the digest reads the whole case.
+  if (read_string_attribute(group, "version", where) != version) return std::nullopt;
+  if (read_string_attribute(group, "case_digest", where) != digest_of(file, path)) return std::nullopt;
   YardstickErrors errors;
   for (const std::string& name : attribute_names(group, path, group_path)) {
     if (name == "version" || name == "case_digest") continue;
