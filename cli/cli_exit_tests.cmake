@@ -251,6 +251,17 @@ add_test(NAME cli.run_junit
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/junit_test.py $<TARGET_FILE:attncheck>
                  ${PROJECT_SOURCE_DIR}/golden/data)
 set_tests_properties(cli.run_junit PROPERTIES LABELS unit)
+# `--html FILE`: the report of compare, golden check, run, replay and fuzz, parsed back
+# (cli/html_report_test.py), and rendered by headless Chromium with its picture checked pixel by pixel
+# (cli/html_report_browser_test.py; "Not Run" without a browser: ci/setup installs one).
+add_test(NAME cli.html_report
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/html_report_test.py $<TARGET_FILE:attncheck>
+                 ${PROJECT_SOURCE_DIR}/golden/data)
+set_tests_properties(cli.html_report PROPERTIES LABELS unit)
+add_test(NAME cli.html_report_browser
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/html_report_browser_test.py
+                 $<TARGET_FILE:attncheck> ${PROJECT_SOURCE_DIR}/golden/data)
+set_tests_properties(cli.html_report_browser PROPERTIES LABELS unit SKIP_RETURN_CODE 77)
 # Stored yardsticks: used when current, ignored when stale, refused when malformed (golden/SCHEMA.md).
 add_test(NAME cli.stored_yardstick
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/stored_yardstick_test.py $<TARGET_FILE:attncheck>)

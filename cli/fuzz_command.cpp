@@ -8,6 +8,7 @@
 
 #include "cli/exit_codes.hpp"
 #include "cli/golden_command.hpp"
+#include "cli/html_report.hpp"
 #include "core/errors/input_error.hpp"
 #include "impl/registry.hpp"
 #include "properties/fuzz.hpp"
@@ -77,6 +78,7 @@ FuzzCommands add_fuzz_commands(CLI::App& app, FuzzCommandOptions& options) {
   commands.fuzz->add_option("--max-size", options.max_size, "scale every size bound by this factor")->default_val(1.0);
   commands.fuzz->add_option("--repro-dir", options.repro_dir, "folder for the repro file")->default_val(".");
   commands.fuzz->add_option("--shrink-seconds", options.shrink_seconds, "time allowed for shrinking")->default_val(60);
+  add_html_options(*commands.fuzz, options.html, options.html_all);
 
   commands.mutants = app.add_subcommand("mutants", "Fuzz every mutant of the catalog until the suite catches it");
   commands.mutants->add_option("--mutant", options.mutants, "only these mutants (default: all)");
@@ -91,10 +93,12 @@ FuzzCommands add_fuzz_commands(CLI::App& app, FuzzCommandOptions& options) {
   commands.replay = app.add_subcommand("replay", "Check one implementation on a repro (or golden) file");
   commands.replay->add_option("file", options.file, "repro file written by attncheck fuzz")->required();
   commands.replay->add_option("--impl", options.implementation, "implementation, or exec:COMMAND")->required();
+  add_html_options(*commands.replay, options.html, options.html_all);
   return commands;
 }
 
 int run_fuzz(const FuzzCommandOptions& options, std::ostream& out) {
+  check_html_path(options.html);
   const properties::FuzzOptions fuzz = fuzz_options(options);
   const auto implementation = impl::open_implementation(options.implementation);
   const properties::FuzzReport report = properties::fuzz(*implementation, fuzz, &out);
@@ -122,6 +126,14 @@ int run_fuzz(const FuzzCommandOptions& options, std::ostream& out) {
   if (failure.outcome.report) out << "  where:\n" << describe_failures(*failure.outcome.report, "    ");
   out << fmt::format("  repro: {}\n  replay: {}\n", failure.repro_path,
                      properties::replay_command(failure.repro_path, implementation->name()));
+  if (!options.html.empty()) {
+    // The report of the shrunk case: its repro replayed (the table it prints is the one above).
+    FuzzCommandOptions replay = options;
+    replay.file = failure.repro_path;
+    std::ostringstream replay_output;
+    run_replay(replay, replay_output);
+    out << fmt::format("  html report: {}\n", options.html);
+  }
   return kExitCheckFailed;
 }
 
@@ -185,6 +197,9 @@ int run_replay(const FuzzCommandOptions& options, std::ostream& out) {
   GoldenOptions golden;
   golden.files = {options.file};
   golden.implementation = options.implementation;
+  golden.html = options.html;
+  golden.html_all = options.html_all;
+  golden.html_command = "replay";
   return run_golden_check(golden, out, out);  // no progress line: replay files are small
 }
 

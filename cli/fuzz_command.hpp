@@ -33,6 +33,9 @@ struct FuzzCommandOptions {
   bool json = false;
   // replay
   std::string file;
+  // replay, fuzz: also write the HTML report (fuzz: of the shrunk failure, replayed) (cli/html_report.hpp)
+  std::string html;
+  bool html_all = false;
 };
 
 struct FuzzCommands {

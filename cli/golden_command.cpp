@@ -8,9 +8,11 @@
 #include <filesystem>
 
 #include "cli/exit_codes.hpp"
+#include "cli/html_report.hpp"
 #include "cli/progress_line.hpp"
 #include "cli/yardstick_source.hpp"
 #include "core/compare/compare.hpp"
+#include "core/compare/heatmap.hpp"
 #include "core/errors/input_error.hpp"
 #include "core/generation/input_generation.hpp"
 #include "core/tp/tp_convention.hpp"
@@ -46,7 +48,9 @@ DecodeSchedule parse_decode(const std::string& text) {
   return schedule;
 }
 
-std::string describe(const Geometry& g) {
+}  // namespace
+
+std::string describe_geometry(const Geometry& g) {
   return fmt::format(
       "hidden {}, heads {}/{}, head_dim {} ({}), rotary_dim {} {} theta {}, qk_norm {}, bias {}/{}, scale {:.6g}{}{}, "
       "{}",
@@ -57,7 +61,7 @@ std::string describe(const Geometry& g) {
       g.causal() ? "causal" : "bidirectional");
 }
 
-}  // namespace
+namespace {}  // namespace
 
 GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
   GoldenCommands commands;
@@ -124,6 +128,7 @@ GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
   commands.check->add_option("files", options.files, "golden files")->required();
   commands.check->add_option("--impl", options.implementation, "implementation")->capture_default_str();
   commands.check->add_flag("--json", options.json, "print one JSON object instead of tables");
+  add_html_options(*commands.check, options.html, options.html_all);
 
   commands.coverage = golden->add_subcommand(
       "coverage", "Show that each feature a golden claims changes its answer (switched off, beyond tolerance)");
@@ -137,7 +142,19 @@ GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
   commands.compare->add_option("golden", options.golden_file, "golden file")->required();
   commands.compare->add_option("candidate", options.candidate, "candidate file (/result)")->required();
   commands.compare->add_flag("--json", options.json, "print one JSON object instead of a table");
+  add_html_options(*commands.compare, options.html, options.html_all);
   return commands;
+}
+
+std::vector<std::string> rank_gradient_notes(const golden::Golden& golden, const std::string& implementation,
+                                             bool sharded, TpConvention convention) {
+  if (golden.test_case.plan.tp_size <= 1) return {};
+  if (!sharded) return {fmt::format("rank gradients not compared: {} is unsharded", implementation)};
+  if (convention != golden.tp_convention) {
+    return {fmt::format("rank gradients judged as {} holds them, the golden's {} ones regrouped", to_string(convention),
+                        to_string(golden.tp_convention))};
+  }
+  return {};
 }
 
 int run_golden_make(const GoldenOptions& options, std::ostream& out) {
@@ -193,7 +210,7 @@ int run_golden_inspect(const GoldenOptions& options, std::ostream& out) {
   if (golden.test_case.plan.tp_size > 1) {
     out << fmt::format("per-rank gradients held as {} (TP convention)\n", to_string(golden.tp_convention));
   }
-  out << "geometry: " << describe(test_case.geometry()) << '\n';
+  out << "geometry: " << describe_geometry(test_case.geometry()) << '\n';
   out << fmt::format("tp_size {}, batch {}, seq {}, key_lengths [{}], positions from {}", test_case.plan.tp_size,
                      inputs.batch, inputs.seq, fmt::join(inputs.key_lengths, ", "), inputs.positions.front());
   if (!inputs.decode.empty()) {
@@ -239,7 +256,11 @@ int run_golden_run(const GoldenOptions& options, std::ostream& out) {
 int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostream& err) {
   int failed = 0;
   nlohmann::json files = nlohmann::json::array();
+  check_html_path(options.html);
   const auto implementation = impl::open_implementation(options.implementation);
+  HtmlReport html{.command = fmt::format("attncheck {} --impl {} {}", options.html_command, options.implementation,
+                                         fmt::join(options.files, " ")),
+                  .all = options.html_all};
   // A live line on a terminal while a big golden runs (cli/progress_line.hpp).
   ProgressLine progress(err, options.progress, static_cast<int>(options.files.size()), "goldens");
   for (const std::string& file : options.files) {
@@ -254,6 +275,11 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostre
     } catch (const std::exception& error) {
       // An implementation that crashes on a valid golden fails it; the message is the report.
       ++failed;
+      html.sections.push_back({.verdict = {.golden = file,
+                                           .implementation = options.implementation,
+                                           .kind = PairVerdict::Kind::raised,
+                                           .message = error.what()},
+                               .description = describe_geometry(golden.test_case.geometry())});
       if (options.json) {
         files.push_back(
             {{"golden", file}, {"implementation", options.implementation}, {"passed", false}, {"error", error.what()}});
@@ -275,25 +301,30 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostre
     const CompareReport report = compare(golden.test_case, expected, actual, precision, &yardstick, angles, convention,
                                          implementation->declined());
     if (!report.passed()) ++failed;
+    const std::vector<std::string> notes = rank_gradient_notes(golden, options.implementation, sharded, convention);
+    if (!options.html.empty()) {
+      progress.status(fmt::format("{} on {}: drawing", options.implementation, file));
+      html.sections.push_back(
+          {.verdict = {.golden = file, .implementation = options.implementation, .report = report},
+           .description = describe_geometry(golden.test_case.geometry()),
+           .notes = notes,
+           .maps = error_heatmaps(golden.test_case, expected, actual, report, {.all = options.html_all})});
+    }
     if (options.json) {
       nlohmann::json entry = render_json(report);
       entry["golden"] = file;
       entry["implementation"] = options.implementation;
       files.push_back(entry);
     } else {
-      std::string text =
-          fmt::format("== {} vs {}: {}\n", file, options.implementation, describe(golden.test_case.geometry()));
-      if (!sharded && golden.test_case.plan.tp_size > 1) {
-        text += fmt::format("   (rank gradients not compared: {} is unsharded)\n", options.implementation);
-      } else if (golden.test_case.plan.tp_size > 1 && convention != golden.tp_convention) {
-        text += fmt::format("   (rank gradients judged as {} holds them, the golden's {} ones regrouped)\n",
-                            to_string(convention), to_string(golden.tp_convention));
-      }
+      std::string text = fmt::format("== {} vs {}: {}\n", file, options.implementation,
+                                     describe_geometry(golden.test_case.geometry()));
+      for (const std::string& note : notes) text += fmt::format("   ({})\n", note);
       progress.print(out, text + render_text(report));
     }
     progress.step_done();
   }
   progress.stop();
+  if (!options.html.empty()) write_html_report(options.html, html);
   if (options.json) {
     out << nlohmann::json{{"passed", failed == 0}, {"files", files}}.dump(2, ' ', false,
                                                                           nlohmann::json::error_handler_t::replace)
@@ -306,6 +337,7 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostre
 }
 
 int run_compare(const GoldenOptions& options, std::ostream& out) {
+  check_html_path(options.html);
   const golden::Golden golden = golden::read_golden(options.golden_file);
   const golden::CandidateDeclaration declared = golden::read_candidate_declaration(options.candidate);
   // Only a candidate that declares itself unsharded (/result@tp_size = 1) is excused from the per-rank
@@ -327,6 +359,24 @@ int run_compare(const GoldenOptions& options, std::ostream& out) {
                                         .errors;
   const CompareReport report = compare(golden.test_case, expected, candidate.tensors, candidate.precision, &yardstick,
                                        candidate.rope_angles, candidate.tp_convention, candidate.declined);
+  std::vector<std::string> notes;
+  if (skip_ranks) notes.push_back("rank gradients not compared: the candidate declares tp_size 1");
+  if (regrouped) {
+    notes.push_back(fmt::format("rank gradients judged as the candidate holds them, {}; the golden's {} ones regrouped",
+                                to_string(declared.tp_convention), to_string(golden.tp_convention)));
+  }
+  if (!options.html.empty()) {
+    write_html_report(
+        options.html,
+        {.command = fmt::format("attncheck compare {} {}", options.golden_file, options.candidate),
+         .all = options.html_all,
+         .sections = {
+             {.verdict = {.golden = options.golden_file, .implementation = options.candidate, .report = report},
+              .description = describe_geometry(golden.test_case.geometry()),
+              .notes = notes,
+              .maps =
+                  error_heatmaps(golden.test_case, expected, candidate.tensors, report, {.all = options.html_all})}}});
+  }
   if (options.json) {
     nlohmann::json json = render_json(report);
     json["rank_gradients_compared"] = !skip_ranks;
@@ -334,12 +384,8 @@ int run_compare(const GoldenOptions& options, std::ostream& out) {
     out << json.dump(2) << '\n';
   } else {
     out << fmt::format("== {} vs {}: {}\n", options.golden_file, options.candidate,
-                       describe(golden.test_case.geometry()));
-    if (skip_ranks) out << "   (rank gradients not compared: the candidate declares tp_size 1)\n";
-    if (regrouped) {
-      out << fmt::format("   (rank gradients judged as the candidate holds them, {}; the golden's {} ones regrouped)\n",
-                         to_string(declared.tp_convention), to_string(golden.tp_convention));
-    }
+                       describe_geometry(golden.test_case.geometry()));
+    for (const std::string& note : notes) out << fmt::format("   ({})\n", note);
     out << render_text(report);
   }
   return report.passed() ? kExitOk : kExitCheckFailed;

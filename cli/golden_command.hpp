@@ -18,6 +18,8 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/geometry_source.hpp"
+#include "core/tp/tp_convention.hpp"
+#include "golden/golden_file.hpp"
 
 namespace attncheck::cli {
 
@@ -45,7 +47,10 @@ struct GoldenOptions {
   std::string implementation = "reference";
   std::string candidate;
   bool json = false;
-  bool require_all = false;  // coverage: every feature of coverage_features() must bite somewhere
+  std::string html;                           // check, compare: also write the HTML report here (cli/html_report.hpp)
+  bool html_all = false;                      // with html: every compared tensor's map
+  std::string html_command = "golden check";  // the command named at the top of the report (replay, fuzz)
+  bool require_all = false;                   // coverage: every feature of coverage_features() must bite somewhere
   // yardstick (cli/golden_yardstick_command.cpp)
   std::vector<std::string> yardstick_precisions = {"fp32"};
   std::vector<std::string> yardstick_angles = {"float32", "float64"};
@@ -66,6 +71,14 @@ struct GoldenCommands {
 };
 
 GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options);
+
+// A geometry in one line, as the check and compare reports head each golden.
+std::string describe_geometry(const Geometry& geometry);
+
+// What a golden's check says about its per-rank gradients beside the table (none compared: the
+// implementation is unsharded; regrouped: it holds them under another TP convention); empty for TP 1.
+std::vector<std::string> rank_gradient_notes(const golden::Golden& golden, const std::string& implementation,
+                                             bool sharded, TpConvention convention);
 
 // Each returns the exit code; InputError propagates (exit 2).
 int run_golden_make(const GoldenOptions& options, std::ostream& out);

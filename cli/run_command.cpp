@@ -15,10 +15,13 @@
 #include <omp.h>
 
 #include "cli/exit_codes.hpp"
+#include "cli/golden_command.hpp"
+#include "cli/html_report.hpp"
 #include "cli/junit_report.hpp"
 #include "cli/progress_line.hpp"
 #include "cli/yardstick_source.hpp"
 #include "core/compare/compare.hpp"
+#include "core/compare/heatmap.hpp"
 #include "core/compare/tolerance.hpp"
 #include "core/errors/input_error.hpp"
 #include "golden/golden_file.hpp"
@@ -34,6 +37,8 @@ struct PairOutcome {
   std::string row;
   PairVerdict verdict;
   int yardsticks_stored = 0, yardsticks_computed = 0;
+  std::vector<Heatmap> maps;       // --html only
+  std::vector<std::string> notes;  // --html only: on the per-rank gradients
   bool failed() const {
     return verdict.kind == PairVerdict::Kind::raised ||
            (verdict.kind == PairVerdict::Kind::judged && !verdict.report.passed());
@@ -41,7 +46,9 @@ struct PairOutcome {
   std::int64_t declined_tensors() const { return verdict.report.declined_count(); }
 };
 
-PairOutcome judge_pair(const std::string& path, const golden::Golden& golden, impl::Implementation& implementation) {
+// drawing: --html's options, or nullptr for no maps.
+PairOutcome judge_pair(const std::string& path, const golden::Golden& golden, impl::Implementation& implementation,
+                       const HeatmapOptions* drawing) {
   const std::string golden_name = std::filesystem::path(path).filename().string();
   const auto started = std::chrono::steady_clock::now();
   PairOutcome outcome;
@@ -89,6 +96,11 @@ PairOutcome judge_pair(const std::string& path, const golden::Golden& golden, im
   outcome.row = fmt::format("{:<34} {:<20} {:<6} {:<34} {:>10.3g} {:>9}\n", golden_name, implementation.name(),
                             result_cell, worst->name, worst->error_ulps, declined_tensors);
   outcome.verdict.report = report;
+  // Drawn now, while the tensors are at hand; only the small grids are kept.
+  if (drawing != nullptr) {
+    outcome.maps = error_heatmaps(golden.test_case, expected, actual, report, *drawing);
+    outcome.notes = rank_gradient_notes(golden, implementation.name(), implementation.sharded(), convention);
+  }
   return finish();
 }
 
@@ -106,6 +118,7 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
   command->add_option(
       "--junit", options.junit,
       "also write the verdicts as JUnit XML to this file (one test case per golden and implementation)");
+  add_html_options(*command, options.html, options.html_all);
   command
       ->add_option("--jobs", options.jobs,
                    "(golden, implementation) pairs run side by side; each peaks at a few GB on the widest goldens")
@@ -123,6 +136,7 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
     }
     return 0;
   }
+  check_html_path(options.html);
   const std::string directory = options.golden_dir.empty() ? std::string(ATTNCHECK_GOLDEN_DIR) : options.golden_dir;
   std::error_code error;
   if (!std::filesystem::is_directory(directory, error)) {
@@ -156,6 +170,10 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
   std::int64_t declined_tensors = 0;    // over all pairs; each is listed by `attncheck compare`, never passed
   std::map<std::string, int> declined;  // per implementation: goldens it answered "unsupported"
   std::vector<PairVerdict> verdicts;    // for --junit
+  HtmlReport html{
+      .command = fmt::format("attncheck run --goldens {} --impl {}", directory, fmt::join(implementations, " ")),
+      .all = options.html_all};
+  const HeatmapOptions drawing{.all = options.html_all};
   int yardsticks_stored = 0, yardsticks_computed = 0;  // below fp64: read from the golden, or computed now
   // A golden's implementations run side by side, `jobs` at a time (each object on one thread at a time);
   // rows are printed in table order as they become ready.
@@ -184,7 +202,7 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
         std::exception_ptr problem;
         PairOutcome outcome;
         try {
-          outcome = judge_pair(path, golden, *implementation);
+          outcome = judge_pair(path, golden, *implementation, options.html.empty() ? nullptr : &drawing);
         } catch (...) {
           problem = std::current_exception();
         }
@@ -213,6 +231,12 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
         declined_tensors += outcome.declined_tensors();
         yardsticks_stored += outcome.yardsticks_stored;
         yardsticks_computed += outcome.yardsticks_computed;
+        if (!options.html.empty()) {
+          html.sections.push_back({.verdict = outcome.verdict,
+                                   .description = describe_geometry(golden.test_case.geometry()),
+                                   .notes = std::move(outcome.notes),
+                                   .maps = std::move(outcome.maps)});
+        }
         verdicts.push_back(std::move(outcome.verdict));
       } catch (...) {
         if (!first_problem) first_problem = std::current_exception();
@@ -238,6 +262,7 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
                        yardsticks_stored, yardsticks_computed);
   }
   if (!options.junit.empty()) write_junit(options.junit, verdicts);
+  if (!options.html.empty()) write_html_report(options.html, html);
   // An implementation that declined every golden checked nothing: that is never a pass.
   bool ran_nothing = false;
   for (const auto& [name, count] : declined) {

@@ -439,6 +439,14 @@ CompareReport compare(const Case& test_case, const NamedTensors& expected, const
   return report;
 }
 
+std::string tolerance_rule(const CompareReport& report) {
+  if (report.precision == Precision::fp64) return fmt::format("{} ulps of their scale (fp64)", kFp64ToleranceUlps);
+  return fmt::format(
+      "{} x (outputs) / {} x (gradients) the emulated naive {} implementation's error + {} ulps (contract: {})",
+      kYardstickFactorOutputs, kYardstickFactorGradients, to_string(report.precision), kYardstickFloorUlps,
+      precision_contract(report.precision, report.rope_angles));
+}
+
 std::string render_text(const CompareReport& report) {
   std::string text = fmt::format("{:<28} {:<11} {:>11} {:>10}  {:<24} {}\n", "tensor", "status", "max error", "ulps",
                                  "worst at", "beyond tolerance");
@@ -460,14 +468,7 @@ std::string render_text(const CompareReport& report) {
                         compared ? fmt::format("{:.3g}", t.error_ulps) : "-", compared ? to_string(t.worst_index) : "-",
                         detail);
   }
-  const std::string rule =
-      report.precision == Precision::fp64
-          ? fmt::format("{} ulps of their scale (fp64)", kFp64ToleranceUlps)
-          : fmt::format(
-                "{} x (outputs) / {} x (gradients) the emulated naive {} implementation's error + {} ulps "
-                "(contract: {})",
-                kYardstickFactorOutputs, kYardstickFactorGradients, to_string(report.precision), kYardstickFloorUlps,
-                precision_contract(report.precision, report.rope_angles));
+  const std::string rule = tolerance_rule(report);
   // Declined tensors are counted apart: neither passed nor failed, and never left out of the count.
   const std::int64_t passed = report.passed_count(), failed = report.failed_count(), declined = report.declined_count();
   const std::string declined_note =

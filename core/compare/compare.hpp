@@ -115,6 +115,9 @@ const std::string* declined_reason(const DeclinedParts& declined, std::string_vi
 std::string precision_contract(Precision precision, RopeAngles rope_angles);
 
 std::string render_text(const CompareReport& report);  // a table for people
+// The tolerance the report's tensors were held to: "65536 ulps of their scale (fp64)", or below fp64 the
+// yardstick rule with its precision contract.
+std::string tolerance_rule(const CompareReport& report);
 // Where a failing tensor's elements beyond tolerance are: "ranks 0,1; batch 0; positions 3,4; query heads 5"
 // (the axes it has, each list cut at 8 values).
 std::string failure_location(const TensorReport& report);
