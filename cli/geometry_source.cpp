@@ -108,7 +108,8 @@ ResolvedGeometry resolve_geometry_source(const GeometryOptions& options) {
   GeometrySpec spec;
   std::string title, kind;
   std::optional<std::int64_t> config_tp_size;
-  std::vector<std::string> notes;
+  std::vector<std::string> notes, not_modelled;
+  std::string layer_kind;
   if (!options.preset.empty()) {
     const Preset* preset = find_preset(options.preset);
     spec = preset->spec;
@@ -120,6 +121,8 @@ ResolvedGeometry resolve_geometry_source(const GeometryOptions& options) {
     title = fmt::format("{} (model_type {})", imported.source, imported.model_type);
     kind = "hf-config";
     notes = std::move(imported.notes);
+    layer_kind = std::move(imported.layer_kind);
+    not_modelled = std::move(imported.not_modelled);
   } else if (!options.neox_config.empty()) {
     ImportedConfig imported = import_neox_config_file(options.neox_config);
     spec = imported.spec;
@@ -138,7 +141,8 @@ ResolvedGeometry resolve_geometry_source(const GeometryOptions& options) {
           "e.g. --preset qwen3-0.6b, or --hidden 1024 --heads 16 --kv-heads 8 --head-dim 128"}});
   }
   try {
-    return {resolve_geometry(spec), title, kind, config_tp_size, std::move(notes)};
+    return {resolve_geometry(spec), title, kind, config_tp_size, std::move(notes), std::move(layer_kind),
+            std::move(not_modelled)};
   } catch (const InputError& error) {
     throw InputError("invalid geometry from " + title, error.violations());
   }

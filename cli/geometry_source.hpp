@@ -33,6 +33,8 @@ struct ResolvedGeometry {
   std::string source_kind;                     // "preset" | "hf-config" | "neox-config" | "flags"
   std::optional<std::int64_t> config_tp_size;  // a TP size the config file states
   std::vector<std::string> notes;
+  std::string layer_kind;                 // an HF config's layer: "layer 3 of 36: full_attention, no RoPE ..."
+  std::vector<std::string> not_modelled;  // what the source's layer does that the geometry leaves out
 };
 
 // Checks that an option's text is a 64-bit integer (CLI11 alone would saturate overflow).

@@ -159,6 +159,15 @@ std::vector<std::string> rank_gradient_notes(const golden::Golden& golden, const
 
 int run_golden_make(const GoldenOptions& options, std::ostream& out) {
   const ResolvedGeometry source = resolve_geometry_source(options.geometry);
+  if (!source.not_modelled.empty()) {
+    ViolationList violations;
+    for (const std::string& feature : source.not_modelled) {
+      violations.add("layer", source.title, "does what attncheck cannot check yet: " + feature,
+                     "`attncheck plan` shows the layer; choose another model or layer");
+    }
+    violations.throw_if_any("cannot make a golden of this layer");
+  }
+  golden::refuse_unrecordable(options.output, source.geometry);  // before the reference runs
   const auto activations = parse_activation_distribution(options.activations);
   const Case test_case = generate_case(source.geometry, {.seed = options.seed,
                                                          .batch = options.batch,

@@ -1,5 +1,6 @@
 // JSON rendering of `attncheck plan --json`: one object, keys documented in docs/ARCHITECTURE.md.
 #include "cli/plan_report.hpp"
+#include "core/model/rope_frequencies.hpp"
 #include "core/tp/fused_qkv.hpp"
 
 namespace attncheck::cli {
@@ -57,12 +58,44 @@ json layouts_json(const TpPlan& plan, int rank) {
 
 }  // namespace
 
+// The scaling's parameters and the frequencies they give, in full (float64, as SCHEMA.md forms them), so
+// that a script can compare them with its own. longrope: both sets.
+json rope_scaling_json(const Geometry& geometry) {
+  const RopeScaling& scaling = geometry.rope_scaling();
+  json out = {{"type", to_string(scaling.type)},
+              {"factor", optional_value(scaling.factor)},
+              {"low_freq_factor", optional_value(scaling.low_freq_factor)},
+              {"high_freq_factor", optional_value(scaling.high_freq_factor)},
+              {"original_max_position_embeddings", optional_value(scaling.original_max_position_embeddings)},
+              {"beta_fast", optional_value(scaling.beta_fast)},
+              {"beta_slow", optional_value(scaling.beta_slow)},
+              {"mscale", optional_value(scaling.mscale)},
+              {"mscale_all_dim", optional_value(scaling.mscale_all_dim)},
+              {"truncate", scaling.truncate},
+              {"attention_factor", optional_value(scaling.attention_factor)},
+              {"short_factor", scaling.short_factor},
+              {"long_factor", scaling.long_factor}};
+  const RopeFrequencies first = rope_frequencies(geometry, 0);
+  out["inv_freq"] = first.inv_freq;
+  out["resolved_attention_factor"] = first.attention_factor;
+  if (scaling.type == RopeScalingType::longrope) {
+    const RopeFrequencies long_set = rope_frequencies(geometry, *scaling.original_max_position_embeddings);
+    out["long_inv_freq"] = long_set.inv_freq;
+  }
+  return out;
+}
+
 json plan_to_json(const PlanReport& report) {
   const TpPlan& plan = report.plan;
   const Geometry& geometry = plan.geometry;
   const std::int64_t cache_bytes = bytes_per_element(report.cache_precision);
   json out = {
-      {"source", {{"kind", report.source.source_kind}, {"title", report.source.title}, {"notes", report.source.notes}}},
+      {"source",
+       {{"kind", report.source.source_kind},
+        {"title", report.source.title},
+        {"notes", report.source.notes},
+        {"layer_kind", report.source.layer_kind},
+        {"not_modelled", report.source.not_modelled}}},
       {"hidden_size", geometry.hidden_size()},
       {"num_attention_heads", geometry.num_heads()},
       {"num_kv_heads", geometry.num_kv_heads()},
@@ -76,6 +109,7 @@ json plan_to_json(const PlanReport& report) {
       {"rotary_dim", geometry.rotary_dim()},
       {"rope_theta", geometry.rope_theta()},
       {"rope_style", to_string(geometry.rope_style())},
+      {"rope_scaling", rope_scaling_json(geometry)},
       {"qk_norm", to_string(geometry.qk_norm())},
       {"qk_norm_eps", geometry.qk_norm_eps()},
       {"scale", geometry.scale()},

@@ -1,15 +1,18 @@
 // Text rendering of `attncheck plan`, for people: the geometry with where head_dim came from, the
 // widths, and the rank -> query heads -> KV heads -> replica group table.
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <fmt/ranges.h>
 
 #include "cli/plan_report.hpp"
 #include "core/errors/nearby.hpp"
+#include "core/model/rope_frequencies.hpp"
 #include "core/tp/fused_qkv.hpp"
 
 namespace attncheck::cli {
@@ -51,6 +54,40 @@ std::string rotary_line(const Geometry& geometry) {
                      to_string(geometry.rope_style()), format_number(geometry.rope_theta()));
 }
 
+// The scaling's parameters and what they give: the frequencies' range and the attention factor.
+std::string rope_scaling_line(const Geometry& geometry) {
+  const RopeScaling& scaling = geometry.rope_scaling();
+  if (scaling.type == RopeScalingType::none) return "none";
+  std::vector<std::string> parts;
+  const auto add = [&](const char* name, std::optional<double> value) {
+    if (value) parts.push_back(fmt::format("{} {}", name, format_number(*value)));
+  };
+  add("factor", scaling.factor);
+  add("low_freq_factor", scaling.low_freq_factor);
+  add("high_freq_factor", scaling.high_freq_factor);
+  if (scaling.original_max_position_embeddings) {
+    parts.push_back(fmt::format("original_max_position_embeddings {}", *scaling.original_max_position_embeddings));
+  }
+  add("beta_fast", scaling.beta_fast);
+  add("beta_slow", scaling.beta_slow);
+  add("mscale", scaling.mscale);
+  add("mscale_all_dim", scaling.mscale_all_dim);
+  add("attention_factor", scaling.attention_factor);
+  if (!scaling.short_factor.empty()) parts.push_back(fmt::format("{} short/long factors", scaling.short_factor.size()));
+  std::string line = fmt::format("{} ({})", to_string(scaling.type), fmt::join(parts, ", "));
+  const auto describe = [&](std::int64_t position, const std::string& when) {
+    const RopeFrequencies f = rope_frequencies(geometry, position);
+    return fmt::format("; {}inv_freq {:.6g} .. {:.6g}, attention factor {}", when, f.inv_freq.front(),
+                       f.inv_freq.back(), format_number(f.attention_factor));
+  };
+  if (scaling.type == RopeScalingType::longrope) {
+    const std::int64_t original = *scaling.original_max_position_embeddings;
+    return line + describe(0, "short factors: ") +
+           describe(original, fmt::format("long factors (a call whose positions reach {}): ", original).c_str());
+  }
+  return line + describe(0, "");
+}
+
 std::string qk_norm_line(const Geometry& geometry) {
   switch (geometry.qk_norm()) {
     case QkNorm::none:
@@ -64,11 +101,17 @@ std::string qk_norm_line(const Geometry& geometry) {
 }
 
 std::string scale_line(const Geometry& geometry) {
-  if (geometry.scale_source() == ScaleSource::head_dim) {
-    return fmt::format("{} = head_dim^-0.5", format_number(geometry.scale()));
+  switch (geometry.scale_source()) {
+    case ScaleSource::head_dim:
+      return fmt::format("{} = head_dim^-0.5", format_number(geometry.scale()));
+    case ScaleSource::query_pre_attn_scalar:
+      return fmt::format("{} = query_pre_attn_scalar^-0.5 ({})", format_number(geometry.scale()),
+                         format_number(*geometry.spec().query_pre_attn_scalar));
+    case ScaleSource::attention_multiplier:
+      return fmt::format("{} = attention_multiplier (head_dim^-0.5 would be {})", format_number(geometry.scale()),
+                         format_number(std::pow(static_cast<double>(geometry.head_dim()), -0.5)));
   }
-  return fmt::format("{} = query_pre_attn_scalar^-0.5 ({})", format_number(geometry.scale()),
-                     format_number(*geometry.spec().query_pre_attn_scalar));
+  return format_number(geometry.scale());
 }
 
 // Consecutive whole heads of one projection run together: "q0-7 k0-3 v0-3"; a partial head shows its
@@ -115,7 +158,9 @@ void write_geometry(const PlanReport& report, std::ostream& out) {
   row("fused qkv", fmt::format("{} -> {} + 2 x {} = {}", geometry.hidden_size(), geometry.query_width(),
                                geometry.kv_width(), geometry.qkv_width()));
   row("o_proj", fmt::format("{} -> {}", geometry.query_width(), geometry.hidden_size()));
+  if (!report.source.layer_kind.empty()) row("layer", report.source.layer_kind);
   row("rotary", rotary_line(geometry));
+  if (geometry.rotary_dim() > 0) row("rope_scaling", rope_scaling_line(geometry));
   row("qk_norm", qk_norm_line(geometry));
   row("scale", scale_line(geometry));
   row("softcap", geometry.softcap() ? format_number(*geometry.softcap()) : "none");
@@ -124,6 +169,7 @@ void write_geometry(const PlanReport& report, std::ostream& out) {
   row("bias",
       fmt::format("q/k/v {}, o_proj {}", geometry.qkv_bias() ? "yes" : "no", geometry.out_bias() ? "yes" : "no"));
   for (const std::string& note : report.source.notes) row("note", note);
+  for (const std::string& feature : report.source.not_modelled) row("NOT MODELLED", feature);
 }
 
 void write_ranks(const PlanReport& report, std::ostream& out) {

@@ -655,11 +655,33 @@ auto translating_hdf5_errors(const std::string& path, const char* action, Functi
   }
 }
 
+// Schema v1 records neither RoPE scaling nor an attention_multiplier: a file written without them would
+// read back as another layer, so such a layer is refused before anything is written.
+void refuse_unrecordable(const std::string& path, const Geometry& geometry) {
+  ViolationList violations;
+  if (geometry.rope_scaling().type != RopeScalingType::none) {
+    violations.add("rope_scaling", std::string(to_string(geometry.rope_scaling().type)),
+                   fmt::format("golden schema v{} cannot record RoPE scaling yet, so {} would read back unscaled",
+                               kSchemaVersion, path),
+                   "check this layer with `attncheck plan`; golden files of scaled layers come with schema v2");
+  }
+  if (geometry.scale_source() == ScaleSource::attention_multiplier) {
+    violations.add(
+        "attention_multiplier", fmt::format("{}", geometry.scale()),
+        fmt::format("golden schema v{} records the scale only as head_dim^-0.5 or query_pre_attn_scalar^-0.5",
+                    kSchemaVersion),
+        "golden files of Granite-style layers come with schema v2");
+  }
+  violations.throw_if_any("cannot write a golden of this layer");
+}
+
 void write_golden(const std::string& path, const Golden& golden) {
+  refuse_unrecordable(path, golden.test_case.geometry());
   translating_hdf5_errors(path, "write failed", [&] { write_golden_unchecked(path, golden); });
 }
 
 void write_case(const std::string& path, const Case& test_case, const std::string& generator) {
+  refuse_unrecordable(path, test_case.geometry());
   translating_hdf5_errors(path, "write failed", [&] {
     H5::H5File file = create_for_writing(path);
     write_case_part(file, Golden{.test_case = test_case, .expected = {}, .generator = generator});

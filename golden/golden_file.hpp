@@ -62,6 +62,11 @@ NamedTensors expected_tensors(const Golden& golden, bool include_rank_gradients 
 // Writes /geometry, /inputs, /weights and /expected. expected must hold gradients; decode_out when the
 // case has a schedule; rank_gradients (one per rank) when tp_size > 1, held as golden.tp_convention
 // says (regroup_rank_gradients turns the reference's replicated-kv ones into another convention's).
+// InputError when schema v1 cannot record the layer (RoPE scaling, an attention_multiplier): written
+// anyway it would read back as another layer. write_golden and write_case call it first; `golden make`
+// calls it before running the reference. `path` names the file in the message.
+void refuse_unrecordable(const std::string& path, const Geometry& geometry);
+
 void write_golden(const std::string& path, const Golden& golden);
 
 // A case file: a golden without /expected (geometry, inputs, stored weights), what an implementation

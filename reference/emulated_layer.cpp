@@ -2,6 +2,7 @@
 
 #include <Eigen/Core>
 
+#include <algorithm>
 #include <bit>
 #include <cfenv>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "core/generation/splitmix_stream.hpp"
+#include "core/model/rope_frequencies.hpp"
 #include "core/tp/tp_shard.hpp"
 #include "reference/attention_head.hpp"
 
@@ -177,11 +179,30 @@ class EmulatedLayer {
   // RoPE in S: the angle rounded as S arithmetic rounds it. sign -1 rotates back (the transpose).
   void rotate(Mat<S>& rows, std::int64_t heads, S sign) const {
     const std::int64_t pairs = g_.rotary_dim() / 2;
+    // A scaled layer's frequencies (core/model/rope_frequencies.hpp), for the whole case as one call. An
+    // unscaled layer keeps the plain formulas below, so that its yardstick is the one goldens store.
+    const bool scaled = g_.rope_scaling().type != RopeScalingType::none;
+    const RopeFrequencies scaled_frequencies =
+        scaled ? rope_frequencies(g_, *std::max_element(c_.inputs.positions.begin(), c_.inputs.positions.end()))
+               : RopeFrequencies{};
     for (Eigen::Index t = 0; t < rows.rows(); ++t) {
       const S position = static_cast<S>(c_.inputs.positions[t]);
       for (std::int64_t i = 0; i < pairs; ++i) {
         S cos, sin;
-        if (angles_ == RopeAngles::float64) {  // SCHEMA.md's frequencies and angle, then rounded to S
+        if (scaled) {
+          // Angles as the contract says (float64: SCHEMA.md's; float32: the frequency rounded to S, then
+          // the angle in S), and the attention factor applied to cos and sin in S.
+          const S factor = static_cast<S>(scaled_frequencies.attention_factor);
+          if (angles_ == RopeAngles::float64) {
+            const double angle = static_cast<double>(c_.inputs.positions[t]) * scaled_frequencies.inv_freq[i];
+            cos = store_.round(static_cast<S>(std::cos(angle)) * factor);
+            sin = sign * store_.round(static_cast<S>(std::sin(angle)) * factor);
+          } else {
+            const S angle = position * static_cast<S>(scaled_frequencies.inv_freq[i]);
+            cos = store_.round(std::cos(angle) * factor);
+            sin = sign * store_.round(std::sin(angle) * factor);
+          }
+        } else if (angles_ == RopeAngles::float64) {  // SCHEMA.md's frequencies and angle, then rounded to S
           const double angle = static_cast<double>(c_.inputs.positions[t]) *
                                std::pow(g_.rope_theta(), -2.0 * static_cast<double>(i) / g_.rotary_dim());
           cos = store_.round(static_cast<S>(std::cos(angle)));

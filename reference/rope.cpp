@@ -1,7 +1,10 @@
 #include "reference/rope.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include "core/model/rope_frequencies.hpp"
 
 namespace attncheck::reference {
 
@@ -13,17 +16,21 @@ void apply_rope(MatrixRef rows, std::span<const std::int64_t> positions, std::in
   const bool interleaved = geometry.rope_style() == RopeStyle::interleaved;
   const double sign = direction == RopeDirection::forward ? 1.0 : -1.0;
 
-  std::vector<double> inv_freq(pairs);
-  for (std::int64_t i = 0; i < pairs; ++i) {
-    inv_freq[i] = std::pow(geometry.rope_theta(), -2.0 * static_cast<double>(i) / geometry.rotary_dim());
-  }
+  // The rows are one forward call's tokens (every batch row), so their largest position is the call's,
+  // from which longrope chooses its factors as transformers does.
+  const std::int64_t largest = positions.empty() ? 0 : *std::max_element(positions.begin(), positions.end());
+  const RopeFrequencies frequencies = rope_frequencies(geometry, largest);
+  const std::vector<double>& inv_freq = frequencies.inv_freq;
+  const double factor = frequencies.attention_factor;
   std::vector<double> cos_values(pairs);
   std::vector<double> sin_values(pairs);
   for (std::int64_t t = 0; t < rows.rows(); ++t) {
     for (std::int64_t i = 0; i < pairs; ++i) {
       const double angle = static_cast<double>(positions[t]) * inv_freq[i];
-      cos_values[i] = std::cos(angle);
-      sin_values[i] = sign * std::sin(angle);
+      // The attention factor scales cos and sin (yarn, longrope): factor * R(angle), whose transpose is
+      // factor * R(-angle). Unscaled layers multiply by exactly 1.
+      cos_values[i] = std::cos(angle) * factor;
+      sin_values[i] = sign * std::sin(angle) * factor;
     }
     double* row = rows.row(t).data();
     for (std::int64_t head = 0; head < heads; ++head) {

@@ -1,7 +1,8 @@
 // Rotary position embedding on the first rotary_dim channels of every head.
 //
-// Frequency of pair i (0 <= i < rotary_dim/2): inv_freq_i = rope_theta^(-2i / rotary_dim), angle =
-// position * inv_freq_i, all in fp64. Pairing by style:
+// Frequency of pair i (0 <= i < rotary_dim/2): core/model/rope_frequencies.hpp (rope_theta^(-2i /
+// rotary_dim), scaled by the layer's RoPE scaling), angle = position * inv_freq_i, all in fp64; cos and
+// sin are multiplied by the scaling's attention factor (1 for most). Pairing by style:
 //   half-split:  (i, i + rotary_dim/2)    GPT-NeoX, Llama, Qwen, Gemma ("rotate_half")
 //   interleaved: (2i, 2i + 1)             GPT-J, Meta's original Llama
 // A pair (a, b) becomes (a cos - b sin, b cos + a sin). Channels >= rotary_dim pass through.
@@ -20,7 +21,8 @@ enum class RopeDirection {
   backward,  // rotate by -angle: the transpose, which maps d(rotated) to d(unrotated)
 };
 
-// rows: [tokens, heads * head_dim], token t at positions[t]; rotated in place.
+// rows: [tokens, heads * head_dim], token t at positions[t]; rotated in place. The rows are one forward
+// call's tokens: longrope chooses its factors from their largest position.
 void apply_rope(MatrixRef rows, std::span<const std::int64_t> positions, std::int64_t heads, const Geometry& geometry,
                 RopeDirection direction);
 

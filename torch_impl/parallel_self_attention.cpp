@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/model/rope_frequencies.hpp"
 #include "core/tp/fused_qkv_convert.hpp"
 #include "torch_impl/sdpa_backend_guard.hpp"
 
@@ -64,14 +65,17 @@ ParallelSelfAttention::ParallelSelfAttention(const TpPlan& plan, int rank, const
     q_norm_ = to_torch(*shard.q_norm, tensor_options_).requires_grad_(true);
     k_norm_ = to_torch(*shard.k_norm, tensor_options_).requires_grad_(true);
   }
-  // The angles' frequencies in float64 by C's pow, exactly as golden/SCHEMA.md ("RoPE rounding"): a
-  // 1-ulp difference here costs up to 1e5 ulps at positions near 1e5.
-  const std::int64_t pairs = plan.geometry.rotary_dim() / 2;
-  std::vector<double> inv_freq(pairs);
-  for (std::int64_t i = 0; i < pairs; ++i) {
-    inv_freq[i] = std::pow(plan.geometry.rope_theta(), -2.0 * static_cast<double>(i) / plan.geometry.rotary_dim());
+  // The angles' frequencies in float64 exactly as golden/SCHEMA.md (core/model/rope_frequencies.hpp): a
+  // 1-ulp difference here costs up to 1e5 ulps at positions near 1e5. longrope has two sets, chosen per
+  // call from its largest position (rotate()); the others one.
+  const RopeFrequencies short_frequencies = rope_frequencies(plan.geometry, 0);
+  inv_freq_ = torch::tensor(short_frequencies.inv_freq, torch::kFloat64).to(tensor_options_.device());
+  attention_factor_ = short_frequencies.attention_factor;
+  if (plan.geometry.rope_scaling().type == RopeScalingType::longrope) {
+    const std::int64_t original = *plan.geometry.rope_scaling().original_max_position_embeddings;
+    long_inv_freq_ =
+        torch::tensor(rope_frequencies(plan.geometry, original).inv_freq, torch::kFloat64).to(tensor_options_.device());
   }
-  inv_freq_ = torch::tensor(inv_freq, torch::kFloat64).to(tensor_options_.device());
 }
 
 torch::Tensor ParallelSelfAttention::normalise(const torch::Tensor& heads, const torch::Tensor& weight) const {
@@ -85,10 +89,16 @@ torch::Tensor ParallelSelfAttention::rotate(const torch::Tensor& heads, const to
   const std::int64_t rotary_dim = plan_.geometry.rotary_dim();
   if (rotary_dim == 0) return heads;
   const std::int64_t pairs = rotary_dim / 2;
-  // Angles in float64 (position x frequency), then cos and sin in the working type: [batch, 1, seq, pairs].
-  const torch::Tensor angles = positions.to(torch::kFloat64).unsqueeze(-1) * inv_freq_;
-  const torch::Tensor cos = angles.cos().to(tensor_options_.dtype()).unsqueeze(1);
-  const torch::Tensor sin = angles.sin().to(tensor_options_.dtype()).unsqueeze(1);
+  // longrope: the long factors when the call's largest position + 1 exceeds the pretraining length.
+  const bool long_factors =
+      long_inv_freq_.defined() &&
+      positions.max().item<std::int64_t>() + 1 > *plan_.geometry.rope_scaling().original_max_position_embeddings;
+  // Angles in float64 (position x frequency), then cos and sin in the working type: [batch, 1, seq, pairs],
+  // times the scaling's attention factor (1 unless yarn or longrope) in float64 first.
+  const torch::Tensor angles =
+      positions.to(torch::kFloat64).unsqueeze(-1) * (long_factors ? long_inv_freq_ : inv_freq_);
+  const torch::Tensor cos = (angles.cos() * attention_factor_).to(tensor_options_.dtype()).unsqueeze(1);
+  const torch::Tensor sin = (angles.sin() * attention_factor_).to(tensor_options_.dtype()).unsqueeze(1);
   const torch::Tensor rotary = heads.narrow(-1, 0, rotary_dim);
   const torch::Tensor pass = heads.narrow(-1, rotary_dim, head_dim_ - rotary_dim);
   torch::Tensor rotated;

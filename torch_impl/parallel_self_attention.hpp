@@ -2,11 +2,10 @@
 // an explicit head_dim: query_hidden_size = local query heads x head_dim and kv_hidden_size = local KV
 // heads x head_dim are tracked apart from hidden_size; a fused ColumnParallel QKV weight
 // [query_hidden_size + 2 kv_hidden_size, hidden] in the per-rank stacked [Q | K | V] layout
-// (core/tp/fused_qkv.hpp; fused by core/tp/fused_qkv_convert.hpp); the context flattened to query_hidden_size, not hidden_size; a RowParallel
-// dense (o_proj) [hidden, query_hidden_size] whose partial outputs the caller sums (and adds its bias
-// once). QK-norm, RoPE (any even rotary_dim, both pairings), scale, softcap, causal / window / padding
-// masks and a KV cache as the reference has them. Parameters are leaf tensors; autograd gives the
-// gradients.
+// (core/tp/fused_qkv.hpp; fused by core/tp/fused_qkv_convert.hpp); the context flattened to query_hidden_size, not
+// hidden_size; a RowParallel dense (o_proj) [hidden, query_hidden_size] whose partial outputs the caller sums (and adds
+// its bias once). QK-norm, RoPE (any even rotary_dim, both pairings), scale, softcap, causal / window / padding masks
+// and a KV cache as the reference has them. Parameters are leaf tensors; autograd gives the gradients.
 //
 // Layouts: x [batch, seq, hidden]; positions [batch, seq] int64; q [batch, heads, seq, head_dim];
 // k, v and the cache [batch, kv_heads, keys, head_dim]; the partial output [batch, seq, hidden].
@@ -62,7 +61,9 @@ class ParallelSelfAttention {
   torch::Tensor qkv_bias_;          // [query_hidden_size + 2 kv_hidden_size] or undefined
   torch::Tensor dense_weight_;      // [hidden, query_hidden_size]
   torch::Tensor q_norm_, k_norm_;   // [head_dim] or undefined
-  torch::Tensor inv_freq_;          // [rotary_dim / 2] float64: pow(theta, -2i / rotary_dim), as SCHEMA.md
+  torch::Tensor inv_freq_;          // [rotary_dim / 2] float64, as SCHEMA.md (longrope: its short factors)
+  torch::Tensor long_inv_freq_;     // longrope only: with its long factors; undefined otherwise
+  double attention_factor_ = 1.0;   // the RoPE scaling's, on cos and sin (yarn, longrope)
 };
 
 torch::Dtype dtype_of(Precision precision);

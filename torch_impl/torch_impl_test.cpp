@@ -50,6 +50,61 @@ RC_GTEST_PROP(TorchCpuFp64Sdpa, MatchesTheReferenceOrSaysUnsupported, ()) {
   if (outcome.verdict == Verdict::fail) RC_FAIL(outcome.detail);
 }
 
+// RoPE scaling and the attention_multiplier score scale (core/model/rope_frequencies.hpp): the reference and
+// torch share only the frequencies' definition, so this holds how each applies them (the attention factor
+// on the rotated channels only, longrope's factors chosen per forward call) to each other. longrope runs
+// one batch row from position 0 with the pretraining length at the end of the prefill: the full forward
+// and the decoding steps use the long factors, the prefill call (its keys cached) the short ones.
+RC_GTEST_PROP(TorchCpuFp64, RopeScalingAndAttentionMultiplierMatchTheReference, ()) {
+  CaseSpec spec = all_features(*case_specs());
+  GeometrySpec& g = spec.geometry;
+  const std::int64_t rotary_dim = resolve_geometry(g).rotary_dim();
+  RC_PRE(rotary_dim >= 2);
+  const auto type = *rc::gen::element(RopeScalingType::linear, RopeScalingType::llama3, RopeScalingType::yarn,
+                                      RopeScalingType::longrope);
+  RopeScaling& scaling = g.rope_scaling;
+  scaling.type = type;
+  switch (type) {
+    case RopeScalingType::linear:
+      scaling.factor = 4.0;
+      break;
+    case RopeScalingType::llama3:  // a short pretraining length, so that the band falls on these channels
+      scaling.factor = 8.0;
+      scaling.low_freq_factor = 1.0;
+      scaling.high_freq_factor = 4.0;
+      scaling.original_max_position_embeddings = 64;
+      g.rope_theta = 1000.0;
+      break;
+    case RopeScalingType::yarn:
+      scaling.factor = 4.0;
+      scaling.original_max_position_embeddings = 64;
+      g.rope_theta = 1000.0;
+      break;
+    default: {
+      const std::int64_t pairs = rotary_dim / 2;
+      scaling.short_factor = *rc::gen::container<std::vector<double>>(
+          pairs, rc::gen::map(rc::gen::inRange(100, 300), [](int v) { return v / 100.0; }));
+      scaling.long_factor = *rc::gen::container<std::vector<double>>(
+          pairs, rc::gen::map(rc::gen::inRange(100, 800), [](int v) { return v / 100.0; }));
+      scaling.factor = 16.0;
+      spec.inputs.batch = 1;
+      spec.inputs.position_offset = 0;
+      spec.inputs.key_lengths.clear();
+      if (spec.inputs.decode.prefill < 2) spec.inputs.decode = {.prefill = 2, .steps = {1}};  // seq >= 3
+      scaling.original_max_position_embeddings = spec.inputs.decode.prefill;
+      break;
+    }
+  }
+  if (*rc::gen::arbitrary<bool>()) {
+    g.query_pre_attn_scalar.reset();
+    g.attention_multiplier = 0.25;
+  }
+  RC_CLASSIFY(true, std::string(to_string(type)));
+  const auto torch = impl::open_implementation("torch-cpu-fp64");
+  const CheckOutcome outcome = check_matches_reference(*torch, make_case(spec));
+  if (outcome.verdict != Verdict::pass) RC_FAIL(outcome.detail);
+}
+
 TEST(TorchCpuFp64Sdpa, SoftcapIsUnsupportedNotWrong) {
   CaseSpec spec{.geometry = {.hidden_size = 16, .num_heads = 2, .head_dim = 8, .softcap = 5.0},
                 .inputs = {.seed = 1, .batch = 1, .seq = 4}};

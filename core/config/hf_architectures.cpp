@@ -20,6 +20,9 @@ struct Family {
   std::string_view name;
   QkNorm qk_norm;
   nlohmann::json defaults;
+  HfBiasRule bias_rule = HfBiasRule::attention_bias;
+  RopeStyle rope_style = RopeStyle::half_split;
+  std::string_view not_modelled;
 };
 
 const std::vector<Family>& families() {
@@ -36,7 +39,8 @@ const std::vector<Family>& families() {
         {"use_sliding_window", false},
         {"sliding_window", 4096},
         {"max_window_layers", 28},
-        {"rope_theta", 10000.0}}},
+        {"rope_theta", 10000.0}},
+       HfBiasRule::qwen2},
       {HfFamily::qwen3,
        "Qwen3",
        QkNorm::rms,
@@ -67,6 +71,74 @@ const std::vector<Family>& families() {
         {"rms_norm_eps", 1e-6},
         {"attention_bias", false}}},
       {HfFamily::gpt_neox, "GPT-NeoX", QkNorm::none, {{"rotary_emb_base", 10000}, {"attention_bias", true}}},
+      // Gemma2Config: layer_types alternate sliding (even layers) and full (odd) when the file has none.
+      {HfFamily::gemma2,
+       "Gemma 2",
+       QkNorm::none,
+       {{"num_hidden_layers", 26},
+        {"num_attention_heads", 8},
+        {"num_key_value_heads", 4},
+        {"head_dim", 256},
+        {"query_pre_attn_scalar", 256},
+        {"sliding_window", 4096},
+        {"attn_logit_softcapping", 50.0},
+        {"rope_theta", 10000.0},
+        {"attention_bias", false}}},
+      // Phi3Config: the fused qkv_proj and o_proj have no bias; a sliding_window applies to every layer.
+      {HfFamily::phi3,
+       "Phi-3",
+       QkNorm::none,
+       {{"num_hidden_layers", 32},
+        {"num_attention_heads", 32},
+        {"max_position_embeddings", 4096},
+        {"original_max_position_embeddings", 4096},
+        {"rope_theta", 10000.0}},
+       HfBiasRule::none},
+      {HfFamily::olmo2,
+       "OLMo-2",
+       QkNorm::none,
+       {{"num_hidden_layers", 32},
+        {"num_attention_heads", 32},
+        {"max_position_embeddings", 2048},
+        {"rope_theta", 10000.0},
+        {"attention_bias", false},
+        {"rms_norm_eps", 1e-5}},
+       HfBiasRule::attention_bias,
+       RopeStyle::half_split,
+       "QK-norm over the whole projection width (OLMo-2 normalises q over all num_heads * head_dim channels "
+       "and k over all num_key_value_heads * head_dim, before the split into heads; under TP that needs an "
+       "all-reduce): attncheck models per-head QK-norm only, so it plans this layer without its QK-norm and "
+       "refuses golden files and checks of it"},
+      // GraniteConfig: the score scale is attention_multiplier itself (1.0 when omitted).
+      {HfFamily::granite,
+       "Granite",
+       QkNorm::none,
+       {{"num_hidden_layers", 32},
+        {"num_attention_heads", 32},
+        {"max_position_embeddings", 2048},
+        {"attention_multiplier", 1.0},
+        {"rope_theta", 10000.0},
+        {"attention_bias", false}}},
+      // SmolLM3Config: no_rope_layers (1 = RoPE, 0 = none) from no_rope_layer_interval when absent.
+      {HfFamily::smollm3,
+       "SmolLM3",
+       QkNorm::none,
+       {{"num_hidden_layers", 36},
+        {"num_attention_heads", 16},
+        {"num_key_value_heads", 4},
+        {"max_position_embeddings", 32768},
+        {"use_sliding_window", false},
+        {"no_rope_layer_interval", 4},
+        {"rope_theta", 2000000.0},
+        {"attention_bias", false}}},
+      // GPTJConfig (keys n_embd, n_head, n_layer, n_positions; read under the usual names): rotary_dim 64
+      // of the head, interleaved pairs, base 10000 fixed in its create_sinusoidal_positions; no biases.
+      {HfFamily::gptj,
+       "GPT-J",
+       QkNorm::none,
+       {{"n_layer", 28}, {"n_positions", 2048}, {"rotary_dim", 64}, {"rope_theta", 10000.0}},
+       HfBiasRule::none,
+       RopeStyle::interleaved},
   };
   return table;
 }
@@ -83,16 +155,22 @@ struct ModelType {
   HfFamily family;
 };
 
-constexpr std::array<ModelType, 10> kModelTypes = {{{"llama", HfFamily::llama},
+constexpr std::array<ModelType, 16> kModelTypes = {{{"llama", HfFamily::llama},
                                                     {"mistral", HfFamily::mistral},
                                                     {"qwen2", HfFamily::qwen2},
                                                     {"qwen2_moe", HfFamily::qwen2},
                                                     {"qwen3", HfFamily::qwen3},
                                                     {"qwen3_moe", HfFamily::qwen3},
                                                     {"gemma", HfFamily::gemma},
+                                                    {"gemma2", HfFamily::gemma2},
                                                     {"gemma3", HfFamily::gemma3},
                                                     {"gemma3_text", HfFamily::gemma3},
-                                                    {"gpt_neox", HfFamily::gpt_neox}}};
+                                                    {"gpt_neox", HfFamily::gpt_neox},
+                                                    {"phi3", HfFamily::phi3},
+                                                    {"olmo2", HfFamily::olmo2},
+                                                    {"granite", HfFamily::granite},
+                                                    {"smollm3", HfFamily::smollm3},
+                                                    {"gptj", HfFamily::gptj}}};
 
 }  // namespace
 
@@ -104,9 +182,19 @@ std::optional<HfArchitecture> hf_architecture(std::string_view model_type) {
   for (const ModelType& entry : kModelTypes) {
     if (entry.model_type != model_type) continue;
     const Family& family = family_entry(entry.family);
-    return HfArchitecture{family.family, family.name, family.qk_norm};
+    return HfArchitecture{family.family,    family.name,       family.qk_norm,
+                          family.bias_rule, family.rope_style, family.not_modelled};
   }
   return std::nullopt;
+}
+
+std::string_view refused_architecture(std::string_view model_type) {
+  if (model_type == "deepseek_v2" || model_type == "deepseek_v3") {
+    return "multi-head latent attention (DeepSeek-V2/V3: q and k are a no-RoPE part of qk_nope_head_dim "
+           "channels plus a RoPE part of qk_rope_head_dim channels shared by all heads, from low-rank latent "
+           "projections, and v has its own v_head_dim) is not the layer attncheck models";
+  }
+  return "";
 }
 
 std::string supported_model_types() {

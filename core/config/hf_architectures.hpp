@@ -15,18 +15,44 @@
 
 namespace attncheck {
 
-enum class HfFamily { llama, mistral, qwen2, qwen3, gemma, gemma3, gpt_neox };
+enum class HfFamily {
+  llama,
+  mistral,
+  qwen2,
+  qwen3,
+  gemma,
+  gemma2,
+  gemma3,
+  gpt_neox,
+  phi3,
+  olmo2,
+  granite,
+  smollm3,
+  gptj
+};
+
+// Which projections carry a bias: attention_bias for all four (its default in defaults()); Qwen2's q, k
+// and v always and o never; none whatever the file says (Phi-3's fused qkv_proj, GPT-J).
+enum class HfBiasRule { attention_bias, qwen2, none };
 
 struct HfArchitecture {
   HfFamily family;
   std::string_view name;  // for messages: "Qwen3"
   QkNorm qk_norm;         // fixed by the architecture, not a config key
+  HfBiasRule bias_rule = HfBiasRule::attention_bias;
+  RopeStyle rope_style = RopeStyle::half_split;  // GPT-J rotates interleaved pairs
+  // What its attention does that attncheck cannot express yet (empty: nothing): `plan` shows the layer
+  // and says this; golden files and checks are refused with it.
+  std::string_view not_modelled;
   // transformers' defaults for omitted keys, as a JSON object (keys as in config.json).
   const nlohmann::json& defaults() const;
 };
 
 // The architecture for a model_type, or nullopt when attncheck does not model it.
 std::optional<HfArchitecture> hf_architecture(std::string_view model_type);
+
+// Why a known model_type is refused outright (DeepSeek-V3's multi-head latent attention), or empty.
+std::string_view refused_architecture(std::string_view model_type);
 
 // "llama, mistral, qwen2, ..." for messages.
 std::string supported_model_types();

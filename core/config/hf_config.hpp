@@ -9,19 +9,24 @@
 //
 // Decisions:
 // - Only architectures whose attention attncheck knows are imported (core/config/hf_architectures.hpp:
-//   llama, mistral, qwen2(_moe), qwen3(_moe), gemma, gemma3(_text), gpt_neox). Others differ in ways a
-//   generic reading would get silently wrong (Gemma 2 alternates layers, Phi has per-head LayerNorm),
-//   so they are refused; describe them with explicit flags instead.
+//   llama, mistral, qwen2(_moe), qwen3(_moe), gemma, gemma2, gemma3(_text), gpt_neox, phi3, olmo2,
+//   granite, smollm3, gptj). Others differ in ways a generic reading would get silently wrong, so they
+//   are refused; deepseek_v2/v3 by name (multi-head latent attention). Describe others with flags.
+// - What an architecture does that attncheck cannot express yet (OLMo-2's whole-width QK-norm) is
+//   listed in ImportedConfig::not_modelled: `plan` shows the layer with it; goldens are refused.
 // - A key the file omits takes the default of that architecture's transformers config class (Qwen3:
 //   head_dim 128; GPT-NeoX: rotary_pct 0.25 and biases on; Mistral: sliding_window 4096; Qwen2/3:
 //   max_window_layers 28). An explicit null means what it means in transformers (head_dim null:
 //   derived). hidden_size is always required.
 // - QK-norm is fixed by the architecture: qwen3 RMSNorm, gemma3 RMSNorm with (1 + w); its epsilon is
 //   rms_norm_eps.
-// - Layers differ (Gemma 3 alternates sliding and full layers with different RoPE bases), so one
-//   layer is imported: HfImportOptions::layer, default 0.
-// - rope_scaling (or rope_parameters) other than the default, and layer kinds other than full/sliding
-//   attention, are not modelled and are rejected rather than silently dropped.
+// - Layers differ (Gemma 2/3 alternate sliding and full layers, Gemma 3 with different RoPE bases and
+//   scaling only on full layers, SmolLM3 drops RoPE on every no_rope_layers 0), so one layer is
+//   imported: HfImportOptions::layer, default 0; ImportedConfig::layer_kind says which kind it is.
+// - rope_scaling (or rope_parameters) of type linear, llama3, yarn and longrope (Phi-3's "su"/"yarn"
+//   names included) is read into GeometrySpec::rope_scaling as transformers reads it; dynamic NTK and
+//   other types, unknown scaling keys, and layer kinds other than full/sliding attention are rejected
+//   rather than silently dropped. Granite's attention_multiplier is its score scale.
 // - Biases: attention_bias covers q, k, v and o; Qwen2 hard-codes q/k/v bias on and o bias off.
 #pragma once
 

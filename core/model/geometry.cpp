@@ -1,5 +1,6 @@
 #include "core/model/geometry.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -30,7 +31,39 @@ std::string_view to_string(HeadDimSource source) {
 }
 
 std::string_view to_string(ScaleSource source) {
-  return source == ScaleSource::head_dim ? "head_dim" : "query_pre_attn_scalar";
+  switch (source) {
+    case ScaleSource::head_dim:
+      return "head_dim";
+    case ScaleSource::query_pre_attn_scalar:
+      return "query_pre_attn_scalar";
+    case ScaleSource::attention_multiplier:
+      return "attention_multiplier";
+  }
+  return "head_dim";
+}
+
+std::string_view to_string(RopeScalingType type) {
+  switch (type) {
+    case RopeScalingType::none:
+      return "none";
+    case RopeScalingType::linear:
+      return "linear";
+    case RopeScalingType::llama3:
+      return "llama3";
+    case RopeScalingType::yarn:
+      return "yarn";
+    case RopeScalingType::longrope:
+      return "longrope";
+  }
+  return "none";
+}
+
+std::optional<RopeScalingType> parse_rope_scaling_type(std::string_view text) {
+  for (RopeScalingType type : {RopeScalingType::none, RopeScalingType::linear, RopeScalingType::llama3,
+                               RopeScalingType::yarn, RopeScalingType::longrope}) {
+    if (text == to_string(type)) return type;
+  }
+  return std::nullopt;
 }
 
 std::optional<RopeStyle> parse_rope_style(std::string_view text) {
@@ -133,6 +166,86 @@ std::optional<std::int64_t> resolve_rotary_dim(const GeometrySpec& spec, std::in
   return rotary_dim;
 }
 
+// Each type's parameters present and in range, and no parameter of another type set (a field that
+// would be silently ignored is refused).
+void check_rope_scaling(ViolationList& violations, const RopeScaling& scaling, std::int64_t rotary_dim) {
+  const std::string type(to_string(scaling.type));
+  const auto unused = [&](bool set, const char* field) {
+    if (set) {
+      violations.add(std::string("rope_scaling.") + field, "set", "is not a parameter of rope_type " + type,
+                     "omit it, or choose the rope_type it belongs to");
+    }
+  };
+  const auto positive = [&](std::optional<double> value, const char* field, bool required, const char* example) {
+    if (!value) {
+      if (required)
+        violations.add(std::string("rope_scaling.") + field, "absent", "is required by rope_type " + type, example);
+      return;
+    }
+    if (!std::isfinite(*value) || *value <= 0) {
+      violations.add(std::string("rope_scaling.") + field, format_number(*value), "must be a finite number > 0",
+                     example);
+    }
+  };
+  const bool llama3 = scaling.type == RopeScalingType::llama3, yarn = scaling.type == RopeScalingType::yarn,
+             longrope = scaling.type == RopeScalingType::longrope, linear = scaling.type == RopeScalingType::linear;
+  unused(!(linear || llama3 || yarn || longrope) && scaling.factor.has_value(), "factor");
+  unused(!llama3 && (scaling.low_freq_factor || scaling.high_freq_factor), "low_freq_factor/high_freq_factor");
+  unused(!(llama3 || yarn || longrope) && scaling.original_max_position_embeddings.has_value(),
+         "original_max_position_embeddings");
+  unused(!yarn &&
+             (scaling.beta_fast || scaling.beta_slow || scaling.mscale || scaling.mscale_all_dim || !scaling.truncate),
+         "beta_fast/beta_slow/mscale/mscale_all_dim/truncate");
+  unused(!(yarn || longrope) && scaling.attention_factor.has_value(), "attention_factor");
+  unused(!longrope && (!scaling.short_factor.empty() || !scaling.long_factor.empty()), "short_factor/long_factor");
+  if (scaling.type == RopeScalingType::none) return;
+  positive(scaling.factor, "factor", linear || llama3 || yarn, "e.g. factor = 8");
+  positive(scaling.attention_factor, "attention_factor", false, "omit it (derived from factor) or e.g. 1.2");
+  if (llama3 || yarn || longrope) {
+    const auto& original = scaling.original_max_position_embeddings;
+    // longrope's attention factor divides by log(original): a length of 1 makes it infinite.
+    const std::int64_t shortest = longrope ? 2 : 1;
+    if (!original || *original < shortest) {
+      violations.add("rope_scaling.original_max_position_embeddings", original ? std::to_string(*original) : "absent",
+                     fmt::format("must be a length >= {} for rope_type {}", shortest, type), "e.g. 8192 (Llama 3.1)");
+    }
+  }
+  if (llama3) {
+    positive(scaling.low_freq_factor, "low_freq_factor", true, "e.g. low_freq_factor = 1 (Llama 3.1)");
+    positive(scaling.high_freq_factor, "high_freq_factor", true, "e.g. high_freq_factor = 4 (Llama 3.1)");
+    if (scaling.low_freq_factor && scaling.high_freq_factor &&
+        !(*scaling.high_freq_factor > *scaling.low_freq_factor)) {
+      violations.add("rope_scaling.high_freq_factor", format_number(*scaling.high_freq_factor),
+                     fmt::format("must exceed low_freq_factor ({})", format_number(*scaling.low_freq_factor)),
+                     "e.g. low 1, high 4 (Llama 3.1)");
+    }
+  }
+  if (yarn) {
+    for (const auto& [value, field] :
+         {std::pair{scaling.beta_fast, "beta_fast"}, std::pair{scaling.beta_slow, "beta_slow"},
+          std::pair{scaling.mscale, "mscale"}, std::pair{scaling.mscale_all_dim, "mscale_all_dim"}}) {
+      if (value && (!std::isfinite(*value) || *value < 0)) {
+        violations.add(std::string("rope_scaling.") + field, format_number(*value), "must be a finite number >= 0",
+                       "omit it for transformers' default");
+      }
+    }
+  }
+  if (longrope) {
+    const std::size_t pairs = static_cast<std::size_t>(rotary_dim / 2);
+    for (const auto& [factors, field] :
+         {std::pair{&scaling.short_factor, "short_factor"}, std::pair{&scaling.long_factor, "long_factor"}}) {
+      if (factors->size() != pairs) {
+        violations.add(std::string("rope_scaling.") + field, fmt::format("{} values", factors->size()),
+                       fmt::format("must hold one factor per rotated channel pair: rotary_dim / 2 = {}", pairs),
+                       "give rotary_dim / 2 factors");
+      } else if (std::any_of(factors->begin(), factors->end(), [](double f) { return !std::isfinite(f) || f <= 0; })) {
+        violations.add(std::string("rope_scaling.") + field, "a value <= 0 or non-finite", "every factor must be > 0",
+                       "e.g. 1.0");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Geometry resolve_geometry(const GeometrySpec& spec) {
@@ -167,6 +280,14 @@ Geometry resolve_geometry(const GeometrySpec& spec) {
   check_positive_finite(violations, "rope_theta", spec.rope_theta, "nearby valid: rope_theta = 10000");
   check_positive_finite(violations, "query_pre_attn_scalar", spec.query_pre_attn_scalar,
                         "nearby valid: omit it (scale = head_dim^-0.5) or use head_dim");
+  check_positive_finite(violations, "attention_multiplier", spec.attention_multiplier,
+                        "nearby valid: omit it (scale = head_dim^-0.5), or 0.0078125 (Granite 3.3)");
+  if (spec.query_pre_attn_scalar && spec.attention_multiplier) {
+    violations.add("attention_multiplier", format_number(*spec.attention_multiplier),
+                   "a layer has one score scale: query_pre_attn_scalar and attention_multiplier both set it",
+                   "give one of them");
+  }
+  if (head_dim) check_rope_scaling(violations, spec.rope_scaling, geometry.rotary_dim_);
   check_positive_finite(violations, "softcap", spec.softcap, "nearby valid: omit it, or 50 (Gemma 2)");
   if (!std::isfinite(spec.qk_norm_eps) || spec.qk_norm_eps < 0) {
     violations.add("qk_norm_eps", format_number(spec.qk_norm_eps), "must be a finite number >= 0",
@@ -183,6 +304,9 @@ Geometry resolve_geometry(const GeometrySpec& spec) {
   if (spec.query_pre_attn_scalar) {
     geometry.scale_ = std::pow(*spec.query_pre_attn_scalar, -0.5);
     geometry.scale_source_ = ScaleSource::query_pre_attn_scalar;
+  } else if (spec.attention_multiplier) {
+    geometry.scale_ = *spec.attention_multiplier;  // Granite: the scores' multiplier, as stated
+    geometry.scale_source_ = ScaleSource::attention_multiplier;
   } else {
     geometry.scale_ = std::pow(static_cast<double>(geometry.head_dim()), -0.5);
     geometry.scale_source_ = ScaleSource::head_dim;

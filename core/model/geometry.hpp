@@ -14,14 +14,15 @@
 #include <vector>
 
 #include "core/model/layer_kinds.hpp"
+#include "core/model/rope_scaling.hpp"
 
 namespace attncheck {
 
 enum class HeadDimSource { explicit_value, derived };
-enum class ScaleSource { head_dim, query_pre_attn_scalar };
+enum class ScaleSource { head_dim, query_pre_attn_scalar, attention_multiplier };
 
 std::string_view to_string(HeadDimSource source);  // "explicit" | "derived"
-std::string_view to_string(ScaleSource source);    // "head_dim" | "query_pre_attn_scalar"
+std::string_view to_string(ScaleSource source);    // "head_dim" | "query_pre_attn_scalar" | "attention_multiplier"
 
 // Upper bound on hidden_size and head_dim: keeps widths and parameter counts exact in int64.
 inline constexpr std::int64_t kMaxDimension = std::int64_t{1} << 20;
@@ -37,12 +38,14 @@ struct GeometrySpec {
   std::optional<double> rotary_pct;          // rotary_dim = int(head_dim * rotary_pct), as NeoX/HF
   std::optional<std::int64_t> rotary_dim;    // channels rotated; absent with rotary_pct absent = head_dim
   double rope_theta = 10000.0;
+  RopeScaling rope_scaling;  // transformers' rope_type and its parameters (rope_scaling.hpp)
   RopeStyle rope_style = RopeStyle::half_split;
   QkNorm qk_norm = QkNorm::none;
   double qk_norm_eps = 1e-6;
   bool qkv_bias = false;
   bool out_bias = false;
   std::optional<double> query_pre_attn_scalar;  // scale = query_pre_attn_scalar^-0.5 (Gemma)
+  std::optional<double> attention_multiplier;   // scale = attention_multiplier itself (Granite)
   std::optional<double> softcap;                // scores -> softcap * tanh(scores / softcap)
   std::optional<std::int64_t> sliding_window;   // query i sees keys j with i - window < j (<= i if causal)
   bool causal = true;                           // bottom-right aligned when seq_q != seq_k
@@ -82,6 +85,7 @@ class Geometry {
 
   std::int64_t rotary_dim() const { return rotary_dim_; }
   double rope_theta() const { return spec_.rope_theta; }
+  const RopeScaling& rope_scaling() const { return spec_.rope_scaling; }
   RopeStyle rope_style() const { return spec_.rope_style; }
   QkNorm qk_norm() const { return spec_.qk_norm; }
   double qk_norm_eps() const { return spec_.qk_norm_eps; }
