@@ -167,7 +167,6 @@ int run_golden_make(const GoldenOptions& options, std::ostream& out) {
     }
     violations.throw_if_any("cannot make a golden of this layer");
   }
-  golden::refuse_unrecordable(options.output, source.geometry);  // before the reference runs
   const auto activations = parse_activation_distribution(options.activations);
   const Case test_case = generate_case(source.geometry, {.seed = options.seed,
                                                          .batch = options.batch,
@@ -208,8 +207,8 @@ int run_golden_inspect(const GoldenOptions& options, std::ostream& out) {
   const golden::Golden golden = golden::read_golden(options.golden_file);
   const Case& test_case = golden.test_case;
   const Inputs& inputs = test_case.inputs;
-  out << fmt::format("{}: schema v{}, written by {}, seed {}, weights {}\n", options.golden_file,
-                     golden::kSchemaVersion, golden.generator, golden.seed,
+  out << fmt::format("{}: schema v{}, written by {}, seed {}, weights {}\n", options.golden_file, golden.schema_version,
+                     golden.generator, golden.seed,
                      golden.weights_by_generator ? fmt::format("named ({})", golden::kWeightGenerator) : "stored");
   if (golden.inputs_by_generator) {
     out << fmt::format("inputs x, dout: named ({}, {})\n", golden::kInputGenerator, to_string(golden.activations));

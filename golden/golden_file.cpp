@@ -21,6 +21,57 @@ namespace {
 
 // ---- geometry ----
 
+bool needs_version_2(const Geometry& geometry) {
+  return geometry.rope_scaling().type != RopeScalingType::none ||
+         geometry.scale_source() == ScaleSource::attention_multiplier;
+}
+
+// Schema version 2's /geometry attributes (SCHEMA.md "Schema version 2"), by name, for the checks that a
+// version-1 file holds none of them.
+constexpr std::string_view kVersion2Attributes[] = {"scale_source",
+                                                    "attention_multiplier",
+                                                    "rope_scaling",
+                                                    "rope_scaling_factor",
+                                                    "rope_scaling_low_freq_factor",
+                                                    "rope_scaling_high_freq_factor",
+                                                    "rope_scaling_original_max_position_embeddings",
+                                                    "rope_scaling_beta_fast",
+                                                    "rope_scaling_beta_slow",
+                                                    "rope_scaling_mscale",
+                                                    "rope_scaling_mscale_all_dim",
+                                                    "rope_scaling_truncate",
+                                                    "rope_scaling_attention_factor"};
+
+void write_version_2_geometry(H5::Group& group, const Geometry& geometry) {
+  write_attribute(group, "scale_source", std::string(to_string(geometry.scale_source())));
+  if (geometry.spec().attention_multiplier) {
+    write_attribute(group, "attention_multiplier", *geometry.spec().attention_multiplier);
+  }
+  const RopeScaling& scaling = geometry.rope_scaling();
+  write_attribute(group, "rope_scaling", std::string(to_string(scaling.type)));
+  const auto optional_number = [&](const char* name, const std::optional<double>& value) {
+    if (value) write_attribute(group, name, *value);
+  };
+  optional_number("rope_scaling_factor", scaling.factor);
+  optional_number("rope_scaling_low_freq_factor", scaling.low_freq_factor);
+  optional_number("rope_scaling_high_freq_factor", scaling.high_freq_factor);
+  if (scaling.original_max_position_embeddings) {
+    write_attribute(group, "rope_scaling_original_max_position_embeddings", *scaling.original_max_position_embeddings);
+  }
+  optional_number("rope_scaling_beta_fast", scaling.beta_fast);
+  optional_number("rope_scaling_beta_slow", scaling.beta_slow);
+  optional_number("rope_scaling_mscale", scaling.mscale);
+  optional_number("rope_scaling_mscale_all_dim", scaling.mscale_all_dim);
+  if (scaling.type == RopeScalingType::yarn)
+    write_attribute(group, "rope_scaling_truncate", std::int64_t{scaling.truncate});
+  optional_number("rope_scaling_attention_factor", scaling.attention_factor);
+  if (scaling.type == RopeScalingType::longrope) {
+    const auto pairs = static_cast<std::int64_t>(scaling.short_factor.size());
+    write_tensor(group, "rope_short_factor", Tensor({pairs}, scaling.short_factor));
+    write_tensor(group, "rope_long_factor", Tensor({pairs}, scaling.long_factor));
+  }
+}
+
 void write_geometry(H5::H5File& file, const Geometry& geometry, std::int64_t tp_size) {
   H5::Group group = file.createGroup("/geometry");
   write_attribute(group, "hidden_size", geometry.hidden_size());
@@ -44,6 +95,7 @@ void write_geometry(H5::H5File& file, const Geometry& geometry, std::int64_t tp_
   if (geometry.sliding_window()) write_attribute(group, "sliding_window", *geometry.sliding_window());
   write_attribute(group, "causal", std::int64_t{geometry.causal()});
   write_attribute(group, "tp_size", tp_size);
+  if (needs_version_2(geometry)) write_version_2_geometry(group, geometry);
 }
 
 std::int64_t required_integer(const H5::Group& group, const std::string& name, const std::string& file_name) {
@@ -59,7 +111,52 @@ bool required_flag(const H5::Group& group, const std::string& name, const std::s
   return value == 1;
 }
 
-TpPlan read_plan(const H5::H5File& file, const std::string& file_name) {
+// Schema version 2's /geometry attributes into `spec`; returns the stated scale_source.
+std::string read_version_2_geometry(const H5::H5File& file, const H5::Group& group, const std::string& file_name,
+                                    GeometrySpec& spec) {
+  const auto required_text = [&](const char* name) {
+    const std::optional<std::string> value = read_string_attribute(group, name, file_name);
+    if (!value) fail(file_name, std::string("/geometry@") + name, "absent", "schema version 2 requires it", "");
+    return *value;
+  };
+  const std::string scale_source = required_text("scale_source");
+  spec.attention_multiplier = read_double_attribute(group, "attention_multiplier", file_name);
+  const std::string type = required_text("rope_scaling");
+  const std::optional<RopeScalingType> parsed = parse_rope_scaling_type(type);
+  if (!parsed)
+    fail(file_name, "/geometry@rope_scaling", type, "must be none, linear, llama3, yarn or longrope", "none");
+  RopeScaling& scaling = spec.rope_scaling;
+  scaling.type = *parsed;
+  scaling.factor = read_double_attribute(group, "rope_scaling_factor", file_name);
+  scaling.low_freq_factor = read_double_attribute(group, "rope_scaling_low_freq_factor", file_name);
+  scaling.high_freq_factor = read_double_attribute(group, "rope_scaling_high_freq_factor", file_name);
+  scaling.original_max_position_embeddings =
+      read_integer_attribute(group, "rope_scaling_original_max_position_embeddings", file_name);
+  scaling.beta_fast = read_double_attribute(group, "rope_scaling_beta_fast", file_name);
+  scaling.beta_slow = read_double_attribute(group, "rope_scaling_beta_slow", file_name);
+  scaling.mscale = read_double_attribute(group, "rope_scaling_mscale", file_name);
+  scaling.mscale_all_dim = read_double_attribute(group, "rope_scaling_mscale_all_dim", file_name);
+  if (const auto truncate = read_integer_attribute(group, "rope_scaling_truncate", file_name)) {
+    if (*truncate != 0 && *truncate != 1) {
+      fail(file_name, "/geometry@rope_scaling_truncate", std::to_string(*truncate), "must be 0 or 1", "1");
+    }
+    scaling.truncate = *truncate == 1;
+  }
+  scaling.attention_factor = read_double_attribute(group, "rope_scaling_attention_factor", file_name);
+  for (const auto& [name, target] :
+       {std::pair{"rope_short_factor", &scaling.short_factor}, std::pair{"rope_long_factor", &scaling.long_factor}}) {
+    const std::string path = std::string("/geometry/") + name;
+    if (!exists(file, path)) continue;
+    const Tensor factors = read_tensor(file, path, file_name, std::nullopt, false);
+    if (factors.shape.size() != 1) {
+      fail(file_name, path, to_string(factors.shape), "must be rank 1: one factor per rotated channel pair", "");
+    }
+    *target = factors.values;
+  }
+  return scale_source;
+}
+
+TpPlan read_plan(const H5::H5File& file, const std::string& file_name, std::int64_t version) {
   if (!exists(file, "/geometry")) fail(file_name, "/geometry", "missing", "the schema requires this group", "");
   const H5::Group group = file.openGroup("/geometry");
   GeometrySpec spec;
@@ -91,6 +188,23 @@ TpPlan read_plan(const H5::H5File& file, const std::string& file_name) {
   spec.sliding_window = read_integer_attribute(group, "sliding_window", file_name);
   spec.causal = required_flag(group, "causal", file_name);
   const std::int64_t tp_size = required_integer(group, "tp_size", file_name);
+  std::string scale_source;
+  if (version >= 2) {
+    scale_source = read_version_2_geometry(file, group, file_name, spec);
+  } else {
+    // A version-1 file holding version 2's attributes disagrees with itself: which layer is it?
+    for (const std::string& name : attribute_names(group, file_name, "/geometry")) {
+      if (std::find(std::begin(kVersion2Attributes), std::end(kVersion2Attributes), name) !=
+          std::end(kVersion2Attributes)) {
+        fail(file_name, "/geometry@" + name, "present", "schema version 1 has no such attribute",
+             "schema_version 2, as attncheck writes files of layers that need it");
+      }
+    }
+    for (const char* name : {"/geometry/rope_short_factor", "/geometry/rope_long_factor"}) {
+      if (exists(file, name))
+        fail(file_name, name, "present", "schema version 1 has no such dataset", "schema_version 2");
+    }
+  }
 
   try {
     const Geometry geometry = resolve_geometry(spec);
@@ -103,9 +217,15 @@ TpPlan read_plan(const H5::H5File& file, const std::string& file_name) {
     const auto scale = read_double_attribute(group, "scale", file_name);
     if (!scale || *scale != geometry.scale()) {
       fail(file_name, "/geometry@scale", scale ? fmt::format("{}", *scale) : "absent",
-           fmt::format("must equal the geometry's scale {} (head_dim^-0.5 or query_pre_attn_scalar^-0.5)",
+           fmt::format("must equal the geometry's scale {} (head_dim^-0.5, query_pre_attn_scalar^-0.5 or "
+                       "attention_multiplier)",
                        geometry.scale()),
            "store the scale the layer uses");
+    }
+    if (version >= 2 && scale_source != to_string(geometry.scale_source())) {
+      fail(file_name, "/geometry@scale_source", scale_source,
+           fmt::format("must name where the scale comes from: {}", to_string(geometry.scale_source())),
+           "head_dim, query_pre_attn_scalar or attention_multiplier");
     }
     return make_tp_plan(geometry, tp_size);
   } catch (const InputError& error) {
@@ -227,10 +347,14 @@ void read_generated_inputs(const H5::H5File& file, const H5::Group& group, const
 
 }  // namespace
 
+std::int64_t schema_version_for(const Geometry& geometry) {
+  return needs_version_2(geometry) ? 2 : 1;
+}
+
 // /geometry, /inputs and /weights: everything but the answers.
 static void write_case_part(H5::H5File& file, const Golden& golden) {
   const Case& test_case = golden.test_case;
-  write_attribute(file, "schema_version", kSchemaVersion);
+  write_attribute(file, "schema_version", schema_version_for(test_case.geometry()));
   write_attribute(file, "generator", golden.generator);
   write_attribute(file, "seed", static_cast<std::int64_t>(golden.seed));
   write_geometry(file, test_case.geometry(), test_case.plan.tp_size);
@@ -337,12 +461,14 @@ static void write_golden_unchecked(const std::string& path, const Golden& golden
 
 // Everything but /expected: root attributes, geometry, inputs, weights; the case validated.
 static Golden read_case_part(const H5::H5File& file, const std::string& path) {
-  Golden golden{.test_case = Case{.plan = read_plan(file, path), .inputs = {}, .weights = {}}, .expected = {}};
   const auto version = read_integer_attribute(file, "schema_version", path);
-  if (!version || *version != kSchemaVersion) {
+  if (!version || *version < 1 || *version > kSchemaVersion) {
     fail(path, "schema_version", version ? std::to_string(*version) : "absent",
-         fmt::format("this attncheck reads schema version {}", kSchemaVersion), "regenerate the file");
+         fmt::format("this attncheck reads schema versions 1 to {}", kSchemaVersion), "regenerate the file");
   }
+  Golden golden{.test_case = Case{.plan = read_plan(file, path, *version), .inputs = {}, .weights = {}},
+                .schema_version = *version,
+                .expected = {}};
   golden.generator = read_string_attribute(file, "generator", path).value_or("");
   golden.seed = static_cast<std::uint64_t>(read_integer_attribute(file, "seed", path).value_or(0));
 
@@ -509,7 +635,7 @@ static Golden read_golden_unchecked(const std::string& path) {
 static void write_candidate_unchecked(const std::string& path, const NamedTensors& tensors,
                                       const CandidateDeclaration& declaration, const std::string& implementation) {
   H5::H5File file = create_for_writing(path);
-  write_attribute(file, "schema_version", kSchemaVersion);
+  write_attribute(file, "schema_version", kCandidateSchemaVersion);
   write_attribute(file, "generator", implementation);
   H5::Group group = file.createGroup("/result");
   write_attribute(group, "precision", std::string(to_string(declaration.precision)));
@@ -655,33 +781,11 @@ auto translating_hdf5_errors(const std::string& path, const char* action, Functi
   }
 }
 
-// Schema v1 records neither RoPE scaling nor an attention_multiplier: a file written without them would
-// read back as another layer, so such a layer is refused before anything is written.
-void refuse_unrecordable(const std::string& path, const Geometry& geometry) {
-  ViolationList violations;
-  if (geometry.rope_scaling().type != RopeScalingType::none) {
-    violations.add("rope_scaling", std::string(to_string(geometry.rope_scaling().type)),
-                   fmt::format("golden schema v{} cannot record RoPE scaling yet, so {} would read back unscaled",
-                               kSchemaVersion, path),
-                   "check this layer with `attncheck plan`; golden files of scaled layers come with schema v2");
-  }
-  if (geometry.scale_source() == ScaleSource::attention_multiplier) {
-    violations.add(
-        "attention_multiplier", fmt::format("{}", geometry.scale()),
-        fmt::format("golden schema v{} records the scale only as head_dim^-0.5 or query_pre_attn_scalar^-0.5",
-                    kSchemaVersion),
-        "golden files of Granite-style layers come with schema v2");
-  }
-  violations.throw_if_any("cannot write a golden of this layer");
-}
-
 void write_golden(const std::string& path, const Golden& golden) {
-  refuse_unrecordable(path, golden.test_case.geometry());
   translating_hdf5_errors(path, "write failed", [&] { write_golden_unchecked(path, golden); });
 }
 
 void write_case(const std::string& path, const Case& test_case, const std::string& generator) {
-  refuse_unrecordable(path, test_case.geometry());
   translating_hdf5_errors(path, "write failed", [&] {
     H5::H5File file = create_for_writing(path);
     write_case_part(file, Golden{.test_case = test_case, .expected = {}, .generator = generator});

@@ -1,4 +1,4 @@
-// Golden files, schema v1 (golden/SCHEMA.md): a Case and the reference's Result in HDF5, readable from
+// Golden files, schema v1 and v2 (golden/SCHEMA.md): a Case and the reference's Result in HDF5, readable from
 // any language. Weights are stored, or named by the documented generator; projection gradients are
 // stored in full, or as sketches.
 #pragma once
@@ -16,7 +16,15 @@
 
 namespace attncheck::golden {
 
-inline constexpr std::int64_t kSchemaVersion = 1;
+// The newest schema this attncheck reads and writes. A golden is written as version 1 unless its layer
+// needs version 2 (RoPE scaling, or an attention_multiplier score scale: SCHEMA.md "Schema version 2"),
+// so files of plain layers stay readable by version-1 readers; both versions are read.
+inline constexpr std::int64_t kSchemaVersion = 2;
+// Candidate files (/result) are unchanged since version 1.
+inline constexpr std::int64_t kCandidateSchemaVersion = 1;
+
+// 2 when the layer needs schema version 2's attributes, else 1.
+std::int64_t schema_version_for(const Geometry& geometry);
 
 // The weight generator a golden may name instead of storing its weights (SCHEMA.md, "Weight generator
 // v1"; core/generation/input_generation.cpp; python/attncheck/generator.py).
@@ -26,7 +34,8 @@ inline constexpr const char* kInputGenerator = "attncheck-splitmix64-v1";
 
 struct Golden {
   Case test_case;
-  Result expected;  // out, gradients (x and every weight), decode_out, rank_gradients when tp_size > 1
+  std::int64_t schema_version = 1;  // as read; written as schema_version_for(the geometry)
+  Result expected;                  // out, gradients (x and every weight), decode_out, rank_gradients when tp_size > 1
   std::uint64_t seed = 0;
   std::string generator;  // what wrote the file, e.g. "attncheck 0.1.0"
   // Write /weights as (kWeightGenerator, seed) instead of datasets. Valid only when the weights are
@@ -62,11 +71,6 @@ NamedTensors expected_tensors(const Golden& golden, bool include_rank_gradients 
 // Writes /geometry, /inputs, /weights and /expected. expected must hold gradients; decode_out when the
 // case has a schedule; rank_gradients (one per rank) when tp_size > 1, held as golden.tp_convention
 // says (regroup_rank_gradients turns the reference's replicated-kv ones into another convention's).
-// InputError when schema v1 cannot record the layer (RoPE scaling, an attention_multiplier): written
-// anyway it would read back as another layer. write_golden and write_case call it first; `golden make`
-// calls it before running the reference. `path` names the file in the message.
-void refuse_unrecordable(const std::string& path, const Geometry& geometry);
-
 void write_golden(const std::string& path, const Golden& golden);
 
 // A case file: a golden without /expected (geometry, inputs, stored weights), what an implementation

@@ -101,6 +101,11 @@ def check_expressible(architecture, case, attn_implementation):
     """Everything the architecture's module cannot express, as one message (empty when it can)."""
     geometry = case.geometry
     problems = []
+    if geometry.get("rope_scaling", "none") != "none":
+        problems.append(f"RoPE scaling '{geometry['rope_scaling']}' (this adapter builds its modules with "
+                        "transformers' default RoPE so far)")
+    if "attention_multiplier" in geometry:
+        problems.append("attention_multiplier (this adapter has no Granite module yet)")
     if "softcap" in geometry and attn_implementation == "sdpa":
         problems.append("softcap with --attn-implementation sdpa (transformers' sdpa path has no softcap)")
     head_dim = attncheck.resolved_head_dim(geometry)

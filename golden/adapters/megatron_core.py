@@ -159,6 +159,10 @@ def problems(case, options):
     """Everything about `case` Megatron-Core's SelfAttention cannot express, as one message ('' if none)."""
     geometry = case.geometry
     found = []
+    if geometry.get("rope_scaling", "none") != "none":
+        found.append(f"RoPE scaling '{geometry['rope_scaling']}' (this adapter passes Megatron plain RoPE angles)")
+    if "attention_multiplier" in geometry:
+        found.append("attention_multiplier (this adapter sets Megatron's softmax scale from head_dim)")
     if "softcap" in geometry:
         found.append("softcap (Megatron-Core's DotProductAttention has no attention logit softcap)")
     if geometry["qk_norm"] == "rms-one-plus":

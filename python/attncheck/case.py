@@ -1,4 +1,4 @@
-"""Reading a case file (or a golden: its /expected is ignored) as golden/SCHEMA.md v1 defines it, into
+"""Reading a case file (or a golden: its /expected is ignored) as golden/SCHEMA.md v1 and v2 define it, into
 a Case: the geometry, the inputs and the weights, generated ones rebuilt by attncheck.generator.
 
 Only what SCHEMA.md documents is read, and every departure from it is a BadInput naming the object
@@ -17,6 +17,14 @@ from .errors import BadInput
 REQUIRED_GEOMETRY = ["hidden_size", "num_attention_heads", "num_key_value_heads", "rotary_dim", "rope_theta",
                      "rope_style", "qk_norm", "qk_norm_eps", "qkv_bias", "out_bias", "scale", "causal", "tp_size"]
 OPTIONAL_GEOMETRY = ["head_dim", "query_pre_attn_scalar", "softcap", "sliding_window", "tp_convention"]
+# Schema version 2 (SCHEMA.md "Schema version 2"): RoPE scaling and the score scale's source.
+VERSION_2_REQUIRED = ["scale_source", "rope_scaling"]
+VERSION_2_OPTIONAL = ["attention_multiplier", "rope_scaling_factor", "rope_scaling_low_freq_factor",
+                      "rope_scaling_high_freq_factor", "rope_scaling_original_max_position_embeddings",
+                      "rope_scaling_beta_fast", "rope_scaling_beta_slow", "rope_scaling_mscale",
+                      "rope_scaling_mscale_all_dim", "rope_scaling_truncate", "rope_scaling_attention_factor"]
+VERSION_2_DATASETS = ["rope_short_factor", "rope_long_factor"]
+ROPE_SCALING_TYPES = ("none", "linear", "llama3", "yarn", "longrope")
 GENERATOR = "attncheck-splitmix64-v1"
 TP_CONVENTIONS = ("replicated-kv", "megatron-equal-block")
 
@@ -48,11 +56,73 @@ def weight_shapes(geometry):
     return shapes
 
 
-def rope_inverse_frequencies(geometry):
+def rope_inverse_frequencies(geometry, largest_position=0):
     """float64 [rotary_dim / 2]: pow(rope_theta, -2i / rotary_dim) by C's pow (math.pow), SCHEMA.md
-    "RoPE rounding" (numpy's power differs by an ulp for some i, which large positions magnify)."""
+    "RoPE rounding" (numpy's power differs by an ulp for some i, which large positions magnify), scaled
+    as "RoPE frequencies of scaled layers" says, step by step in float64. longrope chooses its factors
+    from the forward call's largest position (`largest_position`)."""
     rotary_dim, theta = geometry["rotary_dim"], float(geometry["rope_theta"])
-    return np.array([math.pow(theta, -2.0 * i / rotary_dim) for i in range(rotary_dim // 2)], dtype=np.float64)
+    base = [math.pow(theta, -2.0 * i / rotary_dim) for i in range(rotary_dim // 2)]
+    kind = geometry.get("rope_scaling", "none")
+    factor = float(geometry.get("rope_scaling_factor", 1.0))
+    original = float(geometry.get("rope_scaling_original_max_position_embeddings", 1))
+    if kind == "linear":
+        base = [value / factor for value in base]
+    elif kind == "llama3":
+        low_freq, high_freq = float(geometry["rope_scaling_low_freq_factor"]), float(geometry["rope_scaling_high_freq_factor"])
+        low_wavelength, high_wavelength = original / low_freq, original / high_freq
+        scaled = []
+        for value in base:
+            wavelength = 2.0 * math.pi / value
+            if wavelength < high_wavelength:
+                scaled.append(value)
+            elif wavelength > low_wavelength:
+                scaled.append(value / factor)
+            else:
+                smooth = (original / wavelength - low_freq) / (high_freq - low_freq)
+                scaled.append((1.0 - smooth) * value / factor + smooth * value)
+        base = scaled
+    elif kind == "yarn":
+        beta_fast = float(geometry.get("rope_scaling_beta_fast", 0.0)) or 32.0
+        beta_slow = float(geometry.get("rope_scaling_beta_slow", 0.0)) or 1.0
+
+        def edge(rotations):
+            return rotary_dim * math.log(original / (rotations * 2.0 * math.pi)) / (2.0 * math.log(theta))
+
+        low, high = edge(beta_fast), edge(beta_slow)
+        if geometry.get("rope_scaling_truncate", 1):
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0.0), min(high, rotary_dim - 1.0)
+        if low == high:
+            high += 0.001
+        scaled = []
+        for i, value in enumerate(base):
+            ramp = min(max((i - low) / (high - low), 0.0), 1.0)
+            scaled.append((value / factor) * ramp + value * (1.0 - ramp))
+        base = scaled
+    elif kind == "longrope":
+        factors = geometry["rope_long_factor"] if largest_position + 1 > original else geometry["rope_short_factor"]
+        base = [value / float(f) for value, f in zip(base, factors)]
+    return np.array(base, dtype=np.float64)
+
+
+def rope_attention_factor(geometry):
+    """The factor on cos and sin (SCHEMA.md "RoPE frequencies of scaled layers"); 1 unless yarn or longrope."""
+    kind = geometry.get("rope_scaling", "none")
+    if "rope_scaling_attention_factor" in geometry:
+        return float(geometry["rope_scaling_attention_factor"])
+    factor = float(geometry.get("rope_scaling_factor", 1.0))
+    original = float(geometry.get("rope_scaling_original_max_position_embeddings", 1))
+    if kind == "yarn":
+        def mscale(scale, k):
+            return 1.0 if scale <= 1.0 else 0.1 * k * math.log(scale) + 1.0
+        numerator, denominator = geometry.get("rope_scaling_mscale", 0.0), geometry.get("rope_scaling_mscale_all_dim", 0.0)
+        if numerator and denominator:
+            return mscale(factor, float(numerator)) / mscale(factor, float(denominator))
+        return mscale(factor, 1.0)
+    if kind == "longrope" and factor > 1.0:
+        return math.sqrt(1.0 + math.log(factor) / math.log(original))
+    return 1.0
 
 
 @dataclasses.dataclass
@@ -128,14 +198,19 @@ class Case:
         frameworks cannot express that and decline such cases."""
         return bool((~self.visible_keys().any(axis=2)).any())
 
-    def rope_inverse_frequencies(self):
-        return rope_inverse_frequencies(self.geometry)
+    def rope_inverse_frequencies(self, largest_position=None):
+        """The frequencies of a forward call whose largest position is `largest_position` (default: the
+        whole case's, its full forward)."""
+        largest = int(self.position_ids.max()) if largest_position is None else largest_position
+        return rope_inverse_frequencies(self.geometry, largest)
 
     def rope_angles(self, positions=None):
         """float64 [..., rotary_dim / 2]: position x inv_freq in float64 for the case's position_ids (or
-        `positions`). Pair i rotates channels (i, i + rotary_dim/2) for half-split, (2i, 2i+1) interleaved."""
+        `positions`: one forward call's, which choose longrope's factors). Pair i rotates channels (i, i +
+        rotary_dim/2) for half-split, (2i, 2i+1) interleaved; cos and sin are then multiplied by
+        rope_attention_factor(geometry) (1 unless yarn or longrope)."""
         positions = self.position_ids if positions is None else np.asarray(positions)
-        return positions.astype(np.float64)[..., None] * self.rope_inverse_frequencies()
+        return positions.astype(np.float64)[..., None] * self.rope_inverse_frequencies(int(positions.max()))
 
     def describe(self):
         g = self.geometry
@@ -199,15 +274,32 @@ def read_geometry(path):
         raise BadInput(f"{path}: cannot be read as HDF5 ({error})") from error
 
 
-def _read_geometry(h5, path):
+def _read_geometry(h5, path, version=1):
     if "geometry" not in h5:
         raise BadInput(f"{path}: group /geometry is missing")
     attributes = h5["geometry"].attrs
-    missing = [name for name in REQUIRED_GEOMETRY if name not in attributes]
+    required = REQUIRED_GEOMETRY + (VERSION_2_REQUIRED if version >= 2 else [])
+    missing = [name for name in required if name not in attributes]
     if missing:
         raise BadInput(f"{path}: /geometry lacks required attribute(s) {', '.join(missing)}")
-    geometry = {name: attribute_value(attributes[name]) for name in REQUIRED_GEOMETRY + OPTIONAL_GEOMETRY
-                if name in attributes}
+    version_2 = VERSION_2_REQUIRED + VERSION_2_OPTIONAL
+    if version < 2:
+        stray = [name for name in version_2 if name in attributes] + \
+                [name for name in VERSION_2_DATASETS if f"geometry/{name}" in h5]
+        if stray:
+            raise BadInput(f"{path}: a schema version 1 file has {', '.join(stray)}, which only version 2 "
+                           "defines (the file disagrees with itself)")
+    known = REQUIRED_GEOMETRY + OPTIONAL_GEOMETRY + (version_2 if version >= 2 else [])
+    geometry = {name: attribute_value(attributes[name]) for name in known if name in attributes}
+    if version >= 2:
+        if geometry["rope_scaling"] not in ROPE_SCALING_TYPES:
+            raise BadInput(f"{path}: /geometry@rope_scaling is {geometry['rope_scaling']!r}; "
+                           f"known: {', '.join(ROPE_SCALING_TYPES)}")
+        for name in VERSION_2_DATASETS:
+            if f"geometry/{name}" in h5:
+                geometry[name] = _dataset(h5, f"geometry/{name}", "<f8", (geometry["rotary_dim"] // 2,), path).tolist()
+        if geometry["rope_scaling"] == "longrope" and not all(name in geometry for name in VERSION_2_DATASETS):
+            raise BadInput(f"{path}: a longrope layer needs /geometry/rope_short_factor and rope_long_factor")
     for name in ("hidden_size", "num_attention_heads", "num_key_value_heads", "tp_size"):
         if not isinstance(geometry[name], int) or geometry[name] < 1:
             raise BadInput(f"{path}: /geometry@{name} is {geometry[name]!r}; expected a positive integer")
@@ -279,9 +371,9 @@ def _read_weights(h5, geometry, path):
 
 def _read_open_case(h5, path):
     version = attribute_value(h5.attrs.get("schema_version", -1))
-    if version != 1:
-        raise BadInput(f"{path}: schema_version is {version}; this package reads schema v1")
-    geometry = _read_geometry(h5, path)
+    if version not in (1, 2):
+        raise BadInput(f"{path}: schema_version is {version}; this package reads schema versions 1 and 2")
+    geometry = _read_geometry(h5, path, version)
     x, positions, dout = _read_inputs(h5, geometry, path)
     batch, seq = x.shape[:2]
     key_lengths = np.full(batch, seq, dtype=np.int64)
