@@ -81,6 +81,28 @@ with tempfile.TemporaryDirectory() as folder:
             expect(math.isclose(case.geometry["scale"], plan["scale"], rel_tol=0, abs_tol=0), f"{name}: scale")
         print(f"{name}: schema v2 golden passes reference-tp, torch-cpu-fp64, torch-cpu-fp32; Python reads it")
 
+    # longrope decoding across its pretraining length: the prefill call (keys cached) uses the short factors,
+    # the later steps and the full forward the long ones. One batch row, the length set just past the
+    # prefill's positions (read from a plain golden of the same seed). fp64 implementations are judged;
+    # the emulated yardstick cannot decode per call, so fp32 is refused by name rather than held to a
+    # yardstick of the wrong frequencies.
+    probe = folder / "probe.h5"
+    run("golden", "make", "--hidden", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "16", "--batch", "1",
+        "--seq", "6", "--decode", "3,1,2", "-o", str(probe))
+    with h5py.File(probe, "r") as h5:
+        prefill_last = int(h5["inputs/position_ids"][0, 2])
+    crossing = dict(layers["longrope"], original_max_position_embeddings=prefill_last + 1)
+    config_path = folder / "crossing.json"
+    config_path.write_text(json.dumps(crossing))
+    golden = folder / "crossing.h5"
+    run("golden", "make", "--hf-config", str(config_path), "--batch", "1", "--seq", "6", "--decode", "3,1,2",
+        "-o", str(golden))
+    run("golden", "check", str(golden), "--impl", "reference")
+    run("golden", "check", str(golden), "--impl", "torch-cpu-fp64")
+    result = run("golden", "check", str(golden), "--impl", "torch-cpu-fp32", code=2)
+    expect("longrope" in result.stderr and "unsupported comparison" in result.stderr,
+           f"fp32 on a longrope decode across its length: {result.stderr}")
+
     # A plain layer stays version 1.
     plain = folder / "plain.h5"
     run("golden", "make", "--hidden", "32", "--heads", "2", "--seq", "3", "-o", str(plain))

@@ -1,5 +1,6 @@
 #include "reference/emulated_layer.hpp"
 
+#include <fmt/format.h>
 #include <Eigen/Core>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/errors/input_error.hpp"
 #include "core/generation/splitmix_stream.hpp"
 #include "core/model/rope_frequencies.hpp"
 #include "core/tp/tp_shard.hpp"
@@ -368,8 +370,29 @@ class EmulatedLayer {
 
 }  // namespace
 
+namespace {
+
+// longrope chooses its factors per forward call (core/model/rope_frequencies.hpp), and the emulated
+// layer's decode rows are its full forward's rows: a schedule with a call that chooses otherwise than
+// the full forward would be measured against other frequencies than the reference's, and the yardstick
+// would be huge, a silently weaker check. Refused instead, naming the call.
+void refuse_longrope_call_switch(const Case& test_case) {
+  const std::int64_t call = decode_call_with_other_frequencies(test_case);
+  if (call < 0) return;
+  ViolationList violations;
+  violations.add("decode", fmt::format("call {}", call),
+                 "chooses other longrope factors than the full forward (its positions fall on the other side of "
+                 "original_max_position_embeddings); the emulated yardstick decodes with the full forward's "
+                 "frequencies, so it cannot measure this case",
+                 "compare in fp64, or decode with every call on one side of original_max_position_embeddings");
+  violations.throw_if_any("unsupported comparison (longrope)");
+}
+
+}  // namespace
+
 Result run_emulated(const Case& test_case, Precision precision, EmulationVariant variant) {
   validate_case(test_case);
+  refuse_longrope_call_switch(test_case);
   Result result;
   if (precision == Precision::fp64) {
     result = EmulatedLayer<double>(test_case, precision, {}).run();

@@ -94,4 +94,29 @@ RopeFrequencies rope_frequencies(const Geometry& geometry, std::int64_t largest_
   return frequencies;
 }
 
+std::int64_t decode_call_with_other_frequencies(const Case& test_case) {
+  const Geometry& geometry = test_case.geometry();
+  const Inputs& inputs = test_case.inputs;
+  if (geometry.rope_scaling().type != RopeScalingType::longrope || inputs.decode.empty()) return -1;
+  const auto largest_of = [&](std::int64_t first, std::int64_t count) {
+    std::int64_t largest = 0;
+    for (std::int64_t b = 0; b < inputs.batch; ++b) {
+      for (std::int64_t t = first; t < first + count; ++t) {
+        largest = std::max(largest, inputs.positions[b * inputs.seq + t]);
+      }
+    }
+    return largest;
+  };
+  const bool full_long = rope_frequencies(geometry, largest_of(0, inputs.seq)).long_factors;
+  std::vector<std::int64_t> calls{inputs.decode.prefill};
+  calls.insert(calls.end(), inputs.decode.steps.begin(), inputs.decode.steps.end());
+  std::int64_t start = 0;
+  for (std::size_t call = 0; call < calls.size(); start += calls[call], ++call) {
+    if (rope_frequencies(geometry, largest_of(start, calls[call])).long_factors != full_long) {
+      return static_cast<std::int64_t>(call);
+    }
+  }
+  return -1;
+}
+
 }  // namespace attncheck

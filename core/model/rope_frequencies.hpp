@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/model/case.hpp"
 #include "core/model/geometry.hpp"
 
 namespace attncheck {
@@ -42,5 +43,11 @@ struct RopeFrequencies {
 // largest_position: the largest position of the forward call being rotated (longrope chooses its
 // factors from it; the other types ignore it).
 RopeFrequencies rope_frequencies(const Geometry& geometry, std::int64_t largest_position);
+
+// The first call of the case's decode schedule (prefill = 0, then its steps) whose frequencies differ from
+// the full forward's, or -1: only longrope, when its calls fall on different sides of
+// original_max_position_embeddings than the whole sequence. Then decode/out is not the full forward's
+// first rows (the cache holds keys rotated with the prefill's factors), as in transformers.
+std::int64_t decode_call_with_other_frequencies(const Case& test_case);
 
 }  // namespace attncheck
