@@ -11,8 +11,7 @@ std::vector<double> rope_table(const Geometry& geometry, std::span<const std::in
   const std::int64_t pairs = geometry.rotary_dim() / 2;
   std::vector<double> table(positions.size() * pairs * 2);
   // `positions` are one call's tokens (every batch row): longrope chooses its factors from their largest.
-  const std::int64_t largest = positions.empty() ? 0 : *std::max_element(positions.begin(), positions.end());
-  const RopeFrequencies frequencies = rope_frequencies(geometry, largest);
+  const RopeFrequencies frequencies = call_rope_frequencies(geometry, positions);
   for (std::int64_t i = 0; i < pairs; ++i) {
     const double inv_freq = frequencies.inv_freq[i];
     for (std::size_t t = 0; t < positions.size(); ++t) {

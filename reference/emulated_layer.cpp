@@ -185,8 +185,7 @@ class EmulatedLayer {
     // unscaled layer keeps the plain formulas below, so that its yardstick is the one goldens store.
     const bool scaled = g_.rope_scaling().type != RopeScalingType::none;
     const RopeFrequencies scaled_frequencies =
-        scaled ? rope_frequencies(g_, *std::max_element(c_.inputs.positions.begin(), c_.inputs.positions.end()))
-               : RopeFrequencies{};
+        scaled ? call_rope_frequencies(g_, c_.inputs.positions) : RopeFrequencies{};
     for (Eigen::Index t = 0; t < rows.rows(); ++t) {
       const S position = static_cast<S>(c_.inputs.positions[t]);
       for (std::int64_t i = 0; i < pairs; ++i) {

@@ -18,8 +18,7 @@ void apply_rope(MatrixRef rows, std::span<const std::int64_t> positions, std::in
 
   // The rows are one forward call's tokens (every batch row), so their largest position is the call's,
   // from which longrope chooses its factors as transformers does.
-  const std::int64_t largest = positions.empty() ? 0 : *std::max_element(positions.begin(), positions.end());
-  const RopeFrequencies frequencies = rope_frequencies(geometry, largest);
+  const RopeFrequencies frequencies = call_rope_frequencies(geometry, positions);
   const std::vector<double>& inv_freq = frequencies.inv_freq;
   const double factor = frequencies.attention_factor;
   std::vector<double> cos_values(pairs);

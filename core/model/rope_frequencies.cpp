@@ -94,6 +94,10 @@ RopeFrequencies rope_frequencies(const Geometry& geometry, std::int64_t largest_
   return frequencies;
 }
 
+RopeFrequencies call_rope_frequencies(const Geometry& geometry, std::span<const std::int64_t> positions) {
+  return rope_frequencies(geometry, positions.empty() ? 0 : *std::max_element(positions.begin(), positions.end()));
+}
+
 std::int64_t decode_call_with_other_frequencies(const Case& test_case) {
   const Geometry& geometry = test_case.geometry();
   const Inputs& inputs = test_case.inputs;

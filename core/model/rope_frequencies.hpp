@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/model/case.hpp"
@@ -43,6 +44,10 @@ struct RopeFrequencies {
 // largest_position: the largest position of the forward call being rotated (longrope chooses its
 // factors from it; the other types ignore it).
 RopeFrequencies rope_frequencies(const Geometry& geometry, std::int64_t largest_position);
+
+// The frequencies of one forward call whose tokens sit at `positions` (every batch row): its largest
+// position chooses longrope's factors.
+RopeFrequencies call_rope_frequencies(const Geometry& geometry, std::span<const std::int64_t> positions);
 
 // The first call of the case's decode schedule (prefill = 0, then its steps) whose frequencies differ from
 // the full forward's, or -1: only longrope, when its calls fall on different sides of
