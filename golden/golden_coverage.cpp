@@ -226,10 +226,23 @@ double float_angle_error(const Case& test_case) {
 }  // namespace
 
 const std::vector<std::string>& coverage_features() {
-  static const std::vector<std::string> features = {
-      "padding",        "window",         "softcap",         "rows without keys", "decode",
-      "kv replication", "qk-norm reduce", "o_bias once",     "partial rope",      "qk-norm",
-      "bias",           "position gaps",  "large positions", "scale source"};
+  static const std::vector<std::string> features = {"padding",
+                                                    "window",
+                                                    "softcap",
+                                                    "rows without keys",
+                                                    "decode",
+                                                    "kv replication",
+                                                    "qk-norm reduce",
+                                                    "o_bias once",
+                                                    "partial rope",
+                                                    "qk-norm",
+                                                    "bias",
+                                                    "position gaps",
+                                                    "large positions",
+                                                    "scale source",
+                                                    "rope scaling",
+                                                    "nope",
+                                                    "attention multiplier"};
   return features;
 }
 
@@ -313,6 +326,10 @@ std::vector<FeatureBite> golden_coverage(const Case& test_case, const StoredForm
     GeometrySpec changed = spec;
     changed.rotary_pct.reset();
     changed.rotary_dim = g.head_dim();
+    // longrope's factors are per rotated pair: the pairs the whole head adds rotate unscaled (factor 1).
+    for (auto* factors : {&changed.rope_scaling.short_factor, &changed.rope_scaling.long_factor}) {
+      if (!factors->empty()) factors->resize(static_cast<std::size_t>(g.head_dim() / 2), 1.0);
+    }
     off_by_case({.feature = "partial rope",
                  .claim = fmt::format("rotary_dim {} of head_dim {}", g.rotary_dim(), g.head_dim()),
                  .off = "RoPE over the whole head"},
@@ -363,6 +380,31 @@ std::vector<FeatureBite> golden_coverage(const Case& test_case, const StoredForm
                      .tensor = "angles",
                      .change = error,
                      .tolerances = error / kAngleErrorThatBites});
+  }
+  if (g.rope_scaling().type != RopeScalingType::none && g.rotary_dim() > 0) {
+    GeometrySpec changed = spec;
+    changed.rope_scaling = {};
+    off_by_case({.feature = "rope scaling",
+                 .claim = fmt::format("{} RoPE scaling", to_string(g.rope_scaling().type)),
+                 .off = "unscaled frequencies, attention factor 1"},
+                with_spec(test_case, changed));
+  }
+  if (g.rotary_dim() == 0) {
+    // A NoPE layer: what an implementation that rotates every layer would compute.
+    GeometrySpec changed = spec;
+    changed.rotary_pct.reset();
+    changed.rotary_dim = g.head_dim();
+    off_by_case({.feature = "nope", .claim = "rotary_dim 0 (a layer without RoPE)", .off = "RoPE over the whole head"},
+                with_spec(test_case, changed));
+  }
+  if (spec.attention_multiplier) {
+    GeometrySpec changed = spec;
+    changed.attention_multiplier.reset();
+    off_by_case(
+        {.feature = "attention multiplier",
+         .claim = fmt::format("attention_multiplier {} (head_dim {})", *spec.attention_multiplier, g.head_dim()),
+         .off = "scale head_dim^-0.5"},
+        with_spec(test_case, changed));
   }
   if (spec.query_pre_attn_scalar) {
     GeometrySpec changed = spec;
