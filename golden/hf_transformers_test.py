@@ -33,10 +33,18 @@ def expect(condition, message):
         failures.append(message)
 
 
+worst = []  # (golden, transformers module, worst ulps)
+module_of = {}  # golden file name -> the architecture the adapter chose
+
+
 def agreement(attncheck, work_dir, goldens):
     """One adapter process for every golden (transformers imports once), then one compare each."""
     adapter = run([sys.executable, ADAPTER, *goldens, "--output-dir", work_dir])
     print(adapter.stdout + adapter.stderr)
+    for line in adapter.stdout.splitlines():  # "GOLDEN: ARCH (eager) -> CANDIDATE"
+        if ": " in line and " -> " in line:
+            golden, rest = line.split(": ", 1)
+            module_of[os.path.basename(golden)] = rest.split(" ")[0]
     expect(adapter.returncode == 0, f"adapter wrote candidates for {len(goldens)} goldens")
     for golden in goldens:
         candidate = os.path.join(work_dir, os.path.basename(golden).removesuffix(".h5") + ".candidate.h5")
@@ -47,7 +55,46 @@ def agreement(attncheck, work_dir, goldens):
         print(compare.stdout + compare.stderr)
         expect(compare.returncode == 0 and "PASS" in compare.stdout,
                f"transformers agrees with the reference on {os.path.basename(golden)}")
+        worst.append((os.path.basename(golden), module_of.get(os.path.basename(golden), "?"),
+                      worst_ulps(compare.stdout)))
         os.remove(candidate)  # the 32B and NeoX-20B candidates are ~1 GB each
+    # The README's table (family -> module -> worst error) is read from here.
+    print("golden | transformers module | worst error (ulps of the tensor's scale)")
+    for name, module, ulps in worst:
+        print(f"{name} | {module} | {ulps:.3g}")
+
+
+def worst_ulps(compare_output):
+    """The largest `ulps` column of `attncheck compare`'s table (tensor, status, max error, ulps, ...)."""
+    values = []
+    for line in compare_output.splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[1] == "ok":
+            try:
+                values.append(float(fields[3]))
+            except ValueError:
+                pass
+    return max(values, default=float("nan"))
+
+
+def planted_longrope_bug(attncheck, work_dir, goldens):
+    """A transformers run that keeps longrope's short factors past the pretraining length must fail the
+    longrope golden: its positions are where the long factors apply."""
+    longrope = [golden for golden in goldens if attncheck_geometry(golden).get("rope_scaling") == "longrope"]
+    expect(bool(longrope), "a committed longrope golden")
+    for golden in longrope[:1]:
+        candidate = os.path.join(work_dir, "longrope_short.candidate.h5")
+        adapter = run([sys.executable, ADAPTER, golden, "-o", candidate, "--plant-bug", "longrope-short-factors"])
+        compare = run([attncheck, "compare", golden, candidate])
+        expect(adapter.returncode == 0 and compare.returncode == 1 and "FAIL" in compare.stdout,
+               f"short factors at long positions fail {os.path.basename(golden)}: adapter {adapter.returncode}, "
+               f"compare {compare.returncode}")
+        if os.path.exists(candidate):
+            os.remove(candidate)
+
+
+def attncheck_geometry(golden):
+    return attncheck.case.read_geometry(golden)
 
 
 def refused(work_dir, golden, name, reason, damage_h5=None, damage_file=None):
@@ -114,6 +161,7 @@ def main():
     for golden in without_keys:
         refused_rows_without_keys(work_dir, golden)
     agreement(attncheck, work_dir, [golden for golden in goldens if golden not in without_keys])
+    planted_longrope_bug(attncheck, work_dir, goldens)
     long_goldens = [golden for golden in goldens if "_seq" in os.path.basename(golden)]
     if long_goldens:  # generated inputs: a stored x beside the generator's name is a contradiction
         refused(work_dir, long_goldens[0], "generator_and_x", "also stores x",

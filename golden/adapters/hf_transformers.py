@@ -19,10 +19,15 @@ transformers upcasts to float32 in RMSNorm, softmax and RoPE on purpose (for bf1
 float64 run those casts would throw away half the digits, so Float64Everywhere turns every float32
 request into float64 while the module runs, and refuses any float32 tensor that still appears.
 
-Architecture for a geometry (--arch auto): QK-norm `rms` -> Qwen3Attention; `rms-one-plus` ->
-Gemma3Attention; no QK-norm with softcap -> Gemma2Attention; no QK-norm with partial RoPE and no
-explicit head_dim -> GPTNeoXAttention (which derives head_dim = hidden / heads itself); otherwise
-LlamaAttention. A geometry the chosen module cannot express (interleaved RoPE, separate q/k/v and o
+Architecture for a geometry (--arch auto), the first that applies: QK-norm `rms` -> Qwen3Attention;
+`rms-one-plus` -> Gemma3Attention; softcap -> Gemma2Attention (sliding or full layer as the golden's
+window says); attention_multiplier -> GraniteAttention; rotary_dim 0 -> SmolLM3Attention as a NoPE
+layer; interleaved RoPE -> GPTJAttention; longrope -> Phi3Attention (fused qkv_proj, per-call choice of
+short or long factors); partial RoPE -> GPTNeoXAttention when head_dim is omitted, heads are not
+grouped and RoPE is unscaled (it derives head_dim = hidden / heads itself), else Phi3Attention;
+otherwise LlamaAttention (any RoPE scaling but longrope: linear, llama3, yarn). Each module's RoPE
+scaling is transformers' own (rope_parameters from the golden's attributes), its frequencies and
+attention factor checked against the golden's and then replaced by them (use_schema_frequencies). A geometry the chosen module cannot express (interleaved RoPE, separate q/k/v and o
 bias flags, a query that sees no key, ...) is refused with the reason and exit code 2.
 
 Exit codes: 0 candidates written, 2 bad input or a geometry transformers cannot express. As a worker
@@ -82,18 +87,34 @@ def float64_everywhere():
 # ---------------------------------------------------------------------------------------------
 # transformers' module for a geometry
 
-ARCHITECTURES = ["qwen3", "gemma3", "gemma2", "llama", "gpt-neox"]
+ARCHITECTURES = ["qwen3", "gemma3", "gemma2", "llama", "gpt-neox", "phi3", "granite", "smollm3", "gptj"]
 
 
 def choose_architecture(geometry):
+    """The transformers module whose features are the geometry's: the first rule that applies wins."""
+    rotary_dim, head_dim = geometry["rotary_dim"], attncheck.resolved_head_dim(geometry)
+    scaling = geometry.get("rope_scaling", "none")
     if geometry["qk_norm"] == "rms":
         return "qwen3"
     if geometry["qk_norm"] == "rms-one-plus":
         return "gemma3"
     if "softcap" in geometry:
         return "gemma2"
-    if "head_dim" not in geometry and geometry["rotary_dim"] < attncheck.resolved_head_dim(geometry):
-        return "gpt-neox"
+    if "attention_multiplier" in geometry:
+        return "granite"
+    if rotary_dim == 0:
+        return "smollm3"  # a NoPE layer
+    if geometry["rope_style"] == "interleaved":
+        return "gptj"
+    if scaling == "longrope":
+        return "phi3"
+    if rotary_dim < head_dim:
+        # GPT-NeoX for its own family (head_dim derived, multi-head, unscaled); Phi-3's module otherwise
+        # (it rotates the first cos.shape[-1] channels whatever the head).
+        if "head_dim" not in geometry and scaling == "none" and \
+                geometry["num_key_value_heads"] == geometry["num_attention_heads"]:
+            return "gpt-neox"
+        return "phi3"
     return "llama"
 
 
@@ -101,11 +122,17 @@ def check_expressible(architecture, case, attn_implementation):
     """Everything the architecture's module cannot express, as one message (empty when it can)."""
     geometry = case.geometry
     problems = []
-    if geometry.get("rope_scaling", "none") != "none":
-        problems.append(f"RoPE scaling '{geometry['rope_scaling']}' (this adapter builds its modules with "
-                        "transformers' default RoPE so far)")
-    if "attention_multiplier" in geometry:
-        problems.append("attention_multiplier (this adapter has no Granite module yet)")
+    scaling = geometry.get("rope_scaling", "none")
+    if scaling != "none" and architecture in ("gpt-neox", "gptj"):
+        problems.append(f"RoPE scaling '{scaling}' (the {architecture} module has a fixed sinusoid table)")
+    if scaling == "longrope" and architecture != "phi3":
+        problems.append("longrope (only Phi-3's rotary embedding switches its factors per call)")
+    if "attention_multiplier" in geometry and architecture != "granite":
+        problems.append(f"attention_multiplier (only Granite's module scales by it, not {architecture})")
+    if architecture == "granite" and "attention_multiplier" not in geometry:
+        problems.append("no attention_multiplier (Granite's module scales scores by it)")
+    if geometry["rotary_dim"] == 0 and architecture != "smollm3":
+        problems.append(f"rotary_dim 0, a NoPE layer (only SmolLM3's module has layers without RoPE, not {architecture})")
     if "softcap" in geometry and attn_implementation == "sdpa":
         problems.append("softcap with --attn-implementation sdpa (transformers' sdpa path has no softcap)")
     head_dim = attncheck.resolved_head_dim(geometry)
@@ -113,15 +140,31 @@ def check_expressible(architecture, case, attn_implementation):
     if geometry["qk_norm"] != qk_norm_of.get(architecture, "none"):
         problems.append(f"qk_norm '{geometry['qk_norm']}' (the {architecture} module has "
                         f"'{qk_norm_of.get(architecture, 'none')}')")
-    if geometry["rope_style"] != "half-split":
+    if architecture == "gptj":
+        if geometry["rope_style"] != "interleaved":
+            problems.append(f"rope_style '{geometry['rope_style']}' (GPT-J's rotate_every_two is interleaved)")
+        if geometry["qkv_bias"] or geometry["out_bias"]:
+            problems.append("biases (GPT-J's projections have none)")
+        if geometry["num_key_value_heads"] != geometry["num_attention_heads"]:
+            problems.append("grouped KV heads (GPT-J's module is multi-head only)")
+        if head_dim * geometry["num_attention_heads"] != geometry["hidden_size"]:
+            problems.append(f"head_dim {head_dim} x {geometry['num_attention_heads']} heads != hidden_size "
+                            f"{geometry['hidden_size']} (GPT-J derives head_dim = hidden / heads)")
+    elif geometry["rope_style"] != "half-split":
         problems.append(f"rope_style '{geometry['rope_style']}' (transformers' rotate_half is half-split)")
+    if architecture == "phi3":
+        if geometry["qkv_bias"] or geometry["out_bias"]:
+            problems.append("biases (Phi-3's qkv_proj and o_proj have none)")
+        if head_dim * geometry["num_attention_heads"] != geometry["hidden_size"]:
+            problems.append(f"head_dim {head_dim} x {geometry['num_attention_heads']} heads != hidden_size "
+                            f"{geometry['hidden_size']} (Phi-3 derives head_dim = hidden / heads)")
     if geometry["qkv_bias"] != geometry["out_bias"]:
         problems.append("qkv_bias != out_bias (transformers has one attention_bias flag for all four)")
     if not geometry["causal"]:
         problems.append("causal = 0 (these decoder modules are causal)")
     if "softcap" in geometry and architecture != "gemma2":
         problems.append(f"softcap (only Gemma 2's module has attn_logit_softcapping here, not {architecture})")
-    if "sliding_window" in geometry and architecture in ("llama", "gpt-neox"):
+    if "sliding_window" in geometry and architecture in ("llama", "gpt-neox", "granite", "gptj", "smollm3"):
         problems.append(f"sliding_window (the {architecture} module has none)")
     if architecture == "gpt-neox":
         if "head_dim" in geometry:
@@ -129,7 +172,7 @@ def check_expressible(architecture, case, attn_implementation):
                             "limitation attncheck exists to catch)")
         if geometry["num_key_value_heads"] != geometry["num_attention_heads"]:
             problems.append("grouped KV heads (GPT-NeoX's module is multi-head only)")
-    elif geometry["rotary_dim"] != head_dim:
+    elif geometry["rotary_dim"] not in (head_dim, 0) and architecture not in ("phi3", "gptj"):
         problems.append(f"rotary_dim {geometry['rotary_dim']} < head_dim {head_dim} (the {architecture} module "
                         "rotates the whole head)")
     if architecture not in ("gemma3", "gemma2") and "query_pre_attn_scalar" in geometry:
@@ -169,52 +212,112 @@ def build_module(architecture, geometry, positions, attn_implementation):
                             f"{type(error).__name__}: {error}") from error
 
 
+def rope_parameters(geometry):
+    """transformers' rope_parameters for the geometry's RoPE (golden/SCHEMA.md "RoPE frequencies of scaled
+    layers": each attribute is the config key of the same name)."""
+    rope = {"rope_type": "default", "rope_theta": float(geometry["rope_theta"])}
+    scaling = geometry.get("rope_scaling", "none")
+    if scaling == "none":
+        return rope
+    rope["rope_type"] = scaling
+    prefix = "rope_scaling_"
+    for name, value in geometry.items():
+        if name.startswith(prefix):
+            rope[name.removeprefix(prefix)] = bool(value) if name == "rope_scaling_truncate" else value
+    if scaling == "longrope":
+        rope["short_factor"] = [float(value) for value in geometry["rope_short_factor"]]
+        rope["long_factor"] = [float(value) for value in geometry["rope_long_factor"]]
+    return rope
+
+
 def _build_module(architecture, geometry, positions, attn_implementation):
     import torch
     import transformers
 
     head_dim = attncheck.resolved_head_dim(geometry)
     layer_type = "sliding_attention" if "sliding_window" in geometry else "full_attention"
-    rope = {"rope_type": "default", "rope_theta": float(geometry["rope_theta"])}
+    rope = rope_parameters(geometry)
+    if 0 < geometry["rotary_dim"] < head_dim:
+        rope["partial_rotary_factor"] = geometry["rotary_dim"] / head_dim
     common = dict(hidden_size=geometry["hidden_size"], num_attention_heads=geometry["num_attention_heads"],
                   num_hidden_layers=1, max_position_embeddings=int(positions.max()) + 1,
-                  attention_bias=bool(geometry["qkv_bias"]), attention_dropout=0.0,
-                  attn_implementation=attn_implementation)
+                  attention_dropout=0.0, attn_implementation=attn_implementation)
+    grouped = dict(num_key_value_heads=geometry["num_key_value_heads"], rms_norm_eps=geometry["qk_norm_eps"])
+    models = transformers.models
     if architecture == "gpt-neox":
-        rope["partial_rotary_factor"] = geometry["rotary_dim"] / head_dim
-        config = transformers.GPTNeoXConfig(**common, rope_parameters=rope)
-        modeling = transformers.models.gpt_neox.modeling_gpt_neox
+        config = transformers.GPTNeoXConfig(**common, attention_bias=bool(geometry["qkv_bias"]), rope_parameters=rope)
+        modeling = models.gpt_neox.modeling_gpt_neox
         attention, rotary = modeling.GPTNeoXAttention(config, 0), modeling.GPTNeoXRotaryEmbedding(config)
+    elif architecture == "gptj":
+        # GPT-J's rotary table is one row per position up to n_positions; 2 rows are enough to check its
+        # frequencies (use_schema_table replaces it by the rows the case needs).
+        config = transformers.GPTJConfig(n_embd=geometry["hidden_size"], n_head=geometry["num_attention_heads"],
+                                         n_layer=1, n_positions=2, rotary_dim=geometry["rotary_dim"],
+                                         attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0,
+                                         attn_implementation=attn_implementation)
+        modeling = models.gptj.modeling_gptj
+        attention, rotary = modeling.GPTJAttention(config, 0), modeling.GPTJRotaryEmbedding(config)
+    elif architecture == "phi3":
+        # Phi-3's longrope: original_max_position_embeddings decides short or long factors per call; the
+        # factor is the golden's (transformers would otherwise derive it from max_position_embeddings).
+        common["max_position_embeddings"] = max(common["max_position_embeddings"],
+                                                int(geometry.get("rope_scaling_original_max_position_embeddings", 0)))
+        config = transformers.Phi3Config(**common, **grouped, rope_parameters=rope,
+                                         original_max_position_embeddings=geometry.get(
+                                             "rope_scaling_original_max_position_embeddings"),
+                                         sliding_window=geometry.get("sliding_window"))
+        modeling = models.phi3.modeling_phi3
+        attention, rotary = modeling.Phi3Attention(config, 0), modeling.Phi3RotaryEmbedding(config)
     else:
-        common.update(num_key_value_heads=geometry["num_key_value_heads"], head_dim=head_dim,
-                      rms_norm_eps=geometry["qk_norm_eps"])
+        common.update(grouped, head_dim=head_dim, attention_bias=bool(geometry["qkv_bias"]))
         if architecture == "qwen3":
             config = transformers.Qwen3Config(**common, rope_parameters=rope, layer_types=[layer_type],
                                               use_sliding_window="sliding_window" in geometry,
                                               sliding_window=geometry.get("sliding_window"))
-            modeling = transformers.models.qwen3.modeling_qwen3
+            modeling = models.qwen3.modeling_qwen3
             attention, rotary = modeling.Qwen3Attention(config, 0), modeling.Qwen3RotaryEmbedding(config)
         elif architecture == "gemma3":
             config = transformers.Gemma3TextConfig(
                 **common, layer_types=[layer_type], sliding_window=geometry.get("sliding_window"),
                 query_pre_attn_scalar=query_pre_attn_scalar(geometry),
                 rope_parameters={"sliding_attention": dict(rope), "full_attention": dict(rope)})
-            modeling = transformers.models.gemma3.modeling_gemma3
+            modeling = models.gemma3.modeling_gemma3
             attention, rotary = modeling.Gemma3Attention(config, 0), modeling.Gemma3RotaryEmbedding(config)
         elif architecture == "gemma2":
             config = transformers.Gemma2Config(
                 **common, layer_types=[layer_type], sliding_window=geometry.get("sliding_window"),
                 query_pre_attn_scalar=query_pre_attn_scalar(geometry),
                 attn_logit_softcapping=geometry.get("softcap"), final_logit_softcapping=None, rope_parameters=rope)
-            modeling = transformers.models.gemma2.modeling_gemma2
+            modeling = models.gemma2.modeling_gemma2
             attention, rotary = modeling.Gemma2Attention(config, 0), modeling.Gemma2RotaryEmbedding(config)
+        elif architecture == "granite":
+            config = transformers.GraniteConfig(**common, rope_parameters=rope,
+                                                attention_multiplier=float(geometry["attention_multiplier"]))
+            modeling = models.granite.modeling_granite
+            attention, rotary = modeling.GraniteAttention(config, 0), modeling.GraniteRotaryEmbedding(config)
+        elif architecture == "smollm3":
+            # One layer, and it is a NoPE layer (no_rope_layers[i] == 0); the rotary embedding still exists
+            # (its cos/sin are passed and ignored), at the geometry's head_dim.
+            config = transformers.SmolLM3Config(**common, rope_parameters=rope,
+                                                no_rope_layers=[0 if geometry["rotary_dim"] == 0 else 1])
+            modeling = models.smollm3.modeling_smollm3
+            attention, rotary = modeling.SmolLM3Attention(config, 0), modeling.SmolLM3RotaryEmbedding(config)
         else:
             config = transformers.LlamaConfig(**common, rope_parameters=rope)
-            modeling = transformers.models.llama.modeling_llama
+            modeling = models.llama.modeling_llama
             attention, rotary = modeling.LlamaAttention(config, 0), modeling.LlamaRotaryEmbedding(config)
     attention.to(torch.float64).eval()
     rotary.to(torch.float64)
-    use_schema_frequencies(rotary, geometry)
+    if architecture == "gptj":
+        rotary = SchemaTableRotary(rotary, geometry)
+    elif architecture == "smollm3":
+        if attention.use_rope != (geometry["rotary_dim"] != 0):
+            raise BadInput(f"smollm3: the module's use_rope is {attention.use_rope}, the golden's rotary_dim "
+                           f"{geometry['rotary_dim']}")
+        if geometry["rotary_dim"]:
+            use_schema_frequencies(rotary, geometry)
+    else:
+        use_schema_frequencies(rotary, geometry)
 
     # The module must have read the geometry as attncheck means it; a disagreement here would make
     # every comparison fail for a reason that is not a bug.
@@ -230,32 +333,100 @@ def _build_module(architecture, geometry, positions, attn_implementation):
     return config, attention, rotary, layer_type
 
 
+def within_ulps(theirs, ours, ulps):
+    """theirs and ours (float64 tensors of one shape) agree to `ulps` units in the last place of ours."""
+    import torch
+
+    if theirs.shape != ours.shape:
+        return False
+    spacing = torch.from_numpy(np.spacing(np.abs(ours.numpy())))
+    return bool(((theirs - ours).abs() <= ulps * spacing).all())
+
+
 def use_schema_frequencies(rotary, geometry):
-    """transformers' RoPE inverse frequencies, checked against SCHEMA.md's and then replaced by them.
+    """transformers' RoPE inverse frequencies and attention factor, checked against SCHEMA.md's and then
+    replaced by them.
 
     transformers forms inv_freq_i as 1 / theta^(2i/d), SCHEMA.md as theta^(-2i/d): the same number to
     within an ulp or two, but the angle is position * inv_freq, and at the goldens' positions (up to
-    ~4.4e5) a 1-ulp difference moves an angle by ~1e-11 relative, which heavy-tailed activations carry
+    ~1e6) a 1-ulp difference moves an angle by ~1e-11 relative, which heavy-tailed activations carry
     into gradients as ~1e5 ulps, beyond fp64 tolerance for a reason that is not a bug (measured on
     small_softcap_padding.h5: 1.4e5 ulps with transformers' rounding, 3.8 with SCHEMA's). So the check
-    is that the frequencies are the same function (4 ulps), and the golden's rounding is used."""
+    is that the frequencies are the same function (4 ulps; scaled ones too), and the golden's rounding
+    is used. longrope has two sets: the short factors (transformers' original_inv_freq, used by a call
+    whose positions stay within original_max_position_embeddings) and the long ones (its long_inv_freq,
+    computed on first use); both are checked and replaced, and transformers' own per-call choice between
+    them (dynamic_rope_update) is what runs."""
     import torch
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
     rotary_dim, theta = geometry["rotary_dim"], float(geometry["rope_theta"])
-    schema = torch.from_numpy(attncheck.case.rope_inverse_frequencies(geometry))
+    scaling = geometry.get("rope_scaling", "none")
+    short = torch.from_numpy(attncheck.case.rope_inverse_frequencies(geometry, 0))
+    replacements = {"inv_freq": short, "original_inv_freq": short}
+    if scaling == "longrope":
+        original = int(geometry["rope_scaling_original_max_position_embeddings"])
+        long = torch.from_numpy(attncheck.case.rope_inverse_frequencies(geometry, original))
+        with float64_everywhere():
+            theirs, _ = ROPE_INIT_FUNCTIONS["longrope"](rotary.config, "cpu", seq_len=original + 1)
+        if not within_ulps(theirs, long, 4):
+            raise BadInput(f"transformers' longrope long-factor frequencies are not the golden's (rotary_dim "
+                           f"{rotary_dim}, theta {theta})")
+        rotary.long_inv_freq = long.clone()
     replaced = 0
     for name, buffer in rotary.named_buffers():
-        if not name.endswith("inv_freq"):
+        layer = name.split(".")[-1]
+        key = next((key for key in replacements if layer.endswith(key)), None)
+        if key is None:
             continue
-        if buffer.shape != schema.shape or not torch.allclose(buffer, schema, rtol=4 * 2.0**-52, atol=0.0):
-            raise BadInput(f"transformers' RoPE frequencies ({name}, {list(buffer.shape)}) are not "
-                           f"theta^(-2i/{rotary_dim}) with theta {theta}: the module reads the geometry differently")
+        schema = replacements["original_inv_freq" if layer.endswith("original_inv_freq") else "inv_freq"]
+        if not within_ulps(buffer, schema, 4):
+            raise BadInput(f"transformers' RoPE frequencies ({name}, {list(buffer.shape)}) are not the golden's "
+                           f"({scaling} RoPE, rotary_dim {rotary_dim}, theta {theta}): the module reads the "
+                           "geometry differently")
         with torch.no_grad():
             buffer.copy_(schema)
         replaced += 1
-    scalings = [value for name, value in vars(rotary).items() if name.endswith("attention_scaling")]
-    if replaced == 0 or any(scaling != 1.0 for scaling in scalings):
-        raise BadInput("transformers' rotary embedding has no plain inv_freq buffer (or scales cos/sin)")
+    factor = attncheck.case.rope_attention_factor(geometry)
+    scalings = [name for name in vars(rotary) if name.endswith("attention_scaling")]
+    for name in scalings:
+        theirs = getattr(rotary, name)
+        values = theirs.values() if isinstance(theirs, dict) else [theirs]
+        if any(not math.isclose(float(value), factor, rel_tol=4 * 2.0**-52, abs_tol=0.0) for value in values):
+            raise BadInput(f"transformers' attention factor ({name} {theirs!r}) is not the golden's {factor!r}")
+        setattr(rotary, name, {key: factor for key in theirs} if isinstance(theirs, dict) else factor)
+    if replaced == 0 or not scalings:
+        raise BadInput("transformers' rotary embedding has no inv_freq buffer or attention_scaling")
+
+
+class SchemaTableRotary:
+    """GPT-J's rotary embedding with its table replaced: GPTJRotaryEmbedding indexes a [positions,
+    rotary_dim] table of sin | cos (create_sinusoidal_positions) by position id. Its frequencies are
+    checked against the golden's through the table's row 1 (sin and cos of inv_freq itself, 4 ulps);
+    then the table holds one row per distinct position of the case, from the golden's frequencies, and
+    position ids are mapped to their rows (a table up to position ~1e6 would take half a gigabyte). What
+    runs on q and k is still transformers' apply_rotary_pos_emb (interleaved pairs)."""
+
+    def __init__(self, rotary, geometry):
+        import torch
+
+        self.rotary, self.geometry = rotary, geometry
+        inv_freq = torch.from_numpy(attncheck.case.rope_inverse_frequencies(geometry, 0))
+        row = rotary.embed_positions[1]
+        half = row.shape[0] // 2
+        if row.dtype != torch.float64 or not (within_ulps(row[:half], torch.sin(inv_freq), 4)
+                                              and within_ulps(row[half:], torch.cos(inv_freq), 4)):
+            raise BadInput(f"transformers' GPT-J rotary table is not sin/cos of the golden's frequencies "
+                           f"(rotary_dim {geometry['rotary_dim']}, theta {geometry['rope_theta']})")
+        self.inv_freq = inv_freq
+
+    def __call__(self, x, positions):
+        import torch
+
+        distinct, rows = torch.unique(positions, return_inverse=True)
+        angles = distinct.to(torch.float64)[:, None] * self.inv_freq[None, :]
+        self.rotary.embed_positions = torch.cat((torch.sin(angles), torch.cos(angles)), dim=1)
+        return self.rotary(x, rows)
 
 
 def load_weights(architecture, attention, weights):
@@ -291,9 +462,21 @@ def load_weights(architecture, attention, weights):
                 grads["q_bias"], grads["k_bias"], grads["v_bias"] = split(parameters["query_key_value.bias"])
                 grads["o_bias"] = parameters["dense.bias"]
             return grads
+    elif architecture == "phi3":
+        # Phi-3 fuses the projections as one block each: qkv_proj rows [0, q) queries, [q, q + kv) keys,
+        # [q + kv, q + 2 kv) values (Phi3Attention.forward slices qkv at query_pos), heads in order within each.
+        query_width, kv_width = weights["q_proj"].shape[0], weights["k_proj"].shape[0]
+        sources = {"qkv_proj.weight": np.concatenate([weights["q_proj"], weights["k_proj"], weights["v_proj"]]),
+                   "o_proj.weight": weights["o_proj"]}
+
+        def gradients(parameters):
+            fused = parameters["qkv_proj.weight"]
+            return {"q_proj": fused[:query_width], "k_proj": fused[query_width:query_width + kv_width],
+                    "v_proj": fused[query_width + kv_width:], "o_proj": parameters["o_proj.weight"]}
     else:
+        output = "out_proj.weight" if architecture == "gptj" else "o_proj.weight"  # GPT-J's name for o_proj
         names = {"q_proj": "q_proj.weight", "k_proj": "k_proj.weight", "v_proj": "v_proj.weight",
-                 "o_proj": "o_proj.weight", "q_bias": "q_proj.bias", "k_bias": "k_proj.bias",
+                 "o_proj": output, "q_bias": "q_proj.bias", "k_bias": "k_proj.bias",
                  "v_bias": "v_proj.bias", "o_bias": "o_proj.bias", "q_norm": "q_norm.weight", "k_norm": "k_norm.weight"}
         sources = {names[name]: values for name, values in weights.items()}
 
@@ -346,7 +529,7 @@ def run(architecture, case, attn_implementation, plant_bug=None):
                                                             attn_implementation)
     gradients_by_name = load_weights(architecture, attention, case.weights)
     if plant_bug:
-        PLANTED_BUGS[plant_bug](attention, geometry)
+        PLANTED_BUGS[plant_bug](attention, rotary, geometry)
     padding_mask = torch.from_numpy((np.arange(case.seq)[None, :] < case.key_lengths[:, None]).astype(np.int64))
 
     with float64_everywhere():
@@ -380,14 +563,20 @@ def run(architecture, case, attn_implementation, plant_bug=None):
 
 # Deliberate bugs for showing that `attncheck fuzz` catches and shrinks a broken worker
 # (--plant-bug NAME): each changes the module after the geometry checks, as a framework bug would.
-def _quotient_scale(attention, geometry):
+def _quotient_scale(attention, rotary, geometry):
     """Scores scaled by (hidden_size / num_heads)^-0.5: the framework derives head_dim from the quotient."""
     hidden, heads = geometry["hidden_size"], geometry["num_attention_heads"]
     if hidden % heads == 0 and hidden // heads > 0:
         attention.scaling = (hidden // heads) ** -0.5
 
 
-PLANTED_BUGS = {"quotient-scale": _quotient_scale}
+def _longrope_short_factors(attention, rotary, geometry):
+    """longrope keeps its short factors past original_max_position_embeddings (the long set never loaded)."""
+    if geometry.get("rope_scaling") == "longrope":
+        rotary.long_inv_freq = rotary.original_inv_freq.clone()
+
+
+PLANTED_BUGS = {"quotient-scale": _quotient_scale, "longrope-short-factors": _longrope_short_factors}
 
 
 def worker(attn_implementation, plant_bug):

@@ -34,6 +34,29 @@ long=(--weights generated --inputs generated --sketch-gradients --sketch-activat
 # biases does not.
 "$attncheck" golden make --preset pythia-410m --tp 2 "${long[@]}" --batch 1 --seq 2048 -o pythia-410m_tp2_seq2048.h5
 
+# Today's attention variants, imported from the official config.json files (core/config/hf_configs) at
+# their real widths, TP 2 (Gemma 2's full layer at TP 8: 4 KV heads, each replicated on 2 ranks). Batch
+# row 0 sits at positions < 16 and row 1 past 2^16, beyond every original_max_position_embeddings, so
+# llama3's band, longrope's long factors (chosen per call) and linear scaling all bite; inputs named by
+# the generator and everything sketched, so each costs well under a megabyte. golden.hf_transformers runs
+# transformers' own module for each (README's table).
+hf=../../core/config/hf_configs
+variants=(--weights generated --inputs generated --sketch-gradients --sketch-activations --batch 2 --seq 6 \
+  --seed 2026 "${decode[@]}")
+"$attncheck" golden make --hf-config $hf/meta-llama__Llama-3.1-8B.json --tp 2 "${variants[@]}" -o llama-3.1-8b_tp2.h5
+"$attncheck" golden make --hf-config $hf/google__gemma-2-2b.json --hf-layer 0 --tp 2 "${variants[@]}" \
+  -o gemma-2-2b_layer0_tp2.h5
+"$attncheck" golden make --hf-config $hf/google__gemma-2-2b.json --hf-layer 1 --tp 8 "${variants[@]}" \
+  -o gemma-2-2b_layer1_tp8.h5
+"$attncheck" golden make --hf-config $hf/google__gemma-3-4b-pt.json --hf-layer 5 --tp 2 "${variants[@]}" \
+  -o gemma-3-4b_layer5_tp2.h5
+"$attncheck" golden make --hf-config $hf/microsoft__Phi-4-mini-instruct.json --tp 2 "${variants[@]}" -o phi-4-mini_tp2.h5
+"$attncheck" golden make --hf-config $hf/ibm-granite__granite-3.3-8b-instruct.json --tp 2 "${variants[@]}" \
+  -o granite-3.3-8b_tp2.h5
+"$attncheck" golden make --hf-config $hf/HuggingFaceTB__SmolLM3-3B.json --hf-layer 3 --tp 2 "${variants[@]}" \
+  -o smollm3-3b_layer3_tp2.h5
+"$attncheck" golden make --hf-config $hf/EleutherAI__gpt-j-6b.json --tp 2 "${variants[@]}" -o gpt-j-6b_tp2.h5
+
 # Small and stored in full. softcap_padding: softcap, real padding (key lengths 7, 3, 5 of 7),
 # heavy-tailed activations. window_masked_rows: a window of 3 at seq 9, padding that leaves queries
 # seeing no key (key lengths 9, 4, 0), position gaps, partial RoPE, query_pre_attn_scalar != head_dim,

@@ -269,7 +269,7 @@ def read_geometry(path):
         raise BadInput(f"{path}: no such file")
     try:
         with h5py.File(path, "r") as h5:
-            return _read_geometry(h5, path)
+            return _read_geometry(h5, path, _schema_version(h5, path))
     except OSError as error:
         raise BadInput(f"{path}: cannot be read as HDF5 ({error})") from error
 
@@ -369,11 +369,15 @@ def _read_weights(h5, geometry, path):
     return {name: _dataset(h5, f"weights/{name}", "<f8", shape, path) for name, shape in shapes.items()}
 
 
-def _read_open_case(h5, path):
+def _schema_version(h5, path):
     version = attribute_value(h5.attrs.get("schema_version", -1))
     if version not in (1, 2):
         raise BadInput(f"{path}: schema_version is {version}; this package reads schema versions 1 and 2")
-    geometry = _read_geometry(h5, path, version)
+    return version
+
+
+def _read_open_case(h5, path):
+    geometry = _read_geometry(h5, path, _schema_version(h5, path))
     x, positions, dout = _read_inputs(h5, geometry, path)
     batch, seq = x.shape[:2]
     key_lengths = np.full(batch, seq, dtype=np.int64)
