@@ -22,6 +22,13 @@ std::string describe(const CaseSpec& spec) {
   if (g.qk_norm != QkNorm::none) text += fmt::format(", qk_norm {}", to_string(g.qk_norm));
   if (g.qkv_bias || g.out_bias) text += fmt::format(", bias {}/{}", g.qkv_bias, g.out_bias);
   if (g.query_pre_attn_scalar) text += fmt::format(", query_pre_attn_scalar {}", *g.query_pre_attn_scalar);
+  if (g.attention_multiplier) text += fmt::format(", attention_multiplier {}", *g.attention_multiplier);
+  if (const RopeScaling& scaling = g.rope_scaling; scaling.type != RopeScalingType::none) {
+    text += fmt::format(", {} RoPE scaling", to_string(scaling.type));
+    if (scaling.factor) text += fmt::format(" factor {}", *scaling.factor);
+    if (scaling.original_max_position_embeddings)
+      text += fmt::format(" original {}", *scaling.original_max_position_embeddings);
+  }
   if (g.softcap) text += fmt::format(", softcap {}", *g.softcap);
   if (g.sliding_window) text += fmt::format(", window {}", *g.sliding_window);
   if (!g.causal) text += ", not causal";

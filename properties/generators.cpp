@@ -168,6 +168,68 @@ GeometrySpec build_geometry(std::int64_t kv, std::int64_t group, std::int64_t he
   return spec;
 }
 
+// RoPE scaling and Granite's score multiplier on a built geometry: mostly neither; otherwise each
+// rope_type with parameters that bite at the generator's positions (pretraining lengths of 8 .. 4096
+// against positions up to ~1e6: llama3's band and yarn's ramp fall inside small rotary dims, longrope
+// switches factors). longrope's factor lists are one per rotated pair, so this follows the rotary choice.
+Gen<GeometrySpec> with_scaling(const GeometrySpec& built) {
+  const Geometry resolved = resolve_geometry(built);
+  const std::int64_t pairs = resolved.rotary_dim() / 2;
+  using Parameters = std::tuple<double, std::int64_t, double, bool, std::vector<double>, std::vector<double>>;
+  const Gen<Parameters> parameters =
+      gen::tuple(element(2.0, 8.0, 32.0), element<std::int64_t>(8, 64, 4096), element(2.0, 4.0), gen::arbitrary<bool>(),
+                 gen::container<std::vector<double>>(static_cast<std::size_t>(pairs), element(1.0, 1.05, 1.25)),
+                 gen::container<std::vector<double>>(static_cast<std::size_t>(pairs), element(1.5, 4.0, 16.0, 40.0)));
+  const Gen<RopeScalingType> types = pairs == 0 ? gen::just(RopeScalingType::none)
+                                                : weighted_element<RopeScalingType>({{8, RopeScalingType::none},
+                                                                                     {1, RopeScalingType::linear},
+                                                                                     {1, RopeScalingType::llama3},
+                                                                                     {1, RopeScalingType::yarn},
+                                                                                     {1, RopeScalingType::longrope}});
+  const Gen<std::optional<double>> multipliers =
+      built.query_pre_attn_scalar
+          ? gen::just(std::optional<double>())
+          : weighted_one_of<std::optional<double>>(
+                {{6, gen::just(std::optional<double>())},
+                 {1, gen::map(element(0.0078125, 0.25, 1.0), [](double m) { return std::optional<double>(m); })}});
+  return gen::map(gen::tuple(types, parameters, multipliers), [built](const auto& t) {
+    GeometrySpec spec = built;
+    const auto& [factor, original, high_freq_factor, variant, short_factor, long_factor] = std::get<1>(t);
+    RopeScaling& scaling = spec.rope_scaling;
+    scaling.type = std::get<0>(t);
+    switch (scaling.type) {
+      case RopeScalingType::none:
+        break;
+      case RopeScalingType::linear:
+        scaling.factor = factor;
+        break;
+      case RopeScalingType::llama3:
+        scaling.factor = factor;
+        scaling.low_freq_factor = 1.0;
+        scaling.high_freq_factor = high_freq_factor;
+        scaling.original_max_position_embeddings = original;
+        break;
+      case RopeScalingType::yarn:
+        scaling.factor = factor;
+        scaling.original_max_position_embeddings = original;
+        if (variant) {  // DeepSeek-style mscale ratio, the ramp's edges not truncated
+          scaling.mscale = 1.0;
+          scaling.mscale_all_dim = 0.707;
+          scaling.truncate = false;
+        }
+        break;
+      case RopeScalingType::longrope:
+        scaling.factor = variant ? 32.0 : 1.0;  // an attention factor of sqrt(1 + ln 32 / ln original), or 1
+        scaling.original_max_position_embeddings = original;
+        scaling.short_factor = short_factor;
+        scaling.long_factor = long_factor;
+        break;
+    }
+    spec.attention_multiplier = std::get<2>(t);
+    return spec;
+  });
+}
+
 Gen<GeometrySpec> geometries(const GenLimits& limits, int size) {
   const std::int64_t max_kv = bound_at(size, 1, limits.max_kv_heads);
   const std::int64_t max_group = bound_at(size, 1, limits.max_group);
@@ -185,10 +247,15 @@ Gen<GeometrySpec> geometries(const GenLimits& limits, int size) {
         const auto [kv, group, head_dim, omit_head_dim] = heads;
         const std::int64_t query_width = kv * group * head_dim;
         const Gen<std::int64_t> hidden = omit_head_dim ? gen::just(query_width) : hidden_sizes(query_width, max_hidden);
-        return gen::map(
-            gen::tuple(hidden, features(head_dim, windows)), [=](const std::tuple<std::int64_t, Features>& rest) {
-              return build_geometry(kv, group, head_dim, omit_head_dim, std::get<0>(rest), std::get<1>(rest));
-            });
+        const auto build = [=](const std::tuple<std::int64_t, Features>& rest) {
+          return build_geometry(kv, group, head_dim, omit_head_dim, std::get<0>(rest), std::get<1>(rest));
+        };
+        const auto widths_and_features = gen::tuple(hidden, features(head_dim, windows));
+        // The long profile hunts kernel bugs past the first key tile, which RoPE scaling does not touch:
+        // drawn as before, its case sequence (and the long mutants' kill times) stay as they were.
+        if (long_profile) return gen::map(widths_and_features, build);
+        return gen::mapcat(widths_and_features,
+                           [=](const std::tuple<std::int64_t, Features>& rest) { return with_scaling(build(rest)); });
       });
 }
 

@@ -45,6 +45,10 @@ inline void classify(const CaseSpec& spec) {
   RC_CLASSIFY(spec.inputs.tp_size > g.num_kv_heads(), "TP > KV heads (replicated)");
   RC_CLASSIFY(g.rotary_dim() < g.head_dim(), "partial RoPE");
   RC_CLASSIFY(!spec.inputs.decode.empty(), "decode");
+  RC_CLASSIFY(g.rotary_dim() == 0, "NoPE");
+  RC_CLASSIFY(g.rope_scaling().type != RopeScalingType::none,
+              std::string(to_string(g.rope_scaling().type)) + " RoPE scaling");
+  RC_CLASSIFY(g.scale_source() == ScaleSource::attention_multiplier, "attention_multiplier");
 }
 
 }  // namespace attncheck::properties::testing

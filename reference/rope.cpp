@@ -10,15 +10,19 @@ namespace attncheck::reference {
 
 void apply_rope(MatrixRef rows, std::span<const std::int64_t> positions, std::int64_t heads, const Geometry& geometry,
                 RopeDirection direction) {
+  if (geometry.rotary_dim() == 0) return;
+  // The rows are one forward call's tokens (every batch row), so their largest position is the call's,
+  // from which longrope chooses its factors as transformers does.
+  apply_rope(rows, positions, heads, geometry, call_rope_frequencies(geometry, positions), direction);
+}
+
+void apply_rope(MatrixRef rows, std::span<const std::int64_t> positions, std::int64_t heads, const Geometry& geometry,
+                const RopeFrequencies& frequencies, RopeDirection direction) {
   const std::int64_t pairs = geometry.rotary_dim() / 2;
   if (pairs == 0) return;
   const std::int64_t head_dim = geometry.head_dim();
   const bool interleaved = geometry.rope_style() == RopeStyle::interleaved;
   const double sign = direction == RopeDirection::forward ? 1.0 : -1.0;
-
-  // The rows are one forward call's tokens (every batch row), so their largest position is the call's,
-  // from which longrope chooses its factors as transformers does.
-  const RopeFrequencies frequencies = call_rope_frequencies(geometry, positions);
   const std::vector<double>& inv_freq = frequencies.inv_freq;
   const double factor = frequencies.attention_factor;
   std::vector<double> cos_values(pairs);

@@ -12,6 +12,7 @@
 #include <span>
 
 #include "core/model/geometry.hpp"
+#include "core/model/rope_frequencies.hpp"
 #include "reference/eigen_types.hpp"
 
 namespace attncheck::reference {
@@ -25,5 +26,10 @@ enum class RopeDirection {
 // call's tokens: longrope chooses its factors from their largest position.
 void apply_rope(MatrixRef rows, std::span<const std::int64_t> positions, std::int64_t heads, const Geometry& geometry,
                 RopeDirection direction);
+
+// The same with the call's frequencies given (core/model/rope_frequencies.hpp): the naive layer of the
+// mutant catalog passes its own, which its RoPE-scaling mutants get wrong; the reference never does.
+void apply_rope(MatrixRef rows, std::span<const std::int64_t> positions, std::int64_t heads, const Geometry& geometry,
+                const RopeFrequencies& frequencies, RopeDirection direction);
 
 }  // namespace attncheck::reference

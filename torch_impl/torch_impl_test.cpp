@@ -63,7 +63,7 @@ RC_GTEST_PROP(TorchCpuFp64, RopeScalingAndAttentionMultiplierMatchTheReference, 
   const auto type = *rc::gen::element(RopeScalingType::linear, RopeScalingType::llama3, RopeScalingType::yarn,
                                       RopeScalingType::longrope);
   RopeScaling& scaling = g.rope_scaling;
-  scaling.type = type;
+  scaling = {.type = type};  // whatever the generator chose replaced by this test's parameters
   switch (type) {
     case RopeScalingType::linear:
       scaling.factor = 4.0;
@@ -95,6 +95,7 @@ RC_GTEST_PROP(TorchCpuFp64, RopeScalingAndAttentionMultiplierMatchTheReference, 
       break;
     }
   }
+  g.attention_multiplier.reset();
   if (*rc::gen::arbitrary<bool>()) {
     g.query_pre_attn_scalar.reset();
     g.attention_multiplier = 0.25;

@@ -60,9 +60,43 @@ Result context_hidden_width(const Case& test_case) {
 }
 
 Result rope_full_head(const Case& test_case) {
-  GeometrySpec spec = test_case.geometry().spec();
+  const Geometry& g = test_case.geometry();
+  GeometrySpec spec = g.spec();
   spec.rotary_pct.reset();
   spec.rotary_dim.reset();  // absent: the whole head
+  // longrope's factors are per rotated pair: the pairs the whole head adds rotate unscaled.
+  for (auto* factors : {&spec.rope_scaling.short_factor, &spec.rope_scaling.long_factor}) {
+    if (!factors->empty()) factors->resize(static_cast<std::size_t>(g.head_dim() / 2), 1.0);
+  }
+  return run_with_spec(test_case, spec);
+}
+
+// Granite's attention_multiplier ignored: scores scaled by head_dim^-0.5 as in every other Llama.
+Result attention_multiplier_ignored(const Case& test_case) {
+  GeometrySpec spec = test_case.geometry().spec();
+  spec.attention_multiplier.reset();
+  return run_with_spec(test_case, spec);
+}
+
+// A NoPE layer (SmolLM3's no_rope_layers) rotated over its whole head like its neighbours.
+Result nope_rotated(const Case& test_case) {
+  const Geometry& g = test_case.geometry();
+  if (g.rotary_dim() != 0) return reference::run_reference_tp(test_case);
+  GeometrySpec spec = g.spec();
+  spec.rotary_pct.reset();
+  spec.rotary_dim = g.head_dim();
+  spec.rope_scaling = {};
+  return run_with_spec(test_case, spec);
+}
+
+// Gemma 2's softcap and scale in the wrong order: cap * tanh(q.k / cap) * scale instead of cap *
+// tanh(scale * q.k / cap). That is scale * cap * tanh(s / (scale * cap)) of the scaled score s: the
+// right order with a softcap of scale * cap.
+Result softcap_before_scale(const Case& test_case) {
+  const Geometry& g = test_case.geometry();
+  if (!g.softcap()) return reference::run_reference_tp(test_case);
+  GeometrySpec spec = g.spec();
+  spec.softcap = *g.softcap() * g.scale();
   return run_with_spec(test_case, spec);
 }
 

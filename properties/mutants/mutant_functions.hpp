@@ -16,12 +16,20 @@ Result kv_head_modulo(const Case& test_case);       // query head h reads KV hea
 Result o_proj_hidden_wide(const Case& test_case);   // o_proj reads only the first hidden_size context channels
 
 // Geometry and positions (geometry_mutants.cpp)
-Result quotient_scale(const Case& test_case);             // scale (hidden / num_heads)^-0.5
-Result head_dim_from_quotient(const Case& test_case);     // builds head_dim = hidden / num_heads: shape error
-Result context_hidden_width(const Case& test_case);       // reshapes the context to hidden width: shape error
-Result rope_full_head(const Case& test_case);             // rotates all of head_dim despite rotary_dim
-Result rope_style_swapped(const Case& test_case);         // half-split and interleaved pairing exchanged
-Result rope_ignores_position_ids(const Case& test_case);  // RoPE at the sequence index, not the position id
+Result quotient_scale(const Case& test_case);                // scale (hidden / num_heads)^-0.5
+Result head_dim_from_quotient(const Case& test_case);        // builds head_dim = hidden / num_heads: shape error
+Result context_hidden_width(const Case& test_case);          // reshapes the context to hidden width: shape error
+Result rope_full_head(const Case& test_case);                // rotates all of head_dim despite rotary_dim
+Result rope_style_swapped(const Case& test_case);            // half-split and interleaved pairing exchanged
+Result rope_ignores_position_ids(const Case& test_case);     // RoPE at the sequence index, not the position id
+Result attention_multiplier_ignored(const Case& test_case);  // Granite's multiplier replaced by head_dim^-0.5
+Result nope_rotated(const Case& test_case);                  // a NoPE layer (rotary_dim 0) rotated over its head
+Result softcap_before_scale(const Case& test_case);          // cap * tanh(q.k / cap), then the scale
+
+// RoPE scaling (rope_scaling_mutants.cpp, on the naive layer)
+Result rope_attention_factor_dropped(const Case& test_case);    // yarn/longrope cos and sin not scaled
+Result llama3_band_reversed(const Case& test_case);             // llama3's wavelength edges exchanged
+Result longrope_factors_by_token_count(const Case& test_case);  // factors chosen by token count, not position
 
 // Inside the layer (layer_mutants.cpp)
 // P.V, or the softmax row sum, accumulated key by key in `precision` (bf16, fp16), the layer otherwise

@@ -52,6 +52,10 @@ bool NaiveLayer::o_bias_on_every_rank() const {
   return false;
 }
 
+RopeFrequencies NaiveLayer::call_frequencies(const Geometry& geometry, std::span<const std::int64_t> positions) const {
+  return call_rope_frequencies(geometry, positions);
+}
+
 namespace {
 
 RowMatrix linear(const RowMatrix& x, const Tensor& weight, const std::optional<Tensor>& bias) {
@@ -109,6 +113,11 @@ struct RankComputation {
   std::int64_t kv_heads;  // local KV heads
   std::int64_t head_dim;
 
+  // The RoPE frequencies of one call at these positions, as the layer computes them.
+  RopeFrequencies frequencies(std::span<const std::int64_t> positions) const {
+    return layer.call_frequencies(geometry, positions);
+  }
+
   // q, k, v of a block of tokens.
   Projected project(const RowMatrix& x, std::span<const std::int64_t> positions) const {
     Projected p{.q = linear(x, shard.q_proj, shard.q_bias),
@@ -120,8 +129,9 @@ struct RankComputation {
       normalise(p.q, *shard.q_norm, heads, p.q_inverse_rms);
       normalise(p.k, *shard.k_norm, kv_heads, p.k_inverse_rms);
     }
-    reference::apply_rope(p.q, positions, heads, geometry, reference::RopeDirection::forward);
-    reference::apply_rope(p.k, positions, kv_heads, geometry, reference::RopeDirection::forward);
+    const RopeFrequencies rope = frequencies(positions);
+    reference::apply_rope(p.q, positions, heads, geometry, rope, reference::RopeDirection::forward);
+    reference::apply_rope(p.k, positions, kv_heads, geometry, rope, reference::RopeDirection::forward);
     return p;
   }
 
@@ -261,8 +271,9 @@ RankPass run_rank(const RankComputation& rank, const Inputs& inputs) {
                            d_scores.transpose() * p.q.block(b * seq, h * d, seq, d));
     }
   }
-  reference::apply_rope(d_q, inputs.positions, rank.heads, g, reference::RopeDirection::backward);
-  reference::apply_rope(d_k, inputs.positions, rank.kv_heads, g, reference::RopeDirection::backward);
+  const RopeFrequencies frequencies = rank.frequencies(inputs.positions);
+  reference::apply_rope(d_q, inputs.positions, rank.heads, g, frequencies, reference::RopeDirection::backward);
+  reference::apply_rope(d_k, inputs.positions, rank.kv_heads, g, frequencies, reference::RopeDirection::backward);
   if (g.qk_norm() != QkNorm::none) {
     RowVector d_q_norm = RowVector::Zero(d), d_k_norm = RowVector::Zero(d);
     rank.normalise_backward(d_q, p.q_input, p.q_inverse_rms, *shard.q_norm, rank.heads, d_q_norm);

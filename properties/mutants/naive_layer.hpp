@@ -25,6 +25,7 @@
 
 #include "core/model/case.hpp"
 #include "core/model/result.hpp"
+#include "core/model/rope_frequencies.hpp"
 #include "reference/eigen_types.hpp"
 
 namespace attncheck::properties::mutants {
@@ -82,6 +83,9 @@ class NaiveLayer {
                                                    const TpPlan& plan) const;
   // Whether every rank adds o_bias to its partial output (else it is added once, after the sum).
   virtual bool o_bias_on_every_rank() const;
+  // The RoPE frequencies and attention factor of one forward call whose tokens sit at `positions`
+  // (every batch row of the call): core/model/rope_frequencies.hpp.
+  virtual RopeFrequencies call_frequencies(const Geometry& geometry, std::span<const std::int64_t> positions) const;
 
  private:
   friend struct RankComputation;
