@@ -9,7 +9,9 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
@@ -130,7 +132,10 @@ struct Forward {
 template <typename S>
 class EmulatedLayer {
  public:
-  EmulatedLayer(const Case& c, Precision precision, EmulationVariant variant)
+  // token_largest_positions: per token (b * seq + s), the largest position of the forward call it belongs
+  // to, from which a scaled layer's frequencies are chosen (longrope); empty: the whole case is one call.
+  EmulatedLayer(const Case& c, Precision precision, EmulationVariant variant,
+                std::span<const std::int64_t> token_largest_positions = {})
       : c_(c),
         g_(c.geometry()),
         store_{precision},
@@ -142,9 +147,32 @@ class EmulatedLayer {
       jitter_.emplace(variant.jitter_seed, "attncheck-emulated-jitter");
       store_.jitter = &*jitter_;
     }
+    if (g_.rope_scaling().type != RopeScalingType::none) {
+      // One set of frequencies per distinct call (two at most: longrope's short and long factors).
+      token_frequencies_.assign(static_cast<std::size_t>(tokens_), 0);
+      std::map<bool, std::size_t> set_of;  // long_factors -> index into frequency_sets_
+      for (std::int64_t t = 0; t < tokens_; ++t) {
+        const RopeFrequencies frequencies = token_largest_positions.empty()
+                                                ? call_rope_frequencies(g_, c_.inputs.positions)
+                                                : rope_frequencies(g_, token_largest_positions[t]);
+        const auto [entry, added] = set_of.try_emplace(frequencies.long_factors, frequency_sets_.size());
+        if (added) frequency_sets_.push_back(frequencies);
+        token_frequencies_[t] = entry->second;
+        if (token_largest_positions.empty()) {
+          std::fill(token_frequencies_.begin(), token_frequencies_.end(), entry->second);
+          break;
+        }
+      }
+    }
   }
   EmulatedLayer(const EmulatedLayer&) = delete;
   EmulatedLayer& operator=(const EmulatedLayer&) = delete;
+
+  // The forward pass alone: out [batch, seq, hidden].
+  Tensor forward_out() {
+    x_ = load<S>(c_.inputs.x, tokens_);
+    return save<S>(forward().out, {c_.inputs.batch, c_.inputs.seq, g_.hidden_size()});
+  }
 
   Result run() {
     x_ = load<S>(c_.inputs.x, tokens_);
@@ -181,18 +209,18 @@ class EmulatedLayer {
   // RoPE in S: the angle rounded as S arithmetic rounds it. sign -1 rotates back (the transpose).
   void rotate(Mat<S>& rows, std::int64_t heads, S sign) const {
     const std::int64_t pairs = g_.rotary_dim() / 2;
-    // A scaled layer's frequencies (core/model/rope_frequencies.hpp), for the whole case as one call. An
-    // unscaled layer keeps the plain formulas below, so that its yardstick is the one goldens store.
+    // A scaled layer's frequencies (core/model/rope_frequencies.hpp), those of the call each token belongs
+    // to. An unscaled layer keeps the plain formulas below, so that its yardstick is the one goldens store.
     const bool scaled = g_.rope_scaling().type != RopeScalingType::none;
-    const RopeFrequencies scaled_frequencies =
-        scaled ? call_rope_frequencies(g_, c_.inputs.positions) : RopeFrequencies{};
     for (Eigen::Index t = 0; t < rows.rows(); ++t) {
       const S position = static_cast<S>(c_.inputs.positions[t]);
+      const RopeFrequencies* scaled_pointer = scaled ? &frequency_sets_[token_frequencies_[t]] : nullptr;
       for (std::int64_t i = 0; i < pairs; ++i) {
         S cos, sin;
         if (scaled) {
           // Angles as the contract says (float64: SCHEMA.md's; float32: the frequency rounded to S, then
           // the angle in S), and the attention factor applied to cos and sin in S.
+          const RopeFrequencies& scaled_frequencies = *scaled_pointer;
           const S factor = static_cast<S>(scaled_frequencies.attention_factor);
           if (angles_ == RopeAngles::float64) {
             const double angle = static_cast<double>(c_.inputs.positions[t]) * scaled_frequencies.inv_freq[i];
@@ -364,6 +392,8 @@ class EmulatedLayer {
   RopeAngles angles_;
   std::int64_t d_;
   std::int64_t tokens_;
+  std::vector<RopeFrequencies> frequency_sets_;  // scaled layers: each distinct call's frequencies
+  std::vector<std::size_t> token_frequencies_;   // scaled layers: per token, its index into frequency_sets_
   Mat<S> x_;
 };
 
@@ -371,29 +401,24 @@ class EmulatedLayer {
 
 namespace {
 
-// longrope chooses its factors per forward call (core/model/rope_frequencies.hpp), and the emulated
-// layer's decode rows are its full forward's rows: a schedule with a call that chooses otherwise than
-// the full forward would be measured against other frequencies than the reference's, and the yardstick
-// would be huge, a silently weaker check. Refused instead, naming the call.
-void refuse_longrope_call_switch(const Case& test_case) {
-  const std::int64_t call = decode_call_with_other_frequencies(test_case);
-  if (call < 0) return;
-  ViolationList violations;
-  violations.add("decode", fmt::format("call {}", call),
-                 "chooses other longrope factors than the full forward (its positions fall on the other side of "
-                 "original_max_position_embeddings); the emulated yardstick decodes with the full forward's "
-                 "frequencies, so it cannot measure this case",
-                 "compare in fp64, or decode with every call on one side of original_max_position_embeddings");
-  violations.throw_if_any("unsupported comparison (longrope)");
+// longrope chooses its factors per forward call (core/model/rope_frequencies.hpp). Where a decode call
+// chooses otherwise than the full forward, decode/out is not the full forward's first rows: the cache
+// holds keys rotated with their own call's factors. It equals one causal forward pass in which every
+// token is rotated with its call's frequencies (a query sees keys of its own and earlier calls only, each
+// as that call rotated it), which is what the emulated layer computes for decode/out then.
+template <typename S>
+Tensor decode_with_call_frequencies(const Case& test_case, Precision precision, EmulationVariant variant) {
+  const std::vector<std::int64_t> largest = decode_call_largest_positions(test_case);
+  return EmulatedLayer<S>(test_case, precision, variant, largest).forward_out();
 }
 
 }  // namespace
 
 Result run_emulated(const Case& test_case, Precision precision, EmulationVariant variant) {
   validate_case(test_case);
-  refuse_longrope_call_switch(test_case);
   Result result;
-  if (precision == Precision::fp64) {
+  const bool fp64 = precision == Precision::fp64;
+  if (fp64) {
     result = EmulatedLayer<double>(test_case, precision, {}).run();
   } else {
     result = EmulatedLayer<float>(test_case, precision, variant).run();
@@ -402,9 +427,13 @@ Result run_emulated(const Case& test_case, Precision precision, EmulationVariant
   const Inputs& inputs = test_case.inputs;
   if (!inputs.decode.empty()) {  // the full forward's first rows: the same arithmetic per query
     const std::int64_t total = inputs.decode.total(), hidden = test_case.geometry().hidden_size();
+    const Tensor by_call = decode_call_with_other_frequencies(test_case) < 0 ? Tensor{}
+                           : fp64 ? decode_with_call_frequencies<double>(test_case, precision, {})
+                                  : decode_with_call_frequencies<float>(test_case, precision, variant);
+    const Tensor& rows = by_call.values.empty() ? result.out : by_call;
     Tensor decode({inputs.batch, total, hidden});
     for (std::int64_t b = 0; b < inputs.batch; ++b) {
-      std::copy_n(result.out.values.begin() + b * inputs.seq * hidden, total * hidden,
+      std::copy_n(rows.values.begin() + b * inputs.seq * hidden, total * hidden,
                   decode.values.begin() + b * total * hidden);
     }
     result.decode_out = std::move(decode);

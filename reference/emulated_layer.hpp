@@ -6,7 +6,9 @@
 // fp64 runs the same code in double, which is how it is tested against the reference.
 //
 // Unsharded: per-rank gradients are the slices of the full ones (their error is the same), and the
-// decode output is the full forward's first rows (the same arithmetic per query).
+// decode output is the full forward's first rows (the same arithmetic per query), or, where a longrope
+// decode call chooses other factors than the full forward, a forward pass rotating each token with its
+// own call's frequencies.
 #pragma once
 
 #include <cstdint>

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/generation/input_generation.hpp"
+#include "core/model/rope_frequencies.hpp"
 #include "reference/emulated_layer.hpp"
 #include "reference/reference.hpp"
 
@@ -87,6 +88,37 @@ TEST(EmulatedLayer, JitterIsSeededAndMovesResults) {
   const Result other = run_emulated(test_case, Precision::fp32, {.jitter_seed = 2});
   EXPECT_EQ(max_difference(first.out, again.out), 0.0);
   EXPECT_GT(max_difference(first.out, other.out), 0.0);
+}
+
+// longrope decoding across its pretraining length: the prefill (positions 0-3) uses the short factors,
+// the later calls and the full forward the long ones. In fp64 the emulated layer is the reference, so its
+// decode/out must be the reference's own decode (keys cached with the prefill's factors), not the full
+// forward's rows, which differ here by far more than rounding.
+TEST(EmulatedLayer, LongropeDecodeUsesEachCallsFrequencies) {
+  RopeScaling scaling{.type = RopeScalingType::longrope,
+                      .factor = 16.0,
+                      .original_max_position_embeddings = 4,
+                      .short_factor = {1.0, 1.1, 1.2, 1.3},
+                      .long_factor = {2.0, 4.0, 8.0, 16.0}};
+  const Geometry geometry = resolve_geometry({.hidden_size = 32,
+                                              .num_heads = 2,
+                                              .num_kv_heads = 1,
+                                              .head_dim = 8,
+                                              .rope_theta = 100.0,
+                                              .rope_scaling = scaling});
+  const Case test_case = generate_case(
+      geometry, {.seed = 3, .batch = 1, .seq = 7, .position_offset = 0, .decode = {.prefill = 4, .steps = {1, 2}}});
+  ASSERT_EQ(decode_call_with_other_frequencies(test_case), 0);
+  const Result exact = run_reference(test_case);
+  const Result emulated = run_emulated(test_case, Precision::fp64);
+  ASSERT_TRUE(exact.decode_out && emulated.decode_out);
+  const double scale = max_difference(*exact.decode_out, Tensor(exact.decode_out->shape));
+  EXPECT_LT(max_difference(*emulated.decode_out, *exact.decode_out), 1e-13 * scale);
+  // The full forward's first rows are another answer: the check above is not vacuous.
+  Tensor full_rows(exact.decode_out->shape);
+  const std::int64_t hidden = geometry.hidden_size();
+  std::copy_n(exact.out.values.begin(), 7 * hidden, full_rows.values.begin());
+  EXPECT_GT(max_difference(full_rows, *exact.decode_out), 1e-3 * scale);
 }
 
 }  // namespace

@@ -98,29 +98,55 @@ RopeFrequencies call_rope_frequencies(const Geometry& geometry, std::span<const 
   return rope_frequencies(geometry, positions.empty() ? 0 : *std::max_element(positions.begin(), positions.end()));
 }
 
+namespace {
+
+// The largest position of tokens [first, first + count) over every batch row.
+std::int64_t largest_of(const Inputs& inputs, std::int64_t first, std::int64_t count) {
+  std::int64_t largest = 0;
+  for (std::int64_t b = 0; b < inputs.batch; ++b) {
+    for (std::int64_t t = first; t < first + count; ++t)
+      largest = std::max(largest, inputs.positions[b * inputs.seq + t]);
+  }
+  return largest;
+}
+
+std::vector<std::int64_t> decode_calls(const DecodeSchedule& schedule) {
+  std::vector<std::int64_t> calls{schedule.prefill};
+  calls.insert(calls.end(), schedule.steps.begin(), schedule.steps.end());
+  return calls;
+}
+
+}  // namespace
+
 std::int64_t decode_call_with_other_frequencies(const Case& test_case) {
   const Geometry& geometry = test_case.geometry();
   const Inputs& inputs = test_case.inputs;
   if (geometry.rope_scaling().type != RopeScalingType::longrope || inputs.decode.empty()) return -1;
-  const auto largest_of = [&](std::int64_t first, std::int64_t count) {
-    std::int64_t largest = 0;
-    for (std::int64_t b = 0; b < inputs.batch; ++b) {
-      for (std::int64_t t = first; t < first + count; ++t) {
-        largest = std::max(largest, inputs.positions[b * inputs.seq + t]);
-      }
-    }
-    return largest;
-  };
-  const bool full_long = rope_frequencies(geometry, largest_of(0, inputs.seq)).long_factors;
-  std::vector<std::int64_t> calls{inputs.decode.prefill};
-  calls.insert(calls.end(), inputs.decode.steps.begin(), inputs.decode.steps.end());
+  const bool full_long = rope_frequencies(geometry, largest_of(inputs, 0, inputs.seq)).long_factors;
+  const std::vector<std::int64_t> calls = decode_calls(inputs.decode);
   std::int64_t start = 0;
   for (std::size_t call = 0; call < calls.size(); start += calls[call], ++call) {
-    if (rope_frequencies(geometry, largest_of(start, calls[call])).long_factors != full_long) {
+    if (rope_frequencies(geometry, largest_of(inputs, start, calls[call])).long_factors != full_long) {
       return static_cast<std::int64_t>(call);
     }
   }
   return -1;
+}
+
+std::vector<std::int64_t> decode_call_largest_positions(const Case& test_case) {
+  const Inputs& inputs = test_case.inputs;
+  if (inputs.decode.empty()) return {};
+  std::vector<std::int64_t> largest(static_cast<std::size_t>(inputs.batch * inputs.seq),
+                                    largest_of(inputs, 0, inputs.seq));
+  std::int64_t start = 0;
+  for (const std::int64_t count : decode_calls(inputs.decode)) {
+    const std::int64_t call_largest = largest_of(inputs, start, count);
+    for (std::int64_t b = 0; b < inputs.batch; ++b) {
+      std::fill_n(largest.begin() + b * inputs.seq + start, count, call_largest);
+    }
+    start += count;
+  }
+  return largest;
 }
 
 }  // namespace attncheck

@@ -55,4 +55,9 @@ RopeFrequencies call_rope_frequencies(const Geometry& geometry, std::span<const 
 // first rows (the cache holds keys rotated with the prefill's factors), as in transformers.
 std::int64_t decode_call_with_other_frequencies(const Case& test_case);
 
+// Per token (b * seq + s), the largest position of the decode call it belongs to (over every batch row
+// of that call): the prefill, then each step; tokens past the schedule get the full forward's. Empty
+// without a decode schedule.
+std::vector<std::int64_t> decode_call_largest_positions(const Case& test_case);
+
 }  // namespace attncheck
