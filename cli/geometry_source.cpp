@@ -67,6 +67,8 @@ void add_geometry_options(CLI::App& command, GeometryOptions& options) {
       command.add_option("--sliding-window", options.sliding_window, "keys each query sees, itself included")
           ->check(integer_validator()),
       command.add_flag("--non-causal", options.non_causal, "no causal mask"),
+      command.add_flag("--attention-sinks", options.attention_sinks,
+                       "a learned sink logit per query head joins each softmax (gpt-oss)"),
   };
   for (CLI::Option* option : explicit_only) option->group(flags_group)->needs(hidden);
 
@@ -99,6 +101,7 @@ GeometrySpec spec_from_flags(const GeometryOptions& options) {
   spec.softcap = options.softcap;
   spec.sliding_window = options.sliding_window;
   spec.causal = !options.non_causal;
+  spec.attention_sinks = options.attention_sinks;
   return spec;
 }
 

@@ -24,7 +24,7 @@ struct GeometryOptions {
   std::optional<double> rotary_pct, rope_theta, qk_norm_eps, query_pre_attn_scalar, softcap;
   std::string rope_style = "half-split";
   std::string qk_norm = "none";
-  bool qkv_bias = false, out_bias = false, non_causal = false;
+  bool qkv_bias = false, out_bias = false, non_causal = false, attention_sinks = false;
 };
 
 struct ResolvedGeometry {

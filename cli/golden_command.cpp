@@ -52,13 +52,14 @@ DecodeSchedule parse_decode(const std::string& text) {
 
 std::string describe_geometry(const Geometry& g) {
   return fmt::format(
-      "hidden {}, heads {}/{}, head_dim {} ({}), rotary_dim {} {} theta {}, qk_norm {}, bias {}/{}, scale {:.6g}{}{}, "
+      "hidden {}, heads {}/{}, head_dim {} ({}), rotary_dim {} {} theta {}, qk_norm {}, bias {}/{}, scale "
+      "{:.6g}{}{}{}, "
       "{}",
       g.hidden_size(), g.num_heads(), g.num_kv_heads(), g.head_dim(), to_string(g.head_dim_source()), g.rotary_dim(),
       to_string(g.rope_style()), g.rope_theta(), to_string(g.qk_norm()), g.qkv_bias(), g.out_bias(), g.scale(),
       g.softcap() ? fmt::format(", softcap {}", *g.softcap()) : "",
       g.sliding_window() ? fmt::format(", window {}", *g.sliding_window()) : "",
-      g.causal() ? "causal" : "bidirectional");
+      g.attention_sinks() ? ", attention sinks" : "", g.causal() ? "causal" : "bidirectional");
 }
 
 namespace {}  // namespace

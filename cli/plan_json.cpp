@@ -115,6 +115,7 @@ json plan_to_json(const PlanReport& report) {
       {"scale", geometry.scale()},
       {"scale_source", to_string(geometry.scale_source())},
       {"softcap", optional_value(geometry.softcap())},
+      {"attention_sinks", geometry.attention_sinks()},
       {"sliding_window", optional_value(geometry.sliding_window())},
       {"causal", geometry.causal()},
       {"qkv_bias", geometry.qkv_bias()},

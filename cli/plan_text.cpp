@@ -164,6 +164,7 @@ void write_geometry(const PlanReport& report, std::ostream& out) {
   row("qk_norm", qk_norm_line(geometry));
   row("scale", scale_line(geometry));
   row("softcap", geometry.softcap() ? format_number(*geometry.softcap()) : "none");
+  row("sinks", geometry.attention_sinks() ? "a learned sink logit per query head in each softmax (gpt-oss)" : "none");
   row("sliding_window", geometry.sliding_window() ? std::to_string(*geometry.sliding_window()) : "none");
   row("mask", geometry.causal() ? "causal, bottom-right aligned when seq_q != seq_k" : "none (bidirectional)");
   row("bias",

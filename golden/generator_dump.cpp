@@ -29,6 +29,7 @@ int main() {
       // One value per head block and 64 heads: equal blocks are certain, so the redraw rule is exercised.
       {{.hidden_size = 1, .num_heads = 64, .head_dim = 1, .rotary_dim = 0}, 5},
       {{.hidden_size = 64, .num_heads = 2, .head_dim = 16}, 42},
+      {{.hidden_size = 16, .num_heads = 8, .num_kv_heads = 2, .head_dim = 4, .attention_sinks = true}, 7},
   };
   nlohmann::json dump = {{"generator", "attncheck-splitmix64-v1"}, {"cases", nlohmann::json::array()}};
   for (const auto& c : cases) {
@@ -45,7 +46,8 @@ int main() {
                                {"head_dim", g.head_dim()},
                                {"qk_norm", std::string(to_string(g.qk_norm()))},
                                {"qkv_bias", g.qkv_bias()},
-                               {"out_bias", g.out_bias()}}},
+                               {"out_bias", g.out_bias()},
+                               {"attention_sinks", g.attention_sinks() ? 1 : 0}}},
                              {"weights", weights}});
   }
   // Inputs x and dout in each distribution (SCHEMA.md, "Input generator v1").

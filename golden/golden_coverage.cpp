@@ -67,6 +67,7 @@ Case with_spec(const Case& base, const GeometrySpec& spec) {
   Case changed = base;
   changed.plan = make_tp_plan(resolve_geometry(spec), base.plan.tp_size);
   if (spec.qk_norm == QkNorm::none) changed.weights.q_norm = changed.weights.k_norm = std::nullopt;
+  if (!spec.attention_sinks) changed.weights.sinks = std::nullopt;
   return changed;
 }
 
@@ -242,7 +243,8 @@ const std::vector<std::string>& coverage_features() {
                                                     "scale source",
                                                     "rope scaling",
                                                     "nope",
-                                                    "attention multiplier"};
+                                                    "attention multiplier",
+                                                    "sinks"};
   return features;
 }
 
@@ -395,6 +397,12 @@ std::vector<FeatureBite> golden_coverage(const Case& test_case, const StoredForm
     changed.rotary_pct.reset();
     changed.rotary_dim = g.head_dim();
     off_by_case({.feature = "nope", .claim = "rotary_dim 0 (a layer without RoPE)", .off = "RoPE over the whole head"},
+                with_spec(test_case, changed));
+  }
+  if (spec.attention_sinks) {
+    GeometrySpec changed = spec;
+    changed.attention_sinks = false;
+    off_by_case({.feature = "sinks", .claim = "a sink logit per query head", .off = "no sinks"},
                 with_spec(test_case, changed));
   }
   if (spec.attention_multiplier) {

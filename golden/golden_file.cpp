@@ -24,13 +24,14 @@ namespace {
 
 bool needs_version_2(const Geometry& geometry) {
   return geometry.rope_scaling().type != RopeScalingType::none ||
-         geometry.scale_source() == ScaleSource::attention_multiplier;
+         geometry.scale_source() == ScaleSource::attention_multiplier || geometry.attention_sinks();
 }
 
 // Schema version 2's /geometry attributes (SCHEMA.md "Schema version 2"), by name, for the checks that a
 // version-1 file holds none of them.
 constexpr std::string_view kVersion2Attributes[] = {"scale_source",
                                                     "attention_multiplier",
+                                                    "attention_sinks",
                                                     "rope_scaling",
                                                     "rope_scaling_factor",
                                                     "rope_scaling_low_freq_factor",
@@ -48,6 +49,7 @@ void write_version_2_geometry(H5::Group& group, const Geometry& geometry) {
   if (geometry.spec().attention_multiplier) {
     write_attribute(group, "attention_multiplier", *geometry.spec().attention_multiplier);
   }
+  if (geometry.attention_sinks()) write_attribute(group, "attention_sinks", std::int64_t{1});
   const RopeScaling& scaling = geometry.rope_scaling();
   write_attribute(group, "rope_scaling", std::string(to_string(scaling.type)));
   const auto optional_number = [&](const char* name, const std::optional<double>& value) {
@@ -122,6 +124,11 @@ std::string read_version_2_geometry(const H5::H5File& file, const H5::Group& gro
   };
   const std::string scale_source = required_text("scale_source");
   spec.attention_multiplier = read_double_attribute(group, "attention_multiplier", file_name);
+  if (const auto sinks = read_integer_attribute(group, "attention_sinks", file_name)) {
+    if (*sinks != 0 && *sinks != 1)
+      fail(file_name, "/geometry@attention_sinks", std::to_string(*sinks), "must be 0 or 1", "1");
+    spec.attention_sinks = *sinks == 1;
+  }
   const std::string type = required_text("rope_scaling");
   const std::optional<RopeScalingType> parsed = parse_rope_scaling_type(type);
   if (!parsed)
@@ -283,12 +290,12 @@ Parameters read_parameters(const H5::H5File& file, const std::string& group_path
     tensor = read_tensor(file, group_path + "/" + std::string(name), file_name, tensor.shape, allow_non_finite);
   });
   // A stored tensor the geometry has no use for means the file and its geometry disagree.
-  for (const char* optional_name : {"q_bias", "k_bias", "v_bias", "o_bias", "q_norm", "k_norm"}) {
+  for (const char* optional_name : {"q_bias", "k_bias", "v_bias", "o_bias", "q_norm", "k_norm", "sinks"}) {
     const std::string path = group_path + "/" + optional_name;
     bool wanted = false;
     for_each_parameter(parameters, [&](std::string_view name, const Tensor&) { wanted |= name == optional_name; });
     if (!wanted && exists(file, path)) {
-      fail(file_name, path, "present", "the geometry has no such parameter (qkv_bias/out_bias/qk_norm)",
+      fail(file_name, path, "present", "the geometry has no such parameter (qkv_bias/out_bias/qk_norm/attention_sinks)",
            "drop the dataset or fix the geometry attributes");
     }
   }

@@ -30,6 +30,7 @@ std::string describe(const CaseSpec& spec) {
       text += fmt::format(" original {}", *scaling.original_max_position_embeddings);
   }
   if (g.softcap) text += fmt::format(", softcap {}", *g.softcap);
+  if (g.attention_sinks) text += ", attention sinks";
   if (g.sliding_window) text += fmt::format(", window {}", *g.sliding_window);
   if (!g.causal) text += ", not causal";
   text += fmt::format("; tp {}; batch {}, seq {}, {}", in.tp_size, in.batch, in.seq, to_string(in.activations));

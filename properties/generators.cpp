@@ -168,10 +168,10 @@ GeometrySpec build_geometry(std::int64_t kv, std::int64_t group, std::int64_t he
   return spec;
 }
 
-// RoPE scaling and Granite's score multiplier on a built geometry: mostly neither; otherwise each
-// rope_type with parameters that bite at the generator's positions (pretraining lengths of 8 .. 4096
-// against positions up to ~1e6: llama3's band and yarn's ramp fall inside small rotary dims, longrope
-// switches factors). longrope's factor lists are one per rotated pair, so this follows the rotary choice.
+// RoPE scaling, Granite's score multiplier and gpt-oss's attention sinks on a built geometry: mostly none; otherwise
+// each rope_type with parameters that bite at the generator's positions (pretraining lengths of 8 .. 4096 against
+// positions up to ~1e6: llama3's band and yarn's ramp fall inside small rotary dims, longrope switches factors).
+// longrope's factor lists are one per rotated pair, so this follows the rotary choice.
 Gen<GeometrySpec> with_scaling(const GeometrySpec& built) {
   const Geometry resolved = resolve_geometry(built);
   const std::int64_t pairs = resolved.rotary_dim() / 2;
@@ -192,42 +192,45 @@ Gen<GeometrySpec> with_scaling(const GeometrySpec& built) {
           : weighted_one_of<std::optional<double>>(
                 {{6, gen::just(std::optional<double>())},
                  {1, gen::map(element(0.0078125, 0.25, 1.0), [](double m) { return std::optional<double>(m); })}});
-  return gen::map(gen::tuple(types, parameters, multipliers), [built](const auto& t) {
-    GeometrySpec spec = built;
-    const auto& [factor, original, high_freq_factor, variant, short_factor, long_factor] = std::get<1>(t);
-    RopeScaling& scaling = spec.rope_scaling;
-    scaling.type = std::get<0>(t);
-    switch (scaling.type) {
-      case RopeScalingType::none:
-        break;
-      case RopeScalingType::linear:
-        scaling.factor = factor;
-        break;
-      case RopeScalingType::llama3:
-        scaling.factor = factor;
-        scaling.low_freq_factor = 1.0;
-        scaling.high_freq_factor = high_freq_factor;
-        scaling.original_max_position_embeddings = original;
-        break;
-      case RopeScalingType::yarn:
-        scaling.factor = factor;
-        scaling.original_max_position_embeddings = original;
-        if (variant) {  // DeepSeek-style mscale ratio, the ramp's edges not truncated
-          scaling.mscale = 1.0;
-          scaling.mscale_all_dim = 0.707;
-          scaling.truncate = false;
+  return gen::map(
+      gen::tuple(types, parameters, multipliers, weighted_element<bool>({{5, false}, {1, true}})),
+      [built](const auto& t) {
+        GeometrySpec spec = built;
+        spec.attention_sinks = std::get<3>(t);
+        const auto& [factor, original, high_freq_factor, variant, short_factor, long_factor] = std::get<1>(t);
+        RopeScaling& scaling = spec.rope_scaling;
+        scaling.type = std::get<0>(t);
+        switch (scaling.type) {
+          case RopeScalingType::none:
+            break;
+          case RopeScalingType::linear:
+            scaling.factor = factor;
+            break;
+          case RopeScalingType::llama3:
+            scaling.factor = factor;
+            scaling.low_freq_factor = 1.0;
+            scaling.high_freq_factor = high_freq_factor;
+            scaling.original_max_position_embeddings = original;
+            break;
+          case RopeScalingType::yarn:
+            scaling.factor = factor;
+            scaling.original_max_position_embeddings = original;
+            if (variant) {  // DeepSeek-style mscale ratio, the ramp's edges not truncated
+              scaling.mscale = 1.0;
+              scaling.mscale_all_dim = 0.707;
+              scaling.truncate = false;
+            }
+            break;
+          case RopeScalingType::longrope:
+            scaling.factor = variant ? 32.0 : 1.0;  // an attention factor of sqrt(1 + ln 32 / ln original), or 1
+            scaling.original_max_position_embeddings = original;
+            scaling.short_factor = short_factor;
+            scaling.long_factor = long_factor;
+            break;
         }
-        break;
-      case RopeScalingType::longrope:
-        scaling.factor = variant ? 32.0 : 1.0;  // an attention factor of sqrt(1 + ln 32 / ln original), or 1
-        scaling.original_max_position_embeddings = original;
-        scaling.short_factor = short_factor;
-        scaling.long_factor = long_factor;
-        break;
-    }
-    spec.attention_multiplier = std::get<2>(t);
-    return spec;
-  });
+        spec.attention_multiplier = std::get<2>(t);
+        return spec;
+      });
 }
 
 Gen<GeometrySpec> geometries(const GenLimits& limits, int size) {

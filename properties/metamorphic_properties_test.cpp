@@ -112,7 +112,7 @@ RC_GTEST_PROP(Properties, RopeDependsOnlyOnPositionDifferences, ()) {
 }
 
 // Renumbering heads consistently — query heads within their KV group (q_proj rows, q_bias, o_proj
-// columns) and whole KV groups (k/v rows with their query heads) — changes nothing in out or dx.
+// columns, sinks) and whole KV groups (k/v rows with their query heads) — changes nothing in out or dx.
 RC_GTEST_PROP(Properties, PermutingHeadsConsistentlyChangesNothing, ()) {
   CaseSpec spec = *case_specs();
   spec.inputs.tp_size = 1;
@@ -140,6 +140,7 @@ RC_GTEST_PROP(Properties, PermutingHeadsConsistentlyChangesNothing, ()) {
       const std::int64_t from = kv * group + j, to = to_kv * group + within[j];
       copy_row_block(original.weights.q_proj, from, w.q_proj, to, d * hidden);
       if (w.q_bias) copy_row_block(*original.weights.q_bias, from, *w.q_bias, to, d);
+      if (w.sinks) copy_row_block(*original.weights.sinks, from, *w.sinks, to, 1);  // a head's sink moves with it
       for (std::int64_t row = 0; row < hidden; ++row) {
         std::copy_n(original.weights.o_proj.values.begin() + row * width + from * d, d,
                     w.o_proj.values.begin() + row * width + to * d);

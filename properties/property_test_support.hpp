@@ -49,6 +49,7 @@ inline void classify(const CaseSpec& spec) {
   RC_CLASSIFY(g.rope_scaling().type != RopeScalingType::none,
               std::string(to_string(g.rope_scaling().type)) + " RoPE scaling");
   RC_CLASSIFY(g.scale_source() == ScaleSource::attention_multiplier, "attention_multiplier");
+  RC_CLASSIFY(g.attention_sinks(), "attention sinks");
 }
 
 }  // namespace attncheck::properties::testing

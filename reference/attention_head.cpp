@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace attncheck::reference {
 
@@ -25,6 +26,13 @@ KeyInterval MaskSpec::visible_keys(std::int64_t query) const {
 
 ScoreSpec ScoreSpec::for_geometry(const Geometry& geometry) {
   return {.scale = geometry.scale(), .softcap = geometry.softcap()};
+}
+
+ScoreSpec ScoreSpec::with_sinks(const std::optional<Tensor>& sink_logits, std::int64_t first_head,
+                                std::int64_t count) const {
+  ScoreSpec spec = *this;
+  if (sink_logits) spec.sinks = std::span<const double>(sink_logits->values).subspan(first_head, count);
+  return spec;
 }
 
 namespace {
@@ -50,8 +58,10 @@ std::int64_t query_block_rows(std::int64_t seq_k, std::int64_t block_elements) {
 
 // Turns one row of raw dot products into probabilities over [keys.begin, keys.end) (0 elsewhere) and
 // returns the log-sum-exp. capped (optional) points at the row's first element in a buffer receiving
-// tanh(score / softcap) for the backward pass. The interval must not be empty.
-double softmax_row(Eigen::Ref<RowVector> row, const KeyInterval& keys, const ScoreSpec& score, double* capped) {
+// tanh(score / softcap) for the backward pass; sink (optional) is the head's sink logit, which joins the
+// maximum and the sum but gets no probability of its own here. The interval must not be empty.
+double softmax_row(Eigen::Ref<RowVector> row, const KeyInterval& keys, const ScoreSpec& score, double* capped,
+                   const double* sink) {
   const std::int64_t count = keys.end - keys.begin;
   row.head(keys.begin).setZero();
   row.tail(row.size() - keys.end).setZero();
@@ -62,9 +72,9 @@ double softmax_row(Eigen::Ref<RowVector> row, const KeyInterval& keys, const Sco
     if (capped != nullptr) Eigen::Map<RowVector>(capped + keys.begin, count) = visible;
     visible *= *score.softcap;
   }
-  const double maximum = visible.maxCoeff();
+  const double maximum = sink != nullptr ? std::max(visible.maxCoeff(), *sink) : visible.maxCoeff();
   visible = (visible.array() - maximum).exp().matrix();
-  const double sum = visible.sum();
+  const double sum = visible.sum() + (sink != nullptr ? std::exp(*sink - maximum) : 0.0);
   visible *= 1.0 / sum;
   return maximum + std::log(sum);
 }
@@ -107,11 +117,12 @@ void probability_block(const RowMatrix& q_stacked, const ConstMatrixRef& k, cons
   if (score.softcap) capped.resize(probabilities.rows(), k.rows());
   for (std::int64_t r = 0; r < probabilities.rows(); ++r) {
     const KeyInterval keys = mask.visible_keys(block.query(r));
-    double lse = -std::numeric_limits<double>::infinity();
+    const double* sink = score.sinks.empty() ? nullptr : &score.sinks[static_cast<std::size_t>(block.head(r))];
+    double lse = sink != nullptr ? *sink : -std::numeric_limits<double>::infinity();
     if (keys.end <= keys.begin) {
       probabilities.row(r).setZero();
     } else {
-      lse = softmax_row(probabilities.row(r), keys, score, score.softcap ? capped.row(r).data() : nullptr);
+      lse = softmax_row(probabilities.row(r), keys, score, score.softcap ? capped.row(r).data() : nullptr, sink);
     }
     if (log_sum_exp != nullptr) log_sum_exp[block.head(r) * seq_q + block.query(r)] = lse;
   }
@@ -152,7 +163,7 @@ void attention_group_forward(const ConstMatrixRef& q, const ConstMatrixRef& k, c
 
 void attention_group_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
                               const MaskSpec& mask, const ScoreSpec& score, const ConstMatrixRef& d_context,
-                              MatrixRef d_q, MatrixRef d_k, MatrixRef d_v) {
+                              MatrixRef d_q, MatrixRef d_k, MatrixRef d_v, double* d_sinks) {
   const std::int64_t seq_q = q.rows();
   const std::int64_t seq_k = k.rows();
   const std::int64_t head_dim = k.cols();
@@ -166,6 +177,8 @@ void attention_group_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, 
   RowMatrix probability_buffer(group * block_rows, seq_k);
   RowMatrix d_scores(group * block_rows, seq_k);
   RowMatrix capped;
+  // With sinks: each row's log-sum-exp ([group, seq_q]), from which its sink probability follows.
+  std::vector<double> log_sum_exp(score.sinks.empty() ? 0 : static_cast<std::size_t>(group * seq_q));
   for (std::int64_t first = 0; first < seq_q; first += block_rows) {
     const StackedRows block{.first = first, .rows = std::min(block_rows, seq_q - first), .group = group};
     const std::int64_t stacked_rows = group * block.rows;
@@ -174,7 +187,8 @@ void attention_group_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, 
     stack_heads(q, block, q_stacked);
     stack_heads(d_context, block, d_context_stacked);
     auto probabilities = probability_buffer.topRows(stacked_rows);
-    probability_block(q_stacked, k, mask, score, block, seq_q, probabilities, capped, nullptr);
+    probability_block(q_stacked, k, mask, score, block, seq_q, probabilities, capped,
+                      log_sum_exp.empty() ? nullptr : log_sum_exp.data());
     d_v.noalias() += probabilities.transpose() * d_context_stacked;
     // d_scores starts as d_probabilities = d_context v^T and is turned, row by row, into the gradient
     // of the raw dot products: softmax backward p * (dp - sum(p * dp)), the softcap's 1 - tanh^2, the
@@ -192,6 +206,12 @@ void attention_group_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, 
       const auto p = probabilities.row(r).segment(keys.begin, count);
       auto dp = row.segment(keys.begin, count);
       const double weighted = p.dot(dp);
+      if (!score.sinks.empty()) {
+        // The sink's logit z_s gets p_s * (0 - weighted): it carries no value, so its dp is 0.
+        const std::int64_t head = block.head(r);
+        const double lse = log_sum_exp[static_cast<std::size_t>(head * seq_q + block.query(r))];
+        d_sinks[head] -= std::exp(score.sinks[static_cast<std::size_t>(head)] - lse) * weighted;
+      }
       dp = (p.array() * (dp.array() - weighted)).matrix();
       if (score.softcap) {
         const auto tanh_values = capped.row(r).segment(keys.begin, count);

@@ -6,13 +6,17 @@
 //   begin = max(0, i' - window + 1) if windowed, else 0
 //   end   = min(key_length, i' + 1)  if causal,   else key_length       (and never past seq_k)
 // so the softmax runs over [begin, end) only; an empty interval gives probabilities 0, context 0
-// and log-sum-exp -inf.
+// and log-sum-exp -inf. With attention sinks (core/model/geometry.hpp) a query head's sink logit s joins
+// each of its rows' denominators: p_ij = exp(S_ij - m) / (sum_j exp(S_ij - m) + exp(s - m)), m the
+// maximum over the row and s; an empty interval then gives probabilities 0 and log-sum-exp s.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <span>
 
 #include "core/model/geometry.hpp"
+#include "core/model/tensor.hpp"
 #include "reference/eigen_types.hpp"
 
 namespace attncheck::reference {
@@ -37,7 +41,12 @@ struct MaskSpec {
 struct ScoreSpec {
   double scale = 1.0;             // scores = scale * q . k
   std::optional<double> softcap;  // scores -> softcap * tanh(scores / softcap)
+  // The sink logits of the group's query heads (entry j: the group's head j), or empty: no sinks.
+  std::span<const double> sinks;
   static ScoreSpec for_geometry(const Geometry& geometry);
+  // This spec with the sinks of local query heads [first_head, first_head + count) of `sinks` (a
+  // rank's [local heads] tensor), or unchanged when sinks is absent.
+  ScoreSpec with_sinks(const std::optional<Tensor>& sink_logits, std::int64_t first_head, std::int64_t count) const;
 };
 
 // One KV head and the query heads that read it (its GQA group; one head for MHA):
@@ -51,12 +60,13 @@ void attention_group_forward(const ConstMatrixRef& q, const ConstMatrixRef& k, c
                              const MaskSpec& mask, const ScoreSpec& score, MatrixRef context, double* log_sum_exp);
 
 // d_q is overwritten; d_k and d_v are overwritten with the gradient of the KV head, summed over the
-// group's query heads. The probabilities are recomputed block by block by the same code as the forward
-// pass (in larger blocks, so equal to the forward's up to rounding), and no seq_q x seq_k matrix is
-// ever stored.
+// group's query heads. With sinks, d_sinks ([group], not null) accumulates each head's sink gradient:
+// -sum over its rows of p_sink * sum_j p_ij dp_ij. The probabilities are recomputed block by block by the same code as
+// the forward pass (in larger blocks, so equal to the forward's up to rounding), and no seq_q x seq_k matrix is ever
+// stored.
 void attention_group_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
                               const MaskSpec& mask, const ScoreSpec& score, const ConstMatrixRef& d_context,
-                              MatrixRef d_q, MatrixRef d_k, MatrixRef d_v);
+                              MatrixRef d_q, MatrixRef d_k, MatrixRef d_v, double* d_sinks = nullptr);
 
 // The whole [seq_q, seq_k] probability matrix (0 outside each query's interval), for tests.
 RowMatrix attention_probabilities(const ConstMatrixRef& q, const ConstMatrixRef& k, const MaskSpec& mask,

@@ -125,7 +125,8 @@ struct Forward {
   Mat<S> q, k, v;            // after norm and RoPE
   std::vector<Mat<S>> p;     // probabilities per (batch, query head) [seq, seq]
   std::vector<Mat<S>> tanh;  // tanh(score / softcap) per (batch, query head), when softcapped
-  Mat<S> context;            // [tokens, query width]
+  std::vector<Eigen::Matrix<S, Eigen::Dynamic, 1>> p_sink;  // the sink's probability per row, with sinks
+  Mat<S> context;                                           // [tokens, query width]
   Mat<S> out;
 };
 
@@ -281,6 +282,10 @@ class EmulatedLayer {
         Mat<S> scores = store_(Mat<S>(q * k.transpose() * S(g_.scale())));
         Mat<S> tanh_values;
         Mat<S> p = Mat<S>::Zero(seq, seq);
+        // With sinks: the head's logit joins each row's maximum and sum (a row without keys: all on it).
+        const bool has_sink = w.sinks.has_value();
+        const S sink = has_sink ? S(w.sinks->values[h]) : S(0);
+        Eigen::Matrix<S, Eigen::Dynamic, 1> p_sink = Eigen::Matrix<S, Eigen::Dynamic, 1>::Ones(has_sink ? seq : 0);
         {
           const RoundingScope directed(rounding_, store_.precision);  // the softmax chain
           if (g_.softcap()) {
@@ -292,17 +297,20 @@ class EmulatedLayer {
             const KeyInterval keys = mask.visible_keys(i);
             if (keys.end <= keys.begin) continue;  // a query that sees no key outputs 0
             auto visible = scores.row(i).segment(keys.begin, keys.end - keys.begin);
-            const S maximum = visible.maxCoeff();
+            const S maximum = has_sink ? std::max(visible.maxCoeff(), sink) : visible.maxCoeff();
             Row<S> e = (visible.array() - maximum).exp().matrix();
             for (S& value : e) value = store_.round(value);
-            const S sum = e.sum();
+            const S sink_term = has_sink ? store_.round(std::exp(sink - maximum)) : S(0);
+            const S sum = e.sum() + sink_term;  // accumulated in S, as without a sink (no storage rounding)
             p.row(i).segment(keys.begin, keys.end - keys.begin) = e / sum;
+            if (has_sink) p_sink(i) = store_.round(sink_term / sum);
           }
           p = store_(std::move(p));
         }
         f.context.block(b * seq, h * d_, seq, d_) = store_(Mat<S>(p * f.v.block(b * seq, kv * d_, seq, d_)));
         f.p.push_back(std::move(p));
         f.tanh.push_back(std::move(tanh_values));
+        f.p_sink.push_back(std::move(p_sink));
       }
     }
     f.out = store_(Mat<S>(f.context * load<S>(w.o_proj, w.o_proj.shape[0]).transpose()));
@@ -338,6 +346,7 @@ class EmulatedLayer {
     Mat<S> d_q = Mat<S>::Zero(tokens_, g_.query_width());
     Mat<S> d_k = Mat<S>::Zero(tokens_, g_.kv_width());
     Mat<S> d_v = Mat<S>::Zero(tokens_, g_.kv_width());
+    Row<S> d_sinks = Row<S>::Zero(w.sinks ? g_.num_heads() : 0);
     std::size_t index = 0;
     for (std::int64_t b = 0; b < batch; ++b) {
       for (std::int64_t h = 0; h < g_.num_heads(); ++h, ++index) {
@@ -352,6 +361,7 @@ class EmulatedLayer {
           const RoundingScope directed(rounding_, store_.precision);  // the softmax chain's backward
           using Column = Eigen::Matrix<S, Eigen::Dynamic, 1>;
           const Column weighted = (p.array() * dp.array()).rowwise().sum().matrix();  // sum_j p_ij dp_ij
+          if (w.sinks) d_sinks(h) -= f.p_sink[index].dot(weighted);                   // the sink's dp is 0
           ds = Mat<S>(p.array() * (dp.colwise() - weighted).array());
           if (g_.softcap()) ds = Mat<S>(ds.array() * (S(1) - f.tanh[index].array().square()));
           ds = store_(Mat<S>(ds * S(g_.scale())));
@@ -381,6 +391,7 @@ class EmulatedLayer {
     projection(d_q, w.q_proj, grads.q_proj, w.q_bias, grads.q_bias);
     projection(d_k, w.k_proj, grads.k_proj, w.k_bias, grads.k_bias);
     projection(d_v, w.v_proj, grads.v_proj, w.v_bias, grads.v_bias);
+    if (w.sinks) grads.sinks = save_row<S>(store_(Mat<S>(d_sinks)).row(0));
     return Gradients{.x = save<S>(store_(std::move(dx)), c_.inputs.x.shape), .params = std::move(grads)};
   }
 

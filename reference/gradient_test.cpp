@@ -64,6 +64,26 @@ std::vector<GradientCase> gradient_cases() {
        {.hidden_size = 8, .num_heads = 4, .num_kv_heads = 2, .head_dim = 4, .rope_theta = 1e6},
        {.seed = 11, .batch = 2, .seq = 4, .activations = ActivationDistribution::outliers, .position_offset = 1000003}},
   };
+  // Attention sinks (gpt-oss): a learned logit per query head in every softmax's denominator; with
+  // padding and a window, rows whose only weight is the sink.
+  cases.push_back({"sinks_gqa_biases",
+                   {.hidden_size = 8,
+                    .num_heads = 4,
+                    .num_kv_heads = 2,
+                    .head_dim = 4,
+                    .qkv_bias = true,
+                    .out_bias = true,
+                    .attention_sinks = true},
+                   small_inputs(12, false)});
+  cases.push_back({"sinks_window_padding_softcap",
+                   {.hidden_size = 8,
+                    .num_heads = 2,
+                    .num_kv_heads = 1,
+                    .head_dim = 4,
+                    .softcap = 2.0,
+                    .sliding_window = 2,
+                    .attention_sinks = true},
+                   small_inputs(13, true)});
   for (std::uint64_t seed = 100; seed < 112; ++seed) {
     cases.push_back(
         {fmt::format("random_{}", seed), testing::random_small_geometry(seed), small_inputs(seed, seed % 2 == 0)});

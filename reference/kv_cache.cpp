@@ -58,7 +58,7 @@ RowMatrix decode_call(const Geometry& geometry, const LocalHeads& heads, const P
     const std::int64_t g = task % heads.num_kv_heads;
     const MaskSpec mask = MaskSpec::for_geometry(geometry, count, cache.length(), key_lengths[b]);
     attention_group_forward(projected.q.block(b * count, g * group_width, count, group_width), cache.keys(b, g),
-                            cache.values(b, g), mask, score,
+                            cache.values(b, g), mask, score.with_sinks(shard.sinks, g * group, group),
                             context.block(b * count, g * group_width, count, group_width), nullptr);
   }
   const ConstMatrixMap o_proj = as_matrix(shard.o_proj, shard.o_proj.shape[0]);

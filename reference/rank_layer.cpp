@@ -1,5 +1,7 @@
 #include "reference/rank_layer.hpp"
 
+#include <vector>
+
 #include "reference/parallel.hpp"
 #include "reference/qk_norm.hpp"
 #include "reference/rope.hpp"
@@ -70,11 +72,11 @@ RankForward rank_forward(const Geometry& geometry, const LocalHeads& heads, cons
     const std::int64_t g = task % heads.num_kv_heads;
     const MaskSpec mask = MaskSpec::for_geometry(geometry, seq, seq, key_lengths[b]);
     // log_sum_exp rows b * num_heads + g * group .. are the group's heads: [group, seq] as the call wants.
-    attention_group_forward(p.q.block(b * seq, g * group_width, seq, group_width),
-                            p.k.block(b * seq, g * head_dim, seq, head_dim),
-                            p.v.block(b * seq, g * head_dim, seq, head_dim), mask, score,
-                            forward.context.block(b * seq, g * group_width, seq, group_width),
-                            forward.log_sum_exp.row(b * heads.num_heads + g * group).data());
+    attention_group_forward(
+        p.q.block(b * seq, g * group_width, seq, group_width), p.k.block(b * seq, g * head_dim, seq, head_dim),
+        p.v.block(b * seq, g * head_dim, seq, head_dim), mask, score.with_sinks(shard.sinks, g * group, group),
+        forward.context.block(b * seq, g * group_width, seq, group_width),
+        forward.log_sum_exp.row(b * heads.num_heads + g * group).data());
   }
   const ConstMatrixMap o_proj = as_matrix(shard.o_proj, shard.o_proj.shape[0]);
   forward.partial_out.resize(forward.context.rows(), o_proj.rows());
@@ -107,6 +109,9 @@ RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, co
   const std::int64_t group_width = group * head_dim;
   const std::int64_t tasks = tokens.batch * heads.num_kv_heads;
   const bool parallel = worth_parallel(tasks, 5 * group * seq * seq * head_dim);
+  // Sink gradients per task ([tasks, group]), summed over batch rows in task order after the loop, so
+  // that no two threads write one value and the sum does not depend on the thread count.
+  std::vector<double> task_sinks(shard.sinks ? static_cast<std::size_t>(tasks * group) : 0, 0.0);
 #pragma omp parallel for schedule(dynamic) if (parallel)
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::int64_t b = task / heads.num_kv_heads;
@@ -114,10 +119,17 @@ RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, co
     const MaskSpec mask = MaskSpec::for_geometry(geometry, seq, seq, key_lengths[b]);
     attention_group_backward(
         p.q.block(b * seq, g * group_width, seq, group_width), p.k.block(b * seq, g * head_dim, seq, head_dim),
-        p.v.block(b * seq, g * head_dim, seq, head_dim), mask, score,
+        p.v.block(b * seq, g * head_dim, seq, head_dim), mask, score.with_sinks(shard.sinks, g * group, group),
         d_context.block(b * seq, g * group_width, seq, group_width),
         d_q.block(b * seq, g * group_width, seq, group_width), d_k.block(b * seq, g * head_dim, seq, head_dim),
-        d_v.block(b * seq, g * head_dim, seq, head_dim));
+        d_v.block(b * seq, g * head_dim, seq, head_dim), task_sinks.empty() ? nullptr : &task_sinks[task * group]);
+  }
+  if (shard.sinks) {
+    grads.sinks = Tensor(shard.sinks->shape);  // [local query heads]; head g * group + j of task (b, g)
+    for (std::int64_t task = 0; task < tasks; ++task) {
+      const std::int64_t g = task % heads.num_kv_heads;
+      for (std::int64_t j = 0; j < group; ++j) grads.sinks->values[g * group + j] += task_sinks[task * group + j];
+    }
   }
 
   // Undo RoPE (rotate back), then QK-norm, in reverse order of the forward pass.

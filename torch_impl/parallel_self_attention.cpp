@@ -65,6 +65,7 @@ ParallelSelfAttention::ParallelSelfAttention(const TpPlan& plan, int rank, const
     q_norm_ = to_torch(*shard.q_norm, tensor_options_).requires_grad_(true);
     k_norm_ = to_torch(*shard.k_norm, tensor_options_).requires_grad_(true);
   }
+  if (shard.sinks) sinks_ = to_torch(*shard.sinks, tensor_options_).requires_grad_(true);
   // The angles' frequencies in float64 exactly as golden/SCHEMA.md (core/model/rope_frequencies.hpp): a
   // 1-ulp difference here costs up to 1e5 ulps at positions near 1e5. longrope has two sets, chosen per
   // call from its largest position (rotate()); the others one.
@@ -139,6 +140,7 @@ torch::Tensor ParallelSelfAttention::attend(const torch::Tensor& q, const torch:
   const torch::Tensor has_key = visible.any(-1, /*keepdim=*/true);  // [batch, 1, seq_q, 1]
   if (options_.path == AttentionPath::sdpa) {
     if (g.softcap()) throw TorchUnsupported("softcap: scaled_dot_product_attention has none");
+    if (sinks_.defined()) throw TorchUnsupported("attention sinks: scaled_dot_product_attention has none");
     if (!has_key.all().item<bool>()) {
       throw TorchUnsupported("a query that sees no key: scaled_dot_product_attention leaves that row undefined");
     }
@@ -163,7 +165,17 @@ torch::Tensor ParallelSelfAttention::attend(const torch::Tensor& q, const torch:
   // A query that sees no key outputs 0 (core/model/case.hpp): its row is made finite before the softmax so
   // that no NaN reaches the backward pass, then zeroed.
   scores = torch::where(has_key, scores, torch::zeros_like(scores));
-  const torch::Tensor probabilities = torch::where(has_key, torch::softmax(scores, -1), torch::zeros_like(scores));
+  torch::Tensor probabilities;
+  if (sinks_.defined()) {
+    // gpt-oss's form: each head's sink logit is one more column of the softmax, dropped afterwards.
+    const torch::Tensor sink_column =
+        sinks_.view({1, num_heads_, 1, 1}).expand({scores.size(0), num_heads_, scores.size(2), 1});
+    const torch::Tensor with_sink = torch::softmax(torch::cat({scores, sink_column}, -1), -1);
+    probabilities = with_sink.narrow(-1, 0, scores.size(-1));
+  } else {
+    probabilities = torch::softmax(scores, -1);
+  }
+  probabilities = torch::where(has_key, probabilities, torch::zeros_like(scores));
   return torch::matmul(probabilities, values);
 }
 
@@ -210,6 +222,7 @@ Parameters ParallelSelfAttention::shard_gradients() const {
     shard.q_norm = gradient(q_norm_);
     shard.k_norm = gradient(k_norm_);
   }
+  if (sinks_.defined()) shard.sinks = gradient(sinks_);
   return shard;
 }
 

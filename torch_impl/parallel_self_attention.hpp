@@ -61,6 +61,7 @@ class ParallelSelfAttention {
   torch::Tensor qkv_bias_;          // [query_hidden_size + 2 kv_hidden_size] or undefined
   torch::Tensor dense_weight_;      // [hidden, query_hidden_size]
   torch::Tensor q_norm_, k_norm_;   // [head_dim] or undefined
+  torch::Tensor sinks_;             // [local query heads] sink logits, or undefined
   torch::Tensor inv_freq_;          // [rotary_dim / 2] float64, as SCHEMA.md (longrope: its short factors)
   torch::Tensor long_inv_freq_;     // longrope only: with its long factors; undefined otherwise
   double attention_factor_ = 1.0;   // the RoPE scaling's, on cos and sin (yarn, longrope)

@@ -300,8 +300,8 @@ std::int64_t CompareReport::failed_count() const {
 }
 
 std::string declined_part_problem(std::string_view part, std::string_view reason) {
-  static constexpr std::string_view kWeights[] = {"q_proj", "k_proj", "v_proj", "o_proj", "q_bias",
-                                                  "k_bias", "v_bias", "o_bias", "q_norm", "k_norm"};
+  static constexpr std::string_view kWeights[] = {"q_proj", "k_proj", "v_proj", "o_proj", "q_bias", "k_bias",
+                                                  "v_bias", "o_bias", "q_norm", "k_norm", "sinks"};
   const auto is_weight = [](std::string_view name) {
     return std::find(std::begin(kWeights), std::end(kWeights), name) != std::end(kWeights);
   };

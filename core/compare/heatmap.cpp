@@ -67,7 +67,9 @@ HeatmapAxis channel_columns(std::int64_t extent, std::string title = "hidden cha
 
 // The head a parameter's lines belong to ("query head" or "KV head"); empty for one without lines.
 std::string head_kind(const std::string& parameter) {
-  if (parameter == "q_proj" || parameter == "o_proj" || parameter == "q_bias") return "query head";
+  if (parameter == "q_proj" || parameter == "o_proj" || parameter == "q_bias" || parameter == "sinks") {
+    return "query head";
+  }
   if (parameter == "k_proj" || parameter == "v_proj" || parameter == "k_bias" || parameter == "v_bias") {
     return "KV head";
   }
@@ -107,6 +109,13 @@ Layout layout_of(const Case& test_case, const std::string& name, const Shape& sh
             .columns = sketched ? sketch_columns() : channel_columns(transposed ? shape[0] : shape[1]),
             .place = [width, transposed](std::int64_t flat) {
               return transposed ? Placement{flat % width, flat / width} : Placement{flat / width, flat % width};
+            }};
+  }
+  if (parameter == "sinks" && shape.size() == 1) {  // one logit per query head
+    return {.rows = {.title = heads, .extent = shape[0], .group = 1, .group_name = heads, .unit = heads},
+            .columns = channel_columns(1, "the head's sink logit"),
+            .place = [](std::int64_t flat) {
+              return Placement{flat, 0};
             }};
   }
   if (!heads.empty() && shape.size() == 1 && head_dim > 0 && shape[0] % head_dim == 0) {  // q/k/v_bias
@@ -284,7 +293,7 @@ Heatmap rank_heatmap(const Case& test_case, const RankGroup& group, const NamedT
       place = [rank](std::int64_t flat) { return Placement{flat, rank}; };
     } else {
       const IndexRange lines = held_lines(holdings[rank], group.parameter).value();
-      const std::int64_t head_dim = g.head_dim();
+      const std::int64_t head_dim = group.parameter == "sinks" ? 1 : g.head_dim();  // a sink line is a head
       place = [=](std::int64_t flat) {
         const std::int64_t line = columns_are_lines ? flat % width : flat / width;
         return Placement{(lines.begin + line) / head_dim, rank};

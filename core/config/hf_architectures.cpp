@@ -23,6 +23,7 @@ struct Family {
   HfBiasRule bias_rule = HfBiasRule::attention_bias;
   RopeStyle rope_style = RopeStyle::half_split;
   std::string_view not_modelled;
+  bool attention_sinks = false;
 };
 
 const std::vector<Family>& families() {
@@ -139,6 +140,22 @@ const std::vector<Family>& families() {
        {{"n_layer", 28}, {"n_positions", 2048}, {"rotary_dim", 64}, {"rope_theta", 10000.0}},
        HfBiasRule::none,
        RopeStyle::interleaved},
+      // GptOssConfig: layer_types alternate sliding (even layers) and full (odd) when the file has none;
+      // q/k/v/o biases; yarn RoPE; every attention layer has its sinks (GptOssAttention.sinks).
+      {HfFamily::gpt_oss,
+       "gpt-oss",
+       QkNorm::none,
+       {{"num_hidden_layers", 36},
+        {"num_attention_heads", 64},
+        {"num_key_value_heads", 8},
+        {"head_dim", 64},
+        {"sliding_window", 128},
+        {"rope_theta", 150000.0},
+        {"attention_bias", true}},
+       HfBiasRule::attention_bias,
+       RopeStyle::half_split,
+       "",
+       true},
   };
   return table;
 }
@@ -155,7 +172,7 @@ struct ModelType {
   HfFamily family;
 };
 
-constexpr std::array<ModelType, 16> kModelTypes = {{{"llama", HfFamily::llama},
+constexpr std::array<ModelType, 17> kModelTypes = {{{"llama", HfFamily::llama},
                                                     {"mistral", HfFamily::mistral},
                                                     {"qwen2", HfFamily::qwen2},
                                                     {"qwen2_moe", HfFamily::qwen2},
@@ -170,7 +187,8 @@ constexpr std::array<ModelType, 16> kModelTypes = {{{"llama", HfFamily::llama},
                                                     {"olmo2", HfFamily::olmo2},
                                                     {"granite", HfFamily::granite},
                                                     {"smollm3", HfFamily::smollm3},
-                                                    {"gptj", HfFamily::gptj}}};
+                                                    {"gptj", HfFamily::gptj},
+                                                    {"gpt_oss", HfFamily::gpt_oss}}};
 
 }  // namespace
 
@@ -182,8 +200,8 @@ std::optional<HfArchitecture> hf_architecture(std::string_view model_type) {
   for (const ModelType& entry : kModelTypes) {
     if (entry.model_type != model_type) continue;
     const Family& family = family_entry(entry.family);
-    return HfArchitecture{family.family,    family.name,       family.qk_norm,
-                          family.bias_rule, family.rope_style, family.not_modelled};
+    return HfArchitecture{family.family,     family.name,         family.qk_norm,        family.bias_rule,
+                          family.rope_style, family.not_modelled, family.attention_sinks};
   }
   return std::nullopt;
 }

@@ -28,7 +28,8 @@ enum class HfFamily {
   olmo2,
   granite,
   smollm3,
-  gptj
+  gptj,
+  gpt_oss
 };
 
 // Which projections carry a bias: attention_bias for all four (its default in defaults()); Qwen2's q, k
@@ -44,6 +45,7 @@ struct HfArchitecture {
   // What its attention does that attncheck cannot express yet (empty: nothing): `plan` shows the layer
   // and says this; golden files and checks are refused with it.
   std::string_view not_modelled;
+  bool attention_sinks = false;  // a learned sink logit per query head (gpt-oss)
   // transformers' defaults for omitted keys, as a JSON object (keys as in config.json).
   const nlohmann::json& defaults() const;
 };

@@ -40,7 +40,8 @@ LayerKind layer_kind(ConfigReader& reader, HfFamily family, std::int64_t layer) 
   }
   switch (family) {
     case HfFamily::gemma2:
-      // Gemma2Config: sliding unless (i + 1) % 2 == 0, i.e. even layers slide.
+    case HfFamily::gpt_oss:
+      // Gemma2Config, GptOssConfig: sliding unless (i + 1) % 2 == 0, i.e. even layers slide.
       return (layer + 1) % 2 != 0 ? LayerKind::sliding : LayerKind::full;
     case HfFamily::gemma3: {
       // transformers: layer i is sliding unless (i + 1) % pattern == 0.
@@ -392,6 +393,7 @@ ImportedConfig import_hf_config_text(const std::string& text, const std::string&
   spec.softcap = reader.number("attn_logit_softcapping");
   spec.rope_style = architecture->rope_style;
   spec.causal = true;
+  spec.attention_sinks = architecture->attention_sinks;
   if (!architecture->not_modelled.empty()) imported.not_modelled.emplace_back(architecture->not_modelled);
   reader.finish();
   return imported;

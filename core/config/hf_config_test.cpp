@@ -58,6 +58,7 @@ TEST(HfConfig, EveryOfficialConfigImportsWithTheRightHeadDim) {
       {"ibm-granite__granite-3.3-8b-instruct.json", 4096, 32, 8, 128, HeadDimSource::derived},
       {"HuggingFaceTB__SmolLM3-3B.json", 2048, 16, 4, 128, HeadDimSource::derived},
       {"EleutherAI__gpt-j-6b.json", 4096, 16, 16, 256, HeadDimSource::derived},
+      {"openai__gpt-oss-20b.json", 2880, 64, 8, 64, HeadDimSource::explicit_value},
   };
   // DeepSeek-V3 is refused (HfConfig.DeepSeekV3IsRefusedAsLatentAttention); every other file is here.
   std::size_t files_in_folder = 0;
@@ -199,6 +200,31 @@ TEST(HfConfig, GptJRotatesInterleavedPairsOfItsFirst64Channels) {
   EXPECT_FALSE(geometry.qkv_bias());
   EXPECT_FALSE(geometry.out_bias());
   EXPECT_EQ(geometry.rope_theta(), 10000.0);
+}
+
+// hidden 2880 / 64 heads would be 45: head_dim 64 is stated. Sinks on every layer, layers alternate
+// sliding (window 128) and full, q/k/v/o biases, yarn x32 over 4096 with truncate false.
+TEST(HfConfig, GptOssHasSinksBiasesYarnAndAlternatingLayers) {
+  const ImportedConfig sliding = import_hf_config_file(config_path("openai__gpt-oss-20b.json"), {.layer = 0});
+  const ImportedConfig full = import_hf_config_file(config_path("openai__gpt-oss-20b.json"), {.layer = 1});
+  for (const ImportedConfig* imported : {&sliding, &full}) {
+    const Geometry geometry = resolve_geometry(imported->spec);
+    EXPECT_TRUE(geometry.attention_sinks());
+    EXPECT_TRUE(geometry.qkv_bias());
+    EXPECT_TRUE(geometry.out_bias());
+    EXPECT_EQ(geometry.query_width(), 4096);
+    EXPECT_EQ(geometry.quotient_head_dim(), 45);
+    EXPECT_EQ(geometry.rope_theta(), 150000.0);
+    const RopeScaling& scaling = geometry.rope_scaling();
+    EXPECT_EQ(scaling.type, RopeScalingType::yarn);
+    EXPECT_EQ(scaling.factor, 32.0);
+    EXPECT_EQ(scaling.original_max_position_embeddings, 4096);
+    EXPECT_FALSE(scaling.truncate);
+  }
+  EXPECT_EQ(sliding.spec.sliding_window, 128);
+  EXPECT_NE(sliding.layer_kind.find("sliding_attention"), std::string::npos) << sliding.layer_kind;
+  EXPECT_FALSE(full.spec.sliding_window.has_value());
+  EXPECT_NE(full.layer_kind.find("full_attention"), std::string::npos) << full.layer_kind;
 }
 
 TEST(HfConfig, DeepSeekV3IsRefusedAsLatentAttention) {

@@ -181,6 +181,8 @@ Parameters generate_weights(const Geometry& geometry, std::uint64_t seed) {
     weights.q_norm = small_vector("q_norm", head_dim, base, -7, seed);
     weights.k_norm = small_vector("k_norm", head_dim, base, -7, seed);
   }
+  // Sink logits within 4 on a 1/8 grid: as large as the scores, so the sink takes a real share.
+  if (geometry.attention_sinks()) weights.sinks = small_vector("sinks", geometry.num_heads(), 0.0, -3, seed);
   return weights;
 }
 

@@ -49,6 +49,10 @@ struct GeometrySpec {
   std::optional<double> softcap;                // scores -> softcap * tanh(scores / softcap)
   std::optional<std::int64_t> sliding_window;   // query i sees keys j with i - window < j (<= i if causal)
   bool causal = true;                           // bottom-right aligned when seq_q != seq_k
+  // A learned logit s_h per query head that joins each softmax's denominator without a value (gpt-oss):
+  // p_ij = exp(S_ij - m) / (sum_j exp(S_ij - m) + exp(s_h - m)), m the maximum over the row and s_h.
+  // s_h is neither scaled nor capped; a query that sees no key puts all its weight on the sink (context 0).
+  bool attention_sinks = false;
 
   friend bool operator==(const GeometrySpec&, const GeometrySpec&) = default;
 };
@@ -96,6 +100,7 @@ class Geometry {
   std::optional<double> softcap() const { return spec_.softcap; }
   std::optional<std::int64_t> sliding_window() const { return spec_.sliding_window; }
   bool causal() const { return spec_.causal; }
+  bool attention_sinks() const { return spec_.attention_sinks; }
 
   friend bool operator==(const Geometry& a, const Geometry& b) { return a.spec_ == b.spec_; }
 

@@ -29,6 +29,7 @@ std::vector<std::pair<std::string, Shape>> expected_shapes(const Geometry& geome
     shapes.push_back({"q_norm", {geometry.head_dim()}});
     shapes.push_back({"k_norm", {geometry.head_dim()}});
   }
+  if (geometry.attention_sinks()) shapes.push_back({"sinks", {widths.num_heads}});
   return shapes;
 }
 
@@ -41,13 +42,14 @@ auto optional_slot(ParametersT& parameters, const std::string& name) -> decltype
   if (name == "o_bias") return &parameters.o_bias;
   if (name == "q_norm") return &parameters.q_norm;
   if (name == "k_norm") return &parameters.k_norm;
+  if (name == "sinks") return &parameters.sinks;
   return nullptr;
 }
 
 }  // namespace
 
 ParameterWidths full_widths(const Geometry& geometry) {
-  return {.query_width = geometry.query_width(), .kv_width = geometry.kv_width()};
+  return {.query_width = geometry.query_width(), .kv_width = geometry.kv_width(), .num_heads = geometry.num_heads()};
 }
 
 Parameters zero_parameters(const Geometry& geometry, ParameterWidths widths) {
@@ -91,7 +93,8 @@ void check_parameters(const Parameters& parameters, const Geometry& geometry, Pa
     const std::string field = prefix + std::string(name);
     const Shape* shape = find_expected(name);
     if (shape == nullptr) {
-      violations.add(field, "present", "the geometry has no such parameter (qkv_bias/out_bias/qk_norm off)",
+      violations.add(field, "present",
+                     "the geometry has no such parameter (qkv_bias/out_bias/qk_norm/attention_sinks off)",
                      "drop the tensor or enable the matching geometry option");
       return;
     }

@@ -9,6 +9,8 @@
 //   q_bias [query_width], k_bias/v_bias [kv_width]   present iff geometry.qkv_bias()
 //   o_bias [hidden_size]                             present iff geometry.out_bias()
 //   q_norm, k_norm [head_dim]                        present iff geometry.qk_norm() != none
+//   sinks [num_heads]                                present iff geometry.attention_sinks(): entry h is
+//                                                    query head h's sink logit (a rank: its own heads')
 #pragma once
 
 #include <optional>
@@ -33,6 +35,7 @@ struct Parameters {
   std::optional<Tensor> o_bias;
   std::optional<Tensor> q_norm;
   std::optional<Tensor> k_norm;
+  std::optional<Tensor> sinks;
 
   friend bool operator==(const Parameters&, const Parameters&) = default;
 };
@@ -51,12 +54,14 @@ void for_each_parameter(ParametersT& parameters, Fn&& fn) {
   if (parameters.o_bias) fn(std::string_view("o_bias"), *parameters.o_bias);
   if (parameters.q_norm) fn(std::string_view("q_norm"), *parameters.q_norm);
   if (parameters.k_norm) fn(std::string_view("k_norm"), *parameters.k_norm);
+  if (parameters.sinks) fn(std::string_view("sinks"), *parameters.sinks);
 }
 
 // Local widths of a (possibly sharded) parameter set: the whole layer, or one TP rank's part of it.
 struct ParameterWidths {
   std::int64_t query_width = 0;  // q_proj rows, o_proj columns
   std::int64_t kv_width = 0;     // k_proj and v_proj rows
+  std::int64_t num_heads = 0;    // query heads (sinks entries): query_width / head_dim
 };
 ParameterWidths full_widths(const Geometry& geometry);
 

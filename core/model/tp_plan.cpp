@@ -15,6 +15,7 @@ ParamCount TpPlan::total_params_over_ranks() const {
     sum.o_proj_weight += rank.params.o_proj_weight;
     sum.o_proj_bias += rank.params.o_proj_bias;
     sum.qk_norm += rank.params.qk_norm;
+    sum.sinks += rank.params.sinks;
   }
   return sum;
 }
@@ -63,6 +64,7 @@ ParamCount params_for(const Geometry& geometry, std::int64_t qkv_rows, std::int6
   params.o_proj_weight = geometry.hidden_size() * query_width;
   params.o_proj_bias = geometry.out_bias() ? geometry.hidden_size() : 0;
   params.qk_norm = geometry.qk_norm() == QkNorm::none ? 0 : 2 * geometry.head_dim();
+  params.sinks = geometry.attention_sinks() ? query_width / geometry.head_dim() : 0;
   return params;
 }
 

@@ -31,7 +31,8 @@ struct ParamCount {
   std::int64_t o_proj_weight = 0;  // [hidden_size, query_width]
   std::int64_t o_proj_bias = 0;    // [hidden_size]
   std::int64_t qk_norm = 0;        // q_norm and k_norm, [head_dim] each
-  std::int64_t total() const { return qkv_weight + qkv_bias + o_proj_weight + o_proj_bias + qk_norm; }
+  std::int64_t sinks = 0;          // attention sinks, one per (local) query head
+  std::int64_t total() const { return qkv_weight + qkv_bias + o_proj_weight + o_proj_bias + qk_norm + sinks; }
   friend bool operator==(const ParamCount&, const ParamCount&) = default;
 };
 

@@ -132,6 +132,7 @@ std::optional<IndexRange> held_lines(const RankHoldings& holdings, std::string_v
   if (name == "k_proj" || name == "k_bias") return holdings.k_proj_rows;
   if (name == "v_proj" || name == "v_bias") return holdings.v_proj_rows;
   if (name == "o_proj") return holdings.o_proj_columns;
+  if (name == "sinks") return holdings.q_heads;  // a sink belongs to the rank that computes its query head
   if (name == "o_bias" || name == "q_norm" || name == "k_norm") return std::nullopt;
   throw std::invalid_argument(fmt::format("held_lines: '{}' is no parameter", name));
 }
@@ -147,6 +148,7 @@ Parameters held_parameters(const Geometry& geometry, const RankHoldings& holding
   if (parameters.q_bias) parameters.q_bias = Tensor({holdings.q_proj_rows.size()});
   if (parameters.k_bias) parameters.k_bias = Tensor({holdings.k_proj_rows.size()});
   if (parameters.v_bias) parameters.v_bias = Tensor({holdings.v_proj_rows.size()});
+  if (parameters.sinks) parameters.sinks = Tensor({holdings.q_heads.size()});
   return parameters;
 }
 

@@ -74,6 +74,7 @@ void put_head_slices(Parameters& full, const Parameters& rank, const RankPlan& p
   if (full.q_bias) rows(*full.q_bias, plan.q_proj_rows, *rank.q_bias);
   if (full.k_bias) rows(*full.k_bias, plan.kv_proj_rows, *rank.k_bias);
   if (full.v_bias) rows(*full.v_bias, plan.kv_proj_rows, *rank.v_bias);
+  if (full.sinks) rows(*full.sinks, plan.q_heads, *rank.sinks);  // one per query head, sharded with it
   put == Put::add ? add_columns(full.o_proj, plan.o_proj_columns, rank.o_proj)
                   : copy_columns(full.o_proj, plan.o_proj_columns, rank.o_proj);
 }
@@ -91,7 +92,7 @@ void check_rank_count(const std::vector<Parameters>& rank_partials, const TpPlan
 }  // namespace
 
 ParameterWidths rank_widths(const RankPlan& rank) {
-  return {.query_width = rank.query_width, .kv_width = rank.kv_width};
+  return {.query_width = rank.query_width, .kv_width = rank.kv_width, .num_heads = rank.q_heads.size()};
 }
 
 Parameters shard_parameters(const Parameters& full, const TpPlan& plan, int rank) {
@@ -104,6 +105,7 @@ Parameters shard_parameters(const Parameters& full, const TpPlan& plan, int rank
   if (full.q_bias) shard.q_bias = slice_rows(*full.q_bias, rank_plan.q_proj_rows);
   if (full.k_bias) shard.k_bias = slice_rows(*full.k_bias, rank_plan.kv_proj_rows);
   if (full.v_bias) shard.v_bias = slice_rows(*full.v_bias, rank_plan.kv_proj_rows);
+  if (full.sinks) shard.sinks = slice_rows(*full.sinks, rank_plan.q_heads);
   shard.o_bias = full.o_bias;
   shard.q_norm = full.q_norm;
   shard.k_norm = full.k_norm;

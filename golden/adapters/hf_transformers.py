@@ -19,7 +19,8 @@ transformers upcasts to float32 in RMSNorm, softmax and RoPE on purpose (for bf1
 float64 run those casts would throw away half the digits, so Float64Everywhere turns every float32
 request into float64 while the module runs, and refuses any float32 tensor that still appears.
 
-Architecture for a geometry (--arch auto), the first that applies: QK-norm `rms` -> Qwen3Attention;
+Architecture for a geometry (--arch auto), the first that applies: attention sinks -> GptOssAttention
+(its eager path: the sink as one more softmax column); QK-norm `rms` -> Qwen3Attention;
 `rms-one-plus` -> Gemma3Attention; softcap -> Gemma2Attention (sliding or full layer as the golden's
 window says); attention_multiplier -> GraniteAttention; rotary_dim 0 -> SmolLM3Attention as a NoPE
 layer; interleaved RoPE -> GPTJAttention; longrope -> Phi3Attention (fused qkv_proj, per-call choice of
@@ -87,13 +88,15 @@ def float64_everywhere():
 # ---------------------------------------------------------------------------------------------
 # transformers' module for a geometry
 
-ARCHITECTURES = ["qwen3", "gemma3", "gemma2", "llama", "gpt-neox", "phi3", "granite", "smollm3", "gptj"]
+ARCHITECTURES = ["qwen3", "gemma3", "gemma2", "llama", "gpt-neox", "phi3", "granite", "smollm3", "gptj", "gpt-oss"]
 
 
 def choose_architecture(geometry):
     """The transformers module whose features are the geometry's: the first rule that applies wins."""
     rotary_dim, head_dim = geometry["rotary_dim"], attncheck.resolved_head_dim(geometry)
     scaling = geometry.get("rope_scaling", "none")
+    if geometry.get("attention_sinks", 0):
+        return "gpt-oss"
     if geometry["qk_norm"] == "rms":
         return "qwen3"
     if geometry["qk_norm"] == "rms-one-plus":
@@ -123,6 +126,10 @@ def check_expressible(architecture, case, attn_implementation):
     geometry = case.geometry
     problems = []
     scaling = geometry.get("rope_scaling", "none")
+    if geometry.get("attention_sinks", 0) and architecture != "gpt-oss":
+        problems.append(f"attention sinks (only GptOssAttention has them, not {architecture})")
+    if architecture == "gpt-oss" and not geometry.get("attention_sinks", 0):
+        problems.append("no attention sinks (GptOssAttention always has them)")
     if scaling != "none" and architecture in ("gpt-neox", "gptj"):
         problems.append(f"RoPE scaling '{scaling}' (the {architecture} module has a fixed sinusoid table)")
     if scaling == "longrope" and architecture != "phi3":
@@ -150,9 +157,17 @@ def check_expressible(architecture, case, attn_implementation):
         if head_dim * geometry["num_attention_heads"] != geometry["hidden_size"]:
             problems.append(f"head_dim {head_dim} x {geometry['num_attention_heads']} heads != hidden_size "
                             f"{geometry['hidden_size']} (GPT-J derives head_dim = hidden / heads)")
+        if float(geometry["rope_theta"]) != 10000.0:
+            # Found by `attncheck fuzz --impl exec:'... --worker'`: create_sinusoidal_positions has 10000 built in.
+            problems.append(f"rope_theta {geometry['rope_theta']} (GPT-J's sinusoid table has base 10000 built in)")
     elif geometry["rope_style"] != "half-split":
         problems.append(f"rope_style '{geometry['rope_style']}' (transformers' rotate_half is half-split)")
     if architecture == "phi3":
+        if scaling not in ("none", "longrope"):
+            # Found by `attncheck fuzz --impl exec:'... --worker'`: Phi3Config renames rope_type yarn (and su)
+            # to longrope, so its rotary embedding cannot be built with yarn, llama3 or linear scaling.
+            problems.append(f"RoPE scaling '{scaling}' with partial RoPE (the module that rotates part of the "
+                            "head is Phi-3's, whose config reads yarn as longrope)")
         if geometry["qkv_bias"] or geometry["out_bias"]:
             problems.append("biases (Phi-3's qkv_proj and o_proj have none)")
         if head_dim * geometry["num_attention_heads"] != geometry["hidden_size"]:
@@ -164,6 +179,14 @@ def check_expressible(architecture, case, attn_implementation):
         problems.append("causal = 0 (these decoder modules are causal)")
     if "softcap" in geometry and architecture != "gemma2":
         problems.append(f"softcap (only Gemma 2's module has attn_logit_softcapping here, not {architecture})")
+    if architecture == "gemma3" and scaling == "yarn" and not geometry.get("rope_scaling_truncate", 1):
+        # Found by `attncheck fuzz --impl exec:'... --worker'`: _compute_yarn_parameters reads truncate from
+        # config.rope_parameters, which for Gemma 3 is the per-layer-type dict, so truncate false is lost and
+        # the ramp's edges are floored and ceiled anyway (transformers 5.24.0, modeling_rope_utils.py).
+        problems.append("yarn with truncate false in Gemma 3's per-layer-type rope_parameters (transformers reads "
+                        "truncate from the outer dict and truncates anyway: a transformers bug attncheck found)")
+    if "softcap" in geometry and architecture == "gpt-oss":
+        problems.append("softcap (GptOssAttention has none)")
     if "sliding_window" in geometry and architecture in ("llama", "gpt-neox", "granite", "gptj", "smollm3"):
         problems.append(f"sliding_window (the {architecture} module has none)")
     if architecture == "gpt-neox":
@@ -262,10 +285,10 @@ def _build_module(architecture, geometry, positions, attn_implementation):
         # factor is the golden's (transformers would otherwise derive it from max_position_embeddings).
         common["max_position_embeddings"] = max(common["max_position_embeddings"],
                                                 int(geometry.get("rope_scaling_original_max_position_embeddings", 0)))
+        original = geometry.get("rope_scaling_original_max_position_embeddings")
         config = transformers.Phi3Config(**common, **grouped, rope_parameters=rope,
-                                         original_max_position_embeddings=geometry.get(
-                                             "rope_scaling_original_max_position_embeddings"),
-                                         sliding_window=geometry.get("sliding_window"))
+                                         sliding_window=geometry.get("sliding_window"),
+                                         **({"original_max_position_embeddings": int(original)} if original else {}))
         modeling = models.phi3.modeling_phi3
         attention, rotary = modeling.Phi3Attention(config, 0), modeling.Phi3RotaryEmbedding(config)
     else:
@@ -290,6 +313,12 @@ def _build_module(architecture, geometry, positions, attn_implementation):
                 attn_logit_softcapping=geometry.get("softcap"), final_logit_softcapping=None, rope_parameters=rope)
             modeling = models.gemma2.modeling_gemma2
             attention, rotary = modeling.Gemma2Attention(config, 0), modeling.Gemma2RotaryEmbedding(config)
+        elif architecture == "gpt-oss":
+            config = transformers.GptOssConfig(**common, rope_parameters=rope, layer_types=[layer_type],
+                                               sliding_window=geometry.get("sliding_window"), num_local_experts=1,
+                                               num_experts_per_tok=1)
+            modeling = models.gpt_oss.modeling_gpt_oss
+            attention, rotary = modeling.GptOssAttention(config, 0), modeling.GptOssRotaryEmbedding(config)
         elif architecture == "granite":
             config = transformers.GraniteConfig(**common, rope_parameters=rope,
                                                 attention_multiplier=float(geometry["attention_multiplier"]))
@@ -352,7 +381,7 @@ def use_schema_frequencies(rotary, geometry):
     ~1e6) a 1-ulp difference moves an angle by ~1e-11 relative, which heavy-tailed activations carry
     into gradients as ~1e5 ulps, beyond fp64 tolerance for a reason that is not a bug (measured on
     small_softcap_padding.h5: 1.4e5 ulps with transformers' rounding, 3.8 with SCHEMA's). So the check
-    is that the frequencies are the same function (4 ulps; scaled ones too), and the golden's rounding
+    is that the frequencies are the same function (4 ulps, scaled ones too; llama3: 4 x factor, below), and the golden's rounding
     is used. longrope has two sets: the short factors (transformers' original_inv_freq, used by a call
     whose positions stay within original_max_position_embeddings) and the long ones (its long_inv_freq,
     computed on first use); both are checked and replaced, and transformers' own per-call choice between
@@ -362,6 +391,10 @@ def use_schema_frequencies(rotary, geometry):
 
     rotary_dim, theta = geometry["rotary_dim"], float(geometry["rope_theta"])
     scaling = geometry.get("rope_scaling", "none")
+    # llama3's smooth band, s = original / wavelength - low_freq_factor, turns the bases' 1-ulp difference
+    # into up to (factor - 1) ulps of the blended frequency (near the band's low edge, where the blend is
+    # base / factor plus s·base·(1 - 1/factor)); found by fuzzing the worker: 7 ulps at factor 8.
+    ulps = 4 * (float(geometry["rope_scaling_factor"]) if scaling == "llama3" else 1.0)
     short = torch.from_numpy(attncheck.case.rope_inverse_frequencies(geometry, 0))
     replacements = {"inv_freq": short, "original_inv_freq": short}
     if scaling == "longrope":
@@ -380,7 +413,7 @@ def use_schema_frequencies(rotary, geometry):
         if key is None:
             continue
         schema = replacements["original_inv_freq" if layer.endswith("original_inv_freq") else "inv_freq"]
-        if not within_ulps(buffer, schema, 4):
+        if not within_ulps(buffer, schema, ulps):
             raise BadInput(f"transformers' RoPE frequencies ({name}, {list(buffer.shape)}) are not the golden's "
                            f"({scaling} RoPE, rotary_dim {rotary_dim}, theta {theta}): the module reads the "
                            "geometry differently")
@@ -477,7 +510,8 @@ def load_weights(architecture, attention, weights):
         output = "out_proj.weight" if architecture == "gptj" else "o_proj.weight"  # GPT-J's name for o_proj
         names = {"q_proj": "q_proj.weight", "k_proj": "k_proj.weight", "v_proj": "v_proj.weight",
                  "o_proj": output, "q_bias": "q_proj.bias", "k_bias": "k_proj.bias",
-                 "v_bias": "v_proj.bias", "o_bias": "o_proj.bias", "q_norm": "q_norm.weight", "k_norm": "k_norm.weight"}
+                 "v_bias": "v_proj.bias", "o_bias": "o_proj.bias", "q_norm": "q_norm.weight", "k_norm": "k_norm.weight",
+                 "sinks": "sinks"}
         sources = {names[name]: values for name, values in weights.items()}
 
         def gradients(parameters):

@@ -163,6 +163,8 @@ def problems(case, options):
         found.append(f"RoPE scaling '{geometry['rope_scaling']}' (this adapter passes Megatron plain RoPE angles)")
     if "attention_multiplier" in geometry:
         found.append("attention_multiplier (this adapter sets Megatron's softmax scale from head_dim)")
+    if geometry.get("attention_sinks", 0):
+        found.append("attention sinks (this adapter builds Megatron's SelfAttention without them)")
     if "softcap" in geometry:
         found.append("softcap (Megatron-Core's DotProductAttention has no attention logit softcap)")
     if geometry["qk_norm"] == "rms-one-plus":

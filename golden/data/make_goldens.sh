@@ -56,6 +56,13 @@ variants=(--weights generated --inputs generated --sketch-gradients --sketch-act
 "$attncheck" golden make --hf-config $hf/HuggingFaceTB__SmolLM3-3B.json --hf-layer 3 --tp 2 "${variants[@]}" \
   -o smollm3-3b_layer3_tp2.h5
 "$attncheck" golden make --hf-config $hf/EleutherAI__gpt-j-6b.json --tp 2 "${variants[@]}" -o gpt-j-6b_tp2.h5
+# gpt-oss-20b: attention sinks, q/k/v/o biases, yarn, 64 query heads of head_dim 64 over 8 KV heads. Its
+# full layer (1) at TP 2; its sliding layer (0, window 128) at TP 16, two ranks per KV head (replicated),
+# at seq 160 so that the window bites, decoding 150 + 1 + 9 tokens over its cache.
+"$attncheck" golden make --hf-config $hf/openai__gpt-oss-20b.json --hf-layer 1 --tp 2 "${variants[@]}" \
+  -o gpt-oss-20b_layer1_tp2.h5
+"$attncheck" golden make --hf-config $hf/openai__gpt-oss-20b.json --hf-layer 0 --tp 16 "${long[@]}" --batch 1 \
+  --seq 160 --decode 150,1,9 -o gpt-oss-20b_layer0_tp16_seq160.h5
 
 # Small and stored in full. softcap_padding: softcap, real padding (key lengths 7, 3, 5 of 7),
 # heavy-tailed activations. window_masked_rows: a window of 3 at seq 9, padding that leaves queries

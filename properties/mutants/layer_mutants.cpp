@@ -12,6 +12,26 @@ namespace attncheck::properties::mutants {
 
 namespace {
 
+// The sinks loaded but never used: each softmax normalises over the keys alone (and the sink gets no
+// gradient), as a kernel without a sink term computes it.
+class SinksIgnored : public NaiveLayer {
+  std::optional<double> sink_logit(const Parameters&, std::int64_t) const override { return std::nullopt; }
+};
+
+// The sink appended to the raw q.k row before the scale is applied: it enters the softmax as
+// scale * s_h instead of s_h.
+class SinkScaled : public NaiveLayer {
+ public:
+  explicit SinkScaled(double scale) : scale_(scale) {}
+
+ private:
+  std::optional<double> sink_logit(const Parameters& shard, std::int64_t local_head) const override {
+    const std::optional<double> sink = NaiveLayer::sink_logit(shard, local_head);
+    return sink ? std::optional<double>(*sink * scale_) : std::nullopt;
+  }
+  double scale_;
+};
+
 // Query i also sees key i + 1 (an inclusive bound written where an exclusive one belongs).
 class CausalOffByOne : public NaiveLayer {
   KeyRange visible_keys(const Geometry& geometry, const MaskQuery& query) const override {
@@ -231,6 +251,12 @@ Result window_tile_skip_from_last_query(const Case& test_case) {
 
 Result causal_off_by_one(const Case& test_case) {
   return CausalOffByOne().run(test_case);
+}
+Result sinks_ignored(const Case& test_case) {
+  return SinksIgnored().run(test_case);
+}
+Result sink_scaled(const Case& test_case) {
+  return SinkScaled(test_case.geometry().scale()).run(test_case);
 }
 Result pv_accumulated_in(Precision precision, const Case& test_case) {
   return PvAccumulatedIn(precision).run(test_case);

@@ -11,9 +11,11 @@
 namespace attncheck::properties::mutants {
 
 // Weights (weight_mutants.cpp)
-Result swapped_query_heads(const Case& test_case);  // query heads 0 and 1 exchange q_proj rows
-Result kv_head_modulo(const Case& test_case);       // query head h reads KV head h % H_kv, not h / group
-Result o_proj_hidden_wide(const Case& test_case);   // o_proj reads only the first hidden_size context channels
+Result swapped_query_heads(const Case& test_case);    // query heads 0 and 1 exchange q_proj rows
+Result kv_head_modulo(const Case& test_case);         // query head h reads KV head h % H_kv, not h / group
+Result o_proj_hidden_wide(const Case& test_case);     // o_proj reads only the first hidden_size context channels
+Result sinks_of_another_rank(const Case& test_case);  // each rank reads the next rank's heads' sinks
+Result sink_gradient_missing(const Case& test_case);  // d(sinks) zero
 
 // Geometry and positions (geometry_mutants.cpp)
 Result quotient_scale(const Case& test_case);                // scale (hidden / num_heads)^-0.5
@@ -25,6 +27,10 @@ Result rope_ignores_position_ids(const Case& test_case);     // RoPE at the sequ
 Result attention_multiplier_ignored(const Case& test_case);  // Granite's multiplier replaced by head_dim^-0.5
 Result nope_rotated(const Case& test_case);                  // a NoPE layer (rotary_dim 0) rotated over its head
 Result softcap_before_scale(const Case& test_case);          // cap * tanh(q.k / cap), then the scale
+
+// Attention sinks (layer_mutants.cpp, on the naive layer)
+Result sinks_ignored(const Case& test_case);  // the sink never joins the softmax (nor gets a gradient)
+Result sink_scaled(const Case& test_case);    // the sink logit multiplied by the score scale
 
 // RoPE scaling (rope_scaling_mutants.cpp, on the naive layer)
 Result rope_attention_factor_dropped(const Case& test_case);    // yarn/longrope cos and sin not scaled

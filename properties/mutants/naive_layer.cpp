@@ -52,6 +52,11 @@ bool NaiveLayer::o_bias_on_every_rank() const {
   return false;
 }
 
+std::optional<double> NaiveLayer::sink_logit(const Parameters& shard, std::int64_t local_head) const {
+  if (!shard.sinks) return std::nullopt;
+  return shard.sinks->values[static_cast<std::size_t>(local_head)];
+}
+
 RopeFrequencies NaiveLayer::call_frequencies(const Geometry& geometry, std::span<const std::int64_t> positions) const {
   return call_rope_frequencies(geometry, positions);
 }
@@ -86,10 +91,12 @@ struct Projected {
   RowMatrix q_inverse_rms, k_inverse_rms;  // [tokens, heads / heads_per_norm(heads)]
 };
 
-// Probabilities (and tanh of the scaled scores, with a softcap) of one (batch row, query head).
+// Probabilities (and tanh of the scaled scores, with a softcap) of one (batch row, query head), and the
+// sink's probability per query (with a sink; 1 for a query that sees no key).
 struct HeadAttention {
   RowMatrix probabilities;
   RowMatrix tanh;
+  Eigen::VectorXd sink_probability;
 };
 
 // One rank of the layer: its shard, its local heads, and the layer whose steps it takes.
@@ -138,7 +145,8 @@ struct RankComputation {
   // One query head over its KV head: q [seq_q, head_dim], k and v [seq_k, head_dim]. Returns the
   // probabilities (and tanh, with a softcap) and writes the context [seq_q, head_dim].
   HeadAttention attend(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
-                       std::int64_t key_length, MatrixRef context) const {
+                       std::int64_t key_length, std::int64_t local_head, MatrixRef context) const {
+    const std::optional<double> sink = layer.sink_logit(shard, local_head);
     const std::int64_t seq_q = q.rows(), seq_k = k.rows();
     HeadAttention head;
     RowMatrix scores = geometry.scale() * (q * k.transpose());
@@ -147,6 +155,7 @@ struct RankComputation {
       scores = *geometry.softcap() * head.tanh;
     }
     head.probabilities = RowMatrix::Zero(seq_q, seq_k);
+    if (sink) head.sink_probability = Eigen::VectorXd::Ones(seq_q);
     std::vector<KeyRange> visible_keys(static_cast<std::size_t>(seq_q));
     for (std::int64_t i = 0; i < seq_q; ++i) {
       const KeyRange keys = layer.visible_keys(
@@ -158,8 +167,12 @@ struct RankComputation {
         continue;
       }
       const auto visible = scores.row(i).segment(keys.begin, keys.end - keys.begin);
-      const RowVector exps = (visible.array() - layer.softmax_shift(visible.maxCoeff())).exp().matrix();
-      head.probabilities.row(i).segment(keys.begin, keys.end - keys.begin) = exps / exps.sum();
+      const double shift = layer.softmax_shift(sink ? std::max(visible.maxCoeff(), *sink) : visible.maxCoeff());
+      const RowVector exps = (visible.array() - shift).exp().matrix();
+      const double sink_term = sink ? std::exp(*sink - shift) : 0.0;
+      const double sum = exps.sum() + sink_term;
+      head.probabilities.row(i).segment(keys.begin, keys.end - keys.begin) = exps / sum;
+      if (sink) head.sink_probability(i) = sink_term / sum;
     }
     context = layer.head_context(scores, visible_keys, v, head.probabilities);
     return head;
@@ -236,7 +249,7 @@ RankPass run_rank(const RankComputation& rank, const Inputs& inputs) {
   const auto attend = [&](std::int64_t b, std::int64_t h, MatrixRef head_context) {
     const std::int64_t kv = h / group;
     return rank.attend(p.q.block(b * seq, h * d, seq, d), p.k.block(b * seq, kv * d, seq, d),
-                       p.v.block(b * seq, kv * d, seq, d), inputs.key_lengths[b], head_context);
+                       p.v.block(b * seq, kv * d, seq, d), inputs.key_lengths[b], h, head_context);
   };
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t h = 0; h < rank.heads; ++h) attend(b, h, context.block(b * seq, h * d, seq, d));
@@ -253,6 +266,7 @@ RankPass run_rank(const RankComputation& rank, const Inputs& inputs) {
   RowMatrix d_k = RowMatrix::Zero(batch * seq, rank.kv_heads * d);
   RowMatrix d_v = RowMatrix::Zero(batch * seq, rank.kv_heads * d);
   RowMatrix recomputed_context(seq, d);  // the forward's, thrown away: only the probabilities are needed
+  if (shard.sinks) grads.sinks = Tensor(shard.sinks->shape);
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t h = 0; h < rank.heads; ++h) {
       const std::int64_t kv = h / group;
@@ -264,6 +278,9 @@ RankPass run_rank(const RankComputation& rank, const Inputs& inputs) {
       const RowMatrix d_probabilities = d_context_head * p.v.block(b * seq, kv * d, seq, d).transpose();
       const Eigen::VectorXd weighted = probabilities.cwiseProduct(d_probabilities).rowwise().sum();
       RowMatrix d_scores = probabilities.cwiseProduct(d_probabilities.colwise() - weighted);
+      // The sink carries no value (its dp is 0): its logit's gradient is -p_sink * weighted per query.
+      if (grads.sinks && head.sink_probability.size() > 0)
+        grads.sinks->values[h] -= head.sink_probability.dot(weighted);
       if (g.softcap()) d_scores = d_scores.cwiseProduct((1.0 - head.tanh.array().square()).matrix());
       d_scores *= g.scale();
       d_q.block(b * seq, h * d, seq, d) = d_scores * p.k.block(b * seq, kv * d, seq, d);
@@ -322,7 +339,7 @@ RowMatrix decode_rank(const RankComputation& rank, const Inputs& inputs) {
       for (std::int64_t h = 0; h < rank.heads; ++h) {
         const std::int64_t kv = h / group;
         rank.attend(p.q.block(b * count, h * d, count, d), keys[b].block(0, kv * d, cached, d),
-                    values[b].block(0, kv * d, cached, d), inputs.key_lengths[b],
+                    values[b].block(0, kv * d, cached, d), inputs.key_lengths[b], h,
                     context.block(b * count, h * d, count, d));
       }
     }

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -83,6 +84,9 @@ class NaiveLayer {
                                                    const TpPlan& plan) const;
   // Whether every rank adds o_bias to its partial output (else it is added once, after the sum).
   virtual bool o_bias_on_every_rank() const;
+  // The sink logit local query head `local_head` of a rank's shard adds to its softmax's denominator, or
+  // none (core/model/geometry.hpp, attention_sinks): the shard's own entry.
+  virtual std::optional<double> sink_logit(const Parameters& shard, std::int64_t local_head) const;
   // The RoPE frequencies and attention factor of one forward call whose tokens sit at `positions`
   // (every batch row of the call): core/model/rope_frequencies.hpp.
   virtual RopeFrequencies call_frequencies(const Geometry& geometry, std::span<const std::int64_t> positions) const;

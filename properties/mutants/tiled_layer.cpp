@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "impl/implementation.hpp"
+
 namespace attncheck::properties::mutants {
 
 using reference::RowVector;
@@ -60,6 +62,13 @@ RowVector TiledLayer::combine_pieces(std::span<const SoftmaxState> pieces, std::
     denominator += weight * piece.sum;
   }
   return denominator > 0.0 ? RowVector(numerator / denominator) : numerator;
+}
+
+std::optional<double> TiledLayer::sink_logit(const Parameters& shard, std::int64_t local_head) const {
+  if (shard.sinks) {
+    throw impl::Unsupported("tiled layer", "attention sinks: the online softmax modelled here has no sink term");
+  }
+  return NaiveLayer::sink_logit(shard, local_head);
 }
 
 RowMatrix TiledLayer::head_context(const RowMatrix& scores, std::span<const KeyRange> visible, const ConstMatrixRef& v,

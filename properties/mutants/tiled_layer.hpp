@@ -39,6 +39,10 @@ class TiledLayer : public NaiveLayer {
   RowMatrix head_context(const RowMatrix& scores, std::span<const KeyRange> visible, const ConstMatrixRef& v,
                          const RowMatrix& probabilities) const override;
 
+  // The kernels modelled here have no attention sinks: a case with sinks is unsupported, not answered
+  // without them.
+  std::optional<double> sink_logit(const Parameters& shard, std::int64_t local_head) const override;
+
   // The first key tile a block of queries visits (tiles before it are skipped for the whole block): the
   // tile of the smallest first visible key among the block's rows.
   virtual std::int64_t first_key_tile(std::span<const KeyRange> block_rows) const;

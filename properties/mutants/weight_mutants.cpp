@@ -8,7 +8,7 @@ namespace attncheck::properties::mutants {
 
 namespace {
 
-// Moves query head h's weights to slot target[h]: q_proj rows, q_bias entries, o_proj columns.
+// Moves query head h's weights to slot target[h]: q_proj rows, q_bias entries, o_proj columns, its sink.
 Parameters permute_query_heads(const Parameters& weights, const Geometry& g, const std::vector<std::int64_t>& target) {
   Parameters permuted = weights;
   const std::int64_t d = g.head_dim();
@@ -21,6 +21,7 @@ Parameters permute_query_heads(const Parameters& weights, const Geometry& g, con
     if (weights.q_bias) {
       std::copy_n(weights.q_bias->values.begin() + h * d, d, permuted.q_bias->values.begin() + to * d);
     }
+    if (weights.sinks) permuted.sinks->values[to] = weights.sinks->values[h];
     for (std::int64_t row = 0; row < hidden; ++row) {
       std::copy_n(weights.o_proj.values.begin() + row * query_width + h * d, d,
                   permuted.o_proj.values.begin() + row * query_width + to * d);
@@ -61,6 +62,7 @@ Result kv_head_modulo(const Case& test_case) {
     grads.q_proj = restored.q_proj;
     grads.q_bias = restored.q_bias;
     grads.o_proj = restored.o_proj;
+    grads.sinks = restored.sinks;
   }
   result.implementation = "mutant-kv-head-modulo";
   return result;
@@ -77,6 +79,30 @@ Result o_proj_hidden_wide(const Case& test_case) {
     }
   }
   return reference::run_reference_tp(mutated);
+}
+
+// Each rank reads the sinks of the next rank's query heads (an offset into the unsharded sinks taken
+// from the wrong rank, or none): with its gradient written to its own slots. That is the reference on
+// sinks rotated by one rank's heads, whose gradients it reports at the rotated places.
+Result sinks_of_another_rank(const Case& test_case) {
+  const TpPlan& plan = test_case.plan;
+  if (!test_case.weights.sinks || plan.tp_size < 2) return reference::run_reference_tp(test_case);
+  Case mutated = test_case;
+  std::vector<double>& sinks = mutated.weights.sinks->values;
+  std::rotate(sinks.begin(), sinks.begin() + plan.ranks[0].q_heads.size(), sinks.end());
+  return reference::run_reference_tp(mutated);
+}
+
+// The sinks' gradient never computed (a sink tensor created without requires_grad, or a kernel whose
+// backward ignores it): everything else right, d(sinks) zero on every rank.
+Result sink_gradient_missing(const Case& test_case) {
+  Result result = reference::run_reference_tp(test_case);
+  const auto zero = [](std::optional<Tensor>& sinks) {
+    if (sinks) std::fill(sinks->values.begin(), sinks->values.end(), 0.0);
+  };
+  if (result.gradients) zero(result.gradients->params.sinks);
+  for (Parameters& rank : result.rank_gradients) zero(rank.sinks);
+  return result;
 }
 
 }  // namespace attncheck::properties::mutants

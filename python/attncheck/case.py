@@ -19,7 +19,7 @@ REQUIRED_GEOMETRY = ["hidden_size", "num_attention_heads", "num_key_value_heads"
 OPTIONAL_GEOMETRY = ["head_dim", "query_pre_attn_scalar", "softcap", "sliding_window", "tp_convention"]
 # Schema version 2 (SCHEMA.md "Schema version 2"): RoPE scaling and the score scale's source.
 VERSION_2_REQUIRED = ["scale_source", "rope_scaling"]
-VERSION_2_OPTIONAL = ["attention_multiplier", "rope_scaling_factor", "rope_scaling_low_freq_factor",
+VERSION_2_OPTIONAL = ["attention_sinks", "attention_multiplier", "rope_scaling_factor", "rope_scaling_low_freq_factor",
                       "rope_scaling_high_freq_factor", "rope_scaling_original_max_position_embeddings",
                       "rope_scaling_beta_fast", "rope_scaling_beta_slow", "rope_scaling_mscale",
                       "rope_scaling_mscale_all_dim", "rope_scaling_truncate", "rope_scaling_attention_factor"]
@@ -53,6 +53,8 @@ def weight_shapes(geometry):
         shapes["o_bias"] = (hidden,)
     if geometry["qk_norm"] != "none":
         shapes.update(q_norm=(head_dim,), k_norm=(head_dim,))
+    if geometry.get("attention_sinks", 0):
+        shapes["sinks"] = (heads,)
     return shapes
 
 
@@ -298,6 +300,8 @@ def _read_geometry(h5, path, version=1):
         for name in VERSION_2_DATASETS:
             if f"geometry/{name}" in h5:
                 geometry[name] = _dataset(h5, f"geometry/{name}", "<f8", (geometry["rotary_dim"] // 2,), path).tolist()
+        if geometry.get("attention_sinks", 0) not in (0, 1):
+            raise BadInput(f"{path}: /geometry@attention_sinks is {geometry['attention_sinks']!r}; expected 0 or 1")
         if geometry["rope_scaling"] == "longrope" and not all(name in geometry for name in VERSION_2_DATASETS):
             raise BadInput(f"{path}: a longrope layer needs /geometry/rope_short_factor and rope_long_factor")
     for name in ("hidden_size", "num_attention_heads", "num_key_value_heads", "tp_size"):

@@ -77,9 +77,9 @@ def head_blocked_rows(seed, name, heads, head_dim, cols, target_std):
     return [value for block in blocks for value in block]
 
 
-def small_vector(seed, name, size, base):
+def small_vector(seed, name, size, base, exponent=-7):
     stream = Stream(seed, name)
-    return [base + stream.symmetric_integer(32) * math.ldexp(1.0, -7) for _ in range(size)]
+    return [base + stream.symmetric_integer(32) * math.ldexp(1.0, exponent) for _ in range(size)]
 
 
 def generate_weights(geometry, seed):
@@ -107,6 +107,9 @@ def generate_weights(geometry, seed):
         base = 1.0 if geometry["qk_norm"] == "rms" else 0.0
         weights["q_norm"] = small_vector(seed, "q_norm", head_dim, base)
         weights["k_norm"] = small_vector(seed, "k_norm", head_dim, base)
+    if geometry.get("attention_sinks", 0):
+        # Sink logits within 4 on a 1/8 grid (schema version 2).
+        weights["sinks"] = small_vector(seed, "sinks", heads, 0.0, -3)
     return weights
 
 
@@ -223,8 +226,8 @@ def generate_weights_numpy(geometry, seed):
     def rows(name, count, cols, target):
         return _head_blocked_rows_numpy(np, seed, name, count, head_dim, cols, target)
 
-    def vector(name, size, base):
-        return base + _symmetric_integers(np, seed, name, 0, 32, size).astype(np.float64) * math.ldexp(1.0, -7)
+    def vector(name, size, base, exponent=-7):
+        return base + _symmetric_integers(np, seed, name, 0, 32, size).astype(np.float64) * math.ldexp(1.0, exponent)
 
     weights = {
         "q_proj": rows("q_proj", heads, hidden, 1 / math.sqrt(hidden)),
@@ -242,6 +245,8 @@ def generate_weights_numpy(geometry, seed):
         base = 1.0 if geometry["qk_norm"] == "rms" else 0.0
         weights["q_norm"] = vector("q_norm", head_dim, base)
         weights["k_norm"] = vector("k_norm", head_dim, base)
+    if geometry.get("attention_sinks", 0):
+        weights["sinks"] = vector("sinks", heads, 0.0, -3)
     return weights
 
 

@@ -9,7 +9,8 @@ row and column ranges of the full Hugging Face-layout tensors, for both conventi
   rank r holds block r, i.e. a contiguous range of q_proj, k_proj and v_proj rows each (possibly
   empty). o_proj columns: the query heads it computes, [r·Hq/P, (r+1)·Hq/P), as above.
 
-Both: o_bias, q_norm and k_norm whole. A held row's gradient is the layer's full gradient of that row
+Both: sinks (one per query head) follow the query heads the rank computes, [r·Hq/P, (r+1)·Hq/P);
+o_bias, q_norm and k_norm whole. A held row's gradient is the layer's full gradient of that row
 (replicated KV heads summed over their replica group; Megatron's reduce-scatter delivers each row's
 sum to its holder), q_norm/k_norm summed over all ranks, o_bias in full — so the full gradients are
 the held rows put back together (assemble_full_gradients).
@@ -51,12 +52,13 @@ def _fused_row_owner(geometry):
 
 
 def holdings(geometry, tp_size, convention, rank):
-    """{"q"|"k"|"v": (start, stop) rows of q_proj/k_proj/v_proj, "o": (start, stop) columns of o_proj}
-    held by `rank`."""
+    """{"q"|"k"|"v": (start, stop) rows of q_proj/k_proj/v_proj, "o": (start, stop) columns of o_proj,
+    "heads": (start, stop) query heads (entries of sinks)} held by `rank`."""
     check_partition(geometry, tp_size, convention)
     heads, kv_heads, head_dim = geometry["num_attention_heads"], geometry["num_key_value_heads"], resolved_head_dim(geometry)
     query_heads = heads // tp_size
-    held = {"o": (rank * query_heads * head_dim, (rank + 1) * query_heads * head_dim)}
+    held = {"o": (rank * query_heads * head_dim, (rank + 1) * query_heads * head_dim),
+            "heads": (rank * query_heads, (rank + 1) * query_heads)}
     if convention == "replicated-kv":
         held["q"] = held["o"]
         if tp_size <= kv_heads:
@@ -85,6 +87,9 @@ def shard_tensor(name, full, held):
     if name == "o_proj":
         start, stop = held["o"]
         return full[:, start:stop]
+    if name == "sinks":
+        start, stop = held["heads"]
+        return full[start:stop]
     return full  # o_bias, q_norm, k_norm: whole on every rank
 
 

@@ -49,9 +49,9 @@ def run_case(case_path, candidate_path):
     g = case.geometry
     if (g["qk_norm"] != "rms" or g["rotary_dim"] != case.head_dim or g["rope_style"] != "half-split"
             or g["qkv_bias"] or g["out_bias"] or "softcap" in g or case.queries_seeing_no_key()
-            or g.get("rope_scaling", "none") != "none"):
+            or g.get("rope_scaling", "none") != "none" or g.get("attention_sinks", 0)):
         raise attncheck.Unsupported("MyAttention is Qwen3-like: rms QK-norm, full unscaled half-split RoPE, no "
-                                    "biases, no softcap, every query sees a key")
+                                    "biases, no softcap, no sinks, every query sees a key")
     layer = MyAttention(case.hidden_size, case.num_heads, case.num_kv_heads, case.head_dim, g["qk_norm_eps"])
     with torch.no_grad():
         for name, parameter in layer.named_parameters():
