@@ -24,8 +24,13 @@ json id_list(const IndexRange& range) {
 }
 
 json params_json(const ParamCount& params) {
-  return {{"qkv_weight", params.qkv_weight},   {"qkv_bias", params.qkv_bias}, {"o_proj_weight", params.o_proj_weight},
-          {"o_proj_bias", params.o_proj_bias}, {"qk_norm", params.qk_norm},   {"total", params.total()}};
+  return {{"qkv_weight", params.qkv_weight},
+          {"qkv_bias", params.qkv_bias},
+          {"o_proj_weight", params.o_proj_weight},
+          {"o_proj_bias", params.o_proj_bias},
+          {"qk_norm", params.qk_norm},
+          {"sinks", params.sinks},
+          {"total", params.total()}};
 }
 
 json holdings_json(const RankHoldings& holdings) {

@@ -112,6 +112,8 @@ struct Locator {
       axes[3].insert((first(&RankHoldings::k_proj_rows) + index[0]) / head_dim);
     } else if (base == "grads/v_proj" || base == "grads/v_bias") {
       axes[3].insert((first(&RankHoldings::v_proj_rows) + index[0]) / head_dim);
+    } else if (base == "grads/sinks") {  // one entry per query head
+      axes[2].insert(first(&RankHoldings::q_heads) + index[0]);
     }
   }
 };

@@ -27,8 +27,9 @@ struct Intermediates {
   Tensor k;        // [batch, num_kv_heads, seq, head_dim]  after bias, QK-norm and RoPE
   Tensor v;        // [batch, num_kv_heads, seq, head_dim]  after bias
   Tensor context;  // [batch, seq, query_width]             softmax(scores) v per head, heads in order
-  Tensor lse;      // [batch, num_heads, seq]               log-sum-exp of the (capped) scores; -inf when
-                   //                                       the query sees no key
+  Tensor lse;      // [batch, num_heads, seq]               log-sum-exp of the (capped) scores and the
+                   //                                       head's sink; -inf (or the sink) when the
+                   //                                       query sees no key
 
   friend bool operator==(const Intermediates&, const Intermediates&) = default;
 };

@@ -140,6 +140,9 @@ def check_expressible(architecture, case, attn_implementation):
         problems.append("no attention_multiplier (Granite's module scales scores by it)")
     if geometry["rotary_dim"] == 0 and architecture != "smollm3":
         problems.append(f"rotary_dim 0, a NoPE layer (only SmolLM3's module has layers without RoPE, not {architecture})")
+    if architecture == "gpt-oss" and attn_implementation == "sdpa":
+        # transformers' sdpa_attention_forward takes GptOssAttention's s_aux into **kwargs and ignores it.
+        problems.append("attention sinks with --attn-implementation sdpa (transformers' sdpa path drops them)")
     if "softcap" in geometry and attn_implementation == "sdpa":
         problems.append("softcap with --attn-implementation sdpa (transformers' sdpa path has no softcap)")
     head_dim = attncheck.resolved_head_dim(geometry)
