@@ -55,6 +55,7 @@ std::vector<Mutant> build_catalog() {
        m::sinks_of_another_rank},
       {"mutant-sink-scaled", "the sink logit multiplied by the score scale (appended before scaling)", true,
        m::sink_scaled},
+      {"mutant-sink-softcapped", "the sink logit passed through the softcap with the scores", true, m::sink_softcapped},
       {"mutant-qk-norm-over-heads", "QK-norm RMS over all heads x head_dim instead of per head", true,
        m::qk_norm_over_heads},
       {"mutant-replicated-kv-grad-unsummed", "a replicated KV head's gradients not summed over its replica group", true,

@@ -2,6 +2,7 @@
 // step overridden where a real implementation made the mistake.
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 
 #include "properties/mutants/mutant_functions.hpp"
@@ -30,6 +31,21 @@ class SinkScaled : public NaiveLayer {
     return sink ? std::optional<double>(*sink * scale_) : std::nullopt;
   }
   double scale_;
+};
+
+// The sink pushed through the softcap with the scores (appended to the row before cap * tanh(s / cap)):
+// it enters the softmax as cap * tanh(s_h / cap), which a layer with both a softcap and sinks gets wrong.
+class SinkSoftcapped : public NaiveLayer {
+ public:
+  explicit SinkSoftcapped(std::optional<double> softcap) : softcap_(softcap) {}
+
+ private:
+  std::optional<double> sink_logit(const Parameters& shard, std::int64_t local_head) const override {
+    const std::optional<double> sink = NaiveLayer::sink_logit(shard, local_head);
+    if (!sink || !softcap_) return sink;
+    return *softcap_ * std::tanh(*sink / *softcap_);
+  }
+  std::optional<double> softcap_;
 };
 
 // Query i also sees key i + 1 (an inclusive bound written where an exclusive one belongs).
@@ -257,6 +273,9 @@ Result sinks_ignored(const Case& test_case) {
 }
 Result sink_scaled(const Case& test_case) {
   return SinkScaled(test_case.geometry().scale()).run(test_case);
+}
+Result sink_softcapped(const Case& test_case) {
+  return SinkSoftcapped(test_case.geometry().softcap()).run(test_case);
 }
 Result pv_accumulated_in(Precision precision, const Case& test_case) {
   return PvAccumulatedIn(precision).run(test_case);

@@ -29,8 +29,9 @@ Result nope_rotated(const Case& test_case);                  // a NoPE layer (ro
 Result softcap_before_scale(const Case& test_case);          // cap * tanh(q.k / cap), then the scale
 
 // Attention sinks (layer_mutants.cpp, on the naive layer)
-Result sinks_ignored(const Case& test_case);  // the sink never joins the softmax (nor gets a gradient)
-Result sink_scaled(const Case& test_case);    // the sink logit multiplied by the score scale
+Result sinks_ignored(const Case& test_case);    // the sink never joins the softmax (nor gets a gradient)
+Result sink_scaled(const Case& test_case);      // the sink logit multiplied by the score scale
+Result sink_softcapped(const Case& test_case);  // the sink logit passed through the softcap
 
 // RoPE scaling (rope_scaling_mutants.cpp, on the naive layer)
 Result rope_attention_factor_dropped(const Case& test_case);    // yarn/longrope cos and sin not scaled
