@@ -149,19 +149,24 @@ class EmulatedLayer {
       store_.jitter = &*jitter_;
     }
     if (g_.rope_scaling().type != RopeScalingType::none) {
-      // One set of frequencies per distinct call (two at most: longrope's short and long factors).
+      // One set of frequencies per distinct call (two at most: longrope's short and long factors), each
+      // computed once per distinct call, not per token.
       token_frequencies_.assign(static_cast<std::size_t>(tokens_), 0);
-      std::map<bool, std::size_t> set_of;  // long_factors -> index into frequency_sets_
-      for (std::int64_t t = 0; t < tokens_; ++t) {
-        const RopeFrequencies frequencies = token_largest_positions.empty()
-                                                ? call_rope_frequencies(g_, c_.inputs.positions)
-                                                : rope_frequencies(g_, token_largest_positions[t]);
-        const auto [entry, added] = set_of.try_emplace(frequencies.long_factors, frequency_sets_.size());
-        if (added) frequency_sets_.push_back(frequencies);
-        token_frequencies_[t] = entry->second;
-        if (token_largest_positions.empty()) {
-          std::fill(token_frequencies_.begin(), token_frequencies_.end(), entry->second);
-          break;
+      if (token_largest_positions.empty()) {
+        frequency_sets_ = {call_rope_frequencies(g_, c_.inputs.positions)};
+      } else {
+        std::map<std::int64_t, std::size_t> set_of_call;  // a call's largest position -> frequency_sets_ index
+        std::map<bool, std::size_t> set_of;               // long_factors -> frequency_sets_ index
+        for (std::int64_t t = 0; t < tokens_; ++t) {
+          const std::int64_t largest = token_largest_positions[t];
+          auto call = set_of_call.find(largest);
+          if (call == set_of_call.end()) {
+            const RopeFrequencies frequencies = rope_frequencies(g_, largest);
+            const auto [entry, added] = set_of.try_emplace(frequencies.long_factors, frequency_sets_.size());
+            if (added) frequency_sets_.push_back(frequencies);
+            call = set_of_call.emplace(largest, entry->second).first;
+          }
+          token_frequencies_[t] = call->second;
         }
       }
     }
