@@ -56,8 +56,11 @@ void add_geometry_options(CLI::App& command, GeometryOptions& options) {
       command.add_option("--rope-theta", options.rope_theta, "RoPE base (default 10000)"),
       command.add_option("--rope-style", options.rope_style, "half-split (default) or interleaved")
           ->check(CLI::IsMember({"half-split", "interleaved"})),
-      command.add_option("--qk-norm", options.qk_norm, "none (default), rms or rms-one-plus (Gemma's 1+w)")
-          ->check(CLI::IsMember({"none", "rms", "rms-one-plus"})),
+      command
+          .add_option("--qk-norm", options.qk_norm,
+                      "none (default), rms or rms-one-plus (Gemma's 1+w), per head; rms-full-width (OLMo-2: over the "
+                      "whole q / k projection)")
+          ->check(CLI::IsMember({"none", "rms", "rms-one-plus", "rms-full-width"})),
       command.add_option("--qk-norm-eps", options.qk_norm_eps, "QK-norm epsilon (default 1e-6)"),
       command.add_flag("--qkv-bias", options.qkv_bias, "q/k/v projections have biases"),
       command.add_flag("--out-bias", options.out_bias, "o_proj has a bias"),

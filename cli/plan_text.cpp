@@ -96,6 +96,10 @@ std::string qk_norm_line(const Geometry& geometry) {
       return fmt::format("RMSNorm over head_dim, x * w (eps {})", format_number(geometry.qk_norm_eps()));
     case QkNorm::rms_one_plus:
       return fmt::format("RMSNorm over head_dim, x * (1 + w) (eps {})", format_number(geometry.qk_norm_eps()));
+    case QkNorm::rms_full_width:
+      return fmt::format(
+          "RMSNorm over the whole q ({}) and k ({}) width, x * w (eps {}); TP all-reduces the sums of squares",
+          geometry.query_width(), geometry.kv_width(), format_number(geometry.qk_norm_eps()));
   }
   return "none";
 }

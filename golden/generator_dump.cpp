@@ -30,6 +30,8 @@ int main() {
       {{.hidden_size = 1, .num_heads = 64, .head_dim = 1, .rotary_dim = 0}, 5},
       {{.hidden_size = 64, .num_heads = 2, .head_dim = 16}, 42},
       {{.hidden_size = 16, .num_heads = 8, .num_kv_heads = 2, .head_dim = 4, .attention_sinks = true}, 7},
+      // Whole-width QK-norm: q_norm [num_heads * head_dim], k_norm [num_kv_heads * head_dim].
+      {{.hidden_size = 12, .num_heads = 4, .num_kv_heads = 2, .head_dim = 6, .qk_norm = QkNorm::rms_full_width}, 11},
   };
   nlohmann::json dump = {{"generator", "attncheck-splitmix64-v1"}, {"cases", nlohmann::json::array()}};
   for (const auto& c : cases) {

@@ -209,6 +209,35 @@ std::vector<FeatureBite> rank_reductions(const Case& test_case, const NamedTenso
   return bites;
 }
 
+// A whole-width norm under TP without its all-reduce: each rank's heads run as a layer of their own (its
+// shard, its local head counts), so each normalises only its own slice of the width; the ranks' outputs
+// and dx summed, o_bias added once.
+NamedTensors width_norm_per_rank(const Case& test_case) {
+  const TpPlan& plan = test_case.plan;
+  Tensor out(test_case.inputs.x.shape), dx(test_case.inputs.x.shape);
+  for (int r = 0; r < plan.tp_size; ++r) {
+    GeometrySpec spec = plan.geometry.spec();
+    spec.num_heads = plan.ranks[r].q_heads.size();
+    spec.num_kv_heads = plan.ranks[r].kv_heads.size();
+    spec.head_dim = plan.geometry.head_dim();
+    spec.out_bias = false;
+    Case rank_case{.plan = make_tp_plan(resolve_geometry(spec), 1),
+                   .inputs = test_case.inputs,
+                   .weights = shard_parameters(test_case.weights, plan, r)};
+    rank_case.weights.o_bias.reset();
+    const Result result = reference::run_reference(rank_case);
+    for (std::size_t i = 0; i < out.values.size(); ++i) {
+      out.values[i] += result.out.values[i];
+      dx.values[i] += result.gradients->x.values[i];
+    }
+  }
+  if (test_case.weights.o_bias) {
+    const std::vector<double>& bias = test_case.weights.o_bias->values;
+    for (std::size_t i = 0; i < out.values.size(); ++i) out.values[i] += bias[i % bias.size()];
+  }
+  return {{"out", out}, {"grads/x", dx}};
+}
+
 // The largest error of RoPE angles formed in float32 (float position times float inv_freq) at the
 // case's largest position.
 double float_angle_error(const Case& test_case) {
@@ -227,23 +256,15 @@ double float_angle_error(const Case& test_case) {
 }  // namespace
 
 const std::vector<std::string>& coverage_features() {
-  static const std::vector<std::string> features = {"padding",
-                                                    "window",
-                                                    "softcap",
-                                                    "rows without keys",
-                                                    "decode",
-                                                    "kv replication",
-                                                    "qk-norm reduce",
-                                                    "o_bias once",
-                                                    "partial rope",
-                                                    "qk-norm",
-                                                    "bias",
-                                                    "position gaps",
-                                                    "large positions",
-                                                    "scale source",
-                                                    "rope scaling",
-                                                    "nope",
-                                                    "attention multiplier",
+  static const std::vector<std::string> features = {"padding",        "window",
+                                                    "softcap",        "rows without keys",
+                                                    "decode",         "kv replication",
+                                                    "qk-norm reduce", "width-norm reduce",
+                                                    "o_bias once",    "partial rope",
+                                                    "qk-norm",        "bias",
+                                                    "position gaps",  "large positions",
+                                                    "scale source",   "rope scaling",
+                                                    "nope",           "attention multiplier",
                                                     "sinks"};
   return features;
 }
@@ -303,7 +324,7 @@ std::vector<FeatureBite> golden_coverage(const Case& test_case, const StoredForm
                    .claim = fmt::format("tp {} over {} KV heads", tp_size, g.num_kv_heads()),
                    .off = "a replicated KV head's gradient not summed over its replica group"};
   }
-  if (tp_size > 1 && g.qk_norm() != QkNorm::none) {
+  if (tp_size > 1 && g.qk_norm() != QkNorm::none && !g.qk_norm_full_width()) {
     norms = {.feature = "qk-norm reduce",
              .claim = fmt::format("q_norm, k_norm on all {} ranks", tp_size),
              .off = "q_norm/k_norm gradients not summed over the ranks"};
@@ -311,6 +332,13 @@ std::vector<FeatureBite> golden_coverage(const Case& test_case, const StoredForm
   if (!replication.feature.empty() || !norms.feature.empty()) {
     for (FeatureBite& bite : rank_reductions(test_case, base, replication, norms, stored))
       bites.push_back(std::move(bite));
+  }
+  if (tp_size > 1 && g.qk_norm_full_width()) {
+    bites.push_back(measure({.feature = "width-norm reduce",
+                             .claim = fmt::format("q over {} and k over {} channels, split over {} ranks",
+                                                  g.query_width(), g.kv_width(), tp_size),
+                             .off = "each rank normalises its own slice of the width (no all-reduce)"},
+                            test_case, base, width_norm_per_rank(test_case), stored));
   }
   if (tp_size > 1 && g.out_bias()) {
     NamedTensors alternative{{"out", base.at("out")}};

@@ -24,7 +24,8 @@ namespace {
 
 bool needs_version_2(const Geometry& geometry) {
   return geometry.rope_scaling().type != RopeScalingType::none ||
-         geometry.scale_source() == ScaleSource::attention_multiplier || geometry.attention_sinks();
+         geometry.scale_source() == ScaleSource::attention_multiplier || geometry.attention_sinks() ||
+         geometry.qk_norm_full_width();
 }
 
 // Schema version 2's /geometry attributes (SCHEMA.md "Schema version 2"), by name, for the checks that a
@@ -186,7 +187,11 @@ TpPlan read_plan(const H5::H5File& file, const std::string& file_name, std::int6
   spec.rope_style = *rope_style;
   const std::string norm = required(read_string_attribute(group, "qk_norm", file_name), "qk_norm");
   const auto qk_norm = parse_qk_norm(norm);
-  if (!qk_norm) fail(file_name, "/geometry@qk_norm", norm, "must be none, rms or rms-one-plus", "none");
+  if (!qk_norm) fail(file_name, "/geometry@qk_norm", norm, "must be none, rms, rms-one-plus or rms-full-width", "none");
+  if (*qk_norm == QkNorm::rms_full_width && version < 2) {
+    fail(file_name, "/geometry@qk_norm", norm, "schema version 1 has no whole-width QK-norm",
+         "schema_version 2, as attncheck writes files of layers that need it");
+  }
   spec.qk_norm = *qk_norm;
   spec.qk_norm_eps = required(read_double_attribute(group, "qk_norm_eps", file_name), "qk_norm_eps");
   spec.qkv_bias = required_flag(group, "qkv_bias", file_name);

@@ -168,7 +168,8 @@ GeometrySpec build_geometry(std::int64_t kv, std::int64_t group, std::int64_t he
   return spec;
 }
 
-// RoPE scaling, Granite's score multiplier and gpt-oss's attention sinks on a built geometry: mostly none; otherwise
+// RoPE scaling, Granite's score multiplier, gpt-oss's attention sinks and OLMo-2's whole-width QK-norm on a
+// built geometry: mostly none; otherwise
 // each rope_type with parameters that bite at the generator's positions (pretraining lengths of 8 .. 4096 against
 // positions up to ~1e6: llama3's band and yarn's ramp fall inside small rotary dims, longrope switches factors).
 // longrope's factor lists are one per rotated pair, so this follows the rotary choice.
@@ -193,10 +194,12 @@ Gen<GeometrySpec> with_scaling(const GeometrySpec& built) {
                 {{6, gen::just(std::optional<double>())},
                  {1, gen::map(element(0.0078125, 0.25, 1.0), [](double m) { return std::optional<double>(m); })}});
   return gen::map(
-      gen::tuple(types, parameters, multipliers, weighted_element<bool>({{5, false}, {1, true}})),
+      gen::tuple(types, parameters, multipliers, weighted_element<bool>({{5, false}, {1, true}}),
+                 weighted_element<bool>({{5, false}, {1, true}})),
       [built](const auto& t) {
         GeometrySpec spec = built;
         spec.attention_sinks = std::get<3>(t);
+        if (std::get<4>(t)) spec.qk_norm = QkNorm::rms_full_width;  // OLMo-2's norm over the whole width
         const auto& [factor, original, high_freq_factor, variant, short_factor, long_factor] = std::get<1>(t);
         RopeScaling& scaling = spec.rope_scaling;
         scaling.type = std::get<0>(t);

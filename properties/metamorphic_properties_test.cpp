@@ -66,6 +66,10 @@ RC_GTEST_PROP(Properties, GqaIsMhaWithRepeatedKvWeights, ()) {
     mha.weights.k_bias = Tensor({g.num_heads() * d});
     mha.weights.v_bias = Tensor({g.num_heads() * d});
   }
+  // A whole-width k_norm has a weight per k channel: repeated with its head (each head repeated group
+  // times leaves the mean of squares over the width, and so the rms, unchanged).
+  const bool k_norm_by_channel = g.qk_norm_full_width();
+  if (k_norm_by_channel) mha.weights.k_norm = Tensor({g.num_heads() * d});
   for (std::int64_t h = 0; h < g.num_heads(); ++h) {
     copy_row_block(gqa.weights.k_proj, h / group, mha.weights.k_proj, h, d * hidden);
     copy_row_block(gqa.weights.v_proj, h / group, mha.weights.v_proj, h, d * hidden);
@@ -73,6 +77,7 @@ RC_GTEST_PROP(Properties, GqaIsMhaWithRepeatedKvWeights, ()) {
       copy_row_block(*gqa.weights.k_bias, h / group, *mha.weights.k_bias, h, d);
       copy_row_block(*gqa.weights.v_bias, h / group, *mha.weights.v_bias, h, d);
     }
+    if (k_norm_by_channel) copy_row_block(*gqa.weights.k_norm, h / group, *mha.weights.k_norm, h, d);
   }
   RC_TAG(group > 1 ? "GQA" : "MHA");
   const Result gqa_result = reference::run_reference(gqa);
@@ -94,6 +99,8 @@ RC_GTEST_PROP(Properties, GqaIsMhaWithRepeatedKvWeights, ()) {
     fold(*folded.k_bias, {g.kv_width()}, d);
     fold(*folded.v_bias, {g.kv_width()}, d);
   }
+  if (k_norm_by_channel) fold(*folded.k_norm, {g.kv_width()}, d);
+  RC_TAG(k_norm_by_channel ? "whole-width norm" : "per-head or no norm");
   assert_close(gqa, named_tensors(gqa_result), named_tensors(mha_result));
 }
 
@@ -112,7 +119,8 @@ RC_GTEST_PROP(Properties, RopeDependsOnlyOnPositionDifferences, ()) {
 }
 
 // Renumbering heads consistently — query heads within their KV group (q_proj rows, q_bias, o_proj
-// columns, sinks) and whole KV groups (k/v rows with their query heads) — changes nothing in out or dx.
+// columns, sinks, whole-width q_norm channels) and whole KV groups (k/v rows with their query heads,
+// whole-width k_norm channels) — changes nothing in out or dx.
 RC_GTEST_PROP(Properties, PermutingHeadsConsistentlyChangesNothing, ()) {
   CaseSpec spec = *case_specs();
   spec.inputs.tp_size = 1;
@@ -136,11 +144,14 @@ RC_GTEST_PROP(Properties, PermutingHeadsConsistentlyChangesNothing, ()) {
     copy_row_block(original.weights.v_proj, kv, w.v_proj, to_kv, d * hidden);
     if (w.k_bias) copy_row_block(*original.weights.k_bias, kv, *w.k_bias, to_kv, d);
     if (w.v_bias) copy_row_block(*original.weights.v_bias, kv, *w.v_bias, to_kv, d);
+    if (g.qk_norm_full_width()) copy_row_block(*original.weights.k_norm, kv, *w.k_norm, to_kv, d);
     for (std::int64_t j = 0; j < group; ++j) {
       const std::int64_t from = kv * group + j, to = to_kv * group + within[j];
       copy_row_block(original.weights.q_proj, from, w.q_proj, to, d * hidden);
       if (w.q_bias) copy_row_block(*original.weights.q_bias, from, *w.q_bias, to, d);
       if (w.sinks) copy_row_block(*original.weights.sinks, from, *w.sinks, to, 1);  // a head's sink moves with it
+      // A whole-width norm's weights move with their channels (the rms over the width does not change).
+      if (g.qk_norm_full_width()) copy_row_block(*original.weights.q_norm, from, *w.q_norm, to, d);
       for (std::int64_t row = 0; row < hidden; ++row) {
         std::copy_n(original.weights.o_proj.values.begin() + row * width + from * d, d,
                     w.o_proj.values.begin() + row * width + to * d);

@@ -197,14 +197,18 @@ class EmulatedLayer {
     return store_(std::move(out));
   }
 
+  // Heads normalised apart (per-head norms), or the whole row as one (rms-full-width: norm_units 1).
+  std::int64_t norm_units(std::int64_t heads) const { return g_.qk_norm_full_width() ? 1 : heads; }
+
   void normalise(Mat<S>& rows, const Tensor& weight, Mat<S>& inverse_rms, std::int64_t heads) const {
     Row<S> factor = load<S>(weight, 1).row(0);
     if (g_.qk_norm() == QkNorm::rms_one_plus) factor.array() += S(1);
-    inverse_rms.resize(rows.rows(), heads);
+    const std::int64_t units = norm_units(heads), width = rows.cols() / units;
+    inverse_rms.resize(rows.rows(), units);
     for (Eigen::Index t = 0; t < rows.rows(); ++t) {
-      for (std::int64_t h = 0; h < heads; ++h) {
-        auto channels = rows.row(t).segment(h * d_, d_);
-        const S inv = S(1) / std::sqrt(channels.squaredNorm() / S(d_) + S(g_.qk_norm_eps()));
+      for (std::int64_t h = 0; h < units; ++h) {
+        auto channels = rows.row(t).segment(h * width, width);
+        const S inv = S(1) / std::sqrt(channels.squaredNorm() / S(width) + S(g_.qk_norm_eps()));
         inverse_rms(t, h) = inv;
         channels = (channels.array() * inv * factor.array()).matrix();
       }
@@ -327,13 +331,14 @@ class EmulatedLayer {
                           std::int64_t heads, Row<S>& weight_gradient) const {
     Row<S> factor = load<S>(weight, 1).row(0);
     if (g_.qk_norm() == QkNorm::rms_one_plus) factor.array() += S(1);
+    const std::int64_t units = norm_units(heads), width = gradient.cols() / units;
     for (Eigen::Index t = 0; t < gradient.rows(); ++t) {
-      for (std::int64_t h = 0; h < heads; ++h) {
-        const Row<S> n = input.row(t).segment(h * d_, d_) * inverse_rms(t, h);
-        auto dy = gradient.row(t).segment(h * d_, d_);
+      for (std::int64_t h = 0; h < units; ++h) {
+        const Row<S> n = input.row(t).segment(h * width, width) * inverse_rms(t, h);
+        auto dy = gradient.row(t).segment(h * width, width);
         weight_gradient.array() += dy.array() * n.array();
         const Row<S> dn = (dy.array() * factor.array()).matrix();
-        const S mean = dn.dot(n) / S(d_);
+        const S mean = dn.dot(n) / S(width);
         dy = inverse_rms(t, h) * (dn - mean * n);
       }
     }
@@ -380,7 +385,7 @@ class EmulatedLayer {
     rotate(d_q, g_.num_heads(), S(-1));
     rotate(d_k, g_.num_kv_heads(), S(-1));
     if (g_.qk_norm() != QkNorm::none) {
-      Row<S> d_q_norm = Row<S>::Zero(d_), d_k_norm = Row<S>::Zero(d_);
+      Row<S> d_q_norm = Row<S>::Zero(w.q_norm->numel()), d_k_norm = Row<S>::Zero(w.k_norm->numel());
       normalise_backward(d_q, f.q_in, f.q_inv, *w.q_norm, g_.num_heads(), d_q_norm);
       normalise_backward(d_k, f.k_in, f.k_inv, *w.k_norm, g_.num_kv_heads(), d_k_norm);
       grads.q_norm = save_row<S>(store_(Mat<S>(d_q_norm)).row(0));

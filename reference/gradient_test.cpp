@@ -84,6 +84,16 @@ std::vector<GradientCase> gradient_cases() {
                     .sliding_window = 2,
                     .attention_sinks = true},
                    small_inputs(13, true)});
+  // OLMo-2's QK-norm over the whole q and k projections (one rms per token, a weight per channel).
+  cases.push_back({"whole_width_qk_norm_gqa_biases",
+                   {.hidden_size = 6,
+                    .num_heads = 4,
+                    .num_kv_heads = 2,
+                    .head_dim = 4,
+                    .qk_norm = QkNorm::rms_full_width,
+                    .qkv_bias = true,
+                    .out_bias = true},
+                   small_inputs(14, true)});
   for (std::uint64_t seed = 100; seed < 112; ++seed) {
     cases.push_back(
         {fmt::format("random_{}", seed), testing::random_small_geometry(seed), small_inputs(seed, seed % 2 == 0)});

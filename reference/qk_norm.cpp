@@ -47,4 +47,42 @@ void qk_norm_backward(MatrixRef gradient, const ConstMatrixRef& input, const Row
   }
 }
 
+RowVector full_width_sum_squares(const ConstMatrixRef& rows) {
+  return rows.rowwise().squaredNorm().transpose();
+}
+
+void full_width_norm_forward(MatrixRef rows, const RowVector& weight, const RowVector& sum_squares, std::int64_t width,
+                             double eps, RowMatrix& inverse_rms) {
+  inverse_rms.resize(rows.rows(), 1);
+  for (std::int64_t t = 0; t < rows.rows(); ++t) {
+    const double inv = 1.0 / std::sqrt(sum_squares[t] / static_cast<double>(width) + eps);
+    inverse_rms(t, 0) = inv;
+    rows.row(t) = (rows.row(t).array() * inv * weight.array()).matrix();
+  }
+}
+
+RowVector full_width_dot(const ConstMatrixRef& gradient, const ConstMatrixRef& input, const RowMatrix& inverse_rms,
+                         const RowVector& weight) {
+  RowVector dot(gradient.rows());
+  for (std::int64_t t = 0; t < gradient.rows(); ++t) {
+    dot[t] = (gradient.row(t).array() * weight.array() * input.row(t).array()).sum() * inverse_rms(t, 0);
+  }
+  return dot;
+}
+
+void full_width_norm_backward(MatrixRef gradient, const ConstMatrixRef& input, const RowMatrix& inverse_rms,
+                              const RowVector& weight, const RowVector& dot, std::int64_t width, bool subtract_dot_term,
+                              RowVector& weight_gradient) {
+  for (std::int64_t t = 0; t < gradient.rows(); ++t) {
+    const double inv = inverse_rms(t, 0);
+    const RowVector normalised = input.row(t) * inv;
+    auto channels = gradient.row(t);
+    // y = n * w: dw += dy * n; dn = dy * w; dx = inv * (dn - n * sum(dn * n) / N).
+    weight_gradient.array() += channels.array() * normalised.array();
+    RowVector d_x = (channels.array() * weight.array()).matrix();
+    if (subtract_dot_term) d_x -= (dot[t] / static_cast<double>(width)) * normalised;
+    channels = inv * d_x;
+  }
+}
+
 }  // namespace attncheck::reference

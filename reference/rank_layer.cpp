@@ -1,5 +1,6 @@
 #include "reference/rank_layer.hpp"
 
+#include <stdexcept>
 #include <vector>
 
 #include "reference/parallel.hpp"
@@ -40,12 +41,31 @@ ProjectedTokens project_tokens(const Geometry& geometry, const LocalHeads& heads
   if (geometry.qk_norm() != QkNorm::none) {
     projected.q_input = projected.q;
     projected.k_input = projected.k;
+  }
+  if (geometry.qk_norm_full_width()) {
+    if (tokens.q_sum_squares.size() != static_cast<std::size_t>(tokens.x.rows()) ||
+        tokens.k_sum_squares.size() != static_cast<std::size_t>(tokens.x.rows())) {
+      throw std::logic_error("project_tokens: a whole-width QK-norm needs the all-reduced sums of squares");
+    }
+    const auto sums = [](std::span<const double> values) {
+      return RowVector(Eigen::Map<const RowVector>(values.data(), static_cast<Eigen::Index>(values.size())));
+    };
+    full_width_norm_forward(projected.q, as_row_vector(*shard.q_norm), sums(tokens.q_sum_squares),
+                            geometry.query_width(), geometry.qk_norm_eps(), projected.q_inverse_rms);
+    full_width_norm_forward(projected.k, as_row_vector(*shard.k_norm), sums(tokens.k_sum_squares), geometry.kv_width(),
+                            geometry.qk_norm_eps(), projected.k_inverse_rms);
+  } else if (geometry.qk_norm() != QkNorm::none) {
     qk_norm_forward(projected.q, as_row_vector(*shard.q_norm), heads.num_heads, geometry, projected.q_inverse_rms);
     qk_norm_forward(projected.k, as_row_vector(*shard.k_norm), heads.num_kv_heads, geometry, projected.k_inverse_rms);
   }
   apply_rope(projected.q, tokens.positions, heads.num_heads, geometry, RopeDirection::forward);
   apply_rope(projected.k, tokens.positions, heads.num_kv_heads, geometry, RopeDirection::forward);
   return projected;
+}
+
+NormSums rank_norm_sum_squares(const Parameters& shard, const TokenBlock& tokens) {
+  return {.q = full_width_sum_squares(linear(tokens.x, shard.q_proj, shard.q_bias)),
+          .k = full_width_sum_squares(linear(tokens.x, shard.k_proj, shard.k_bias))};
 }
 
 RankForward rank_forward(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
@@ -84,9 +104,9 @@ RankForward rank_forward(const Geometry& geometry, const LocalHeads& heads, cons
   return forward;
 }
 
-RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
-                           const TokenBlock& tokens, std::span<const std::int64_t> key_lengths,
-                           const RankForward& forward, const ConstMatrixMap& d_out) {
+RankBackward rank_backward_attention(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
+                                     const TokenBlock& tokens, std::span<const std::int64_t> key_lengths,
+                                     const RankForward& forward, const ConstMatrixMap& d_out) {
   const std::int64_t head_dim = geometry.head_dim();
   const std::int64_t seq = tokens.seq;
   const ProjectedTokens& p = forward.projected;
@@ -101,9 +121,12 @@ RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, co
   RowMatrix d_context = d_out * o_proj;
 
   // Per (batch row, KV head): d_k and d_v come back summed over the group's query heads.
-  RowMatrix d_q(p.q.rows(), p.q.cols());
-  RowMatrix d_k(p.k.rows(), p.k.cols());
-  RowMatrix d_v(p.v.rows(), p.v.cols());
+  RowMatrix& d_q = backward.d_q;
+  RowMatrix& d_k = backward.d_k;
+  RowMatrix& d_v = backward.d_v;
+  d_q.resize(p.q.rows(), p.q.cols());
+  d_k.resize(p.k.rows(), p.k.cols());
+  d_v.resize(p.v.rows(), p.v.cols());
   const ScoreSpec score = ScoreSpec::for_geometry(geometry);
   const std::int64_t group = heads.group_size();
   const std::int64_t group_width = group * head_dim;
@@ -132,10 +155,40 @@ RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, co
     }
   }
 
-  // Undo RoPE (rotate back), then QK-norm, in reverse order of the forward pass.
+  // Undo RoPE (rotate back); QK-norm's backward is stage 2's.
   apply_rope(d_q, tokens.positions, heads.num_heads, geometry, RopeDirection::backward);
   apply_rope(d_k, tokens.positions, heads.num_kv_heads, geometry, RopeDirection::backward);
-  if (geometry.qk_norm() != QkNorm::none) {
+  return backward;
+}
+
+NormSums rank_norm_dots(const Parameters& shard, const RankForward& forward, const RankBackward& backward) {
+  const ProjectedTokens& p = forward.projected;
+  return {.q = full_width_dot(backward.d_q, p.q_input, p.q_inverse_rms, as_row_vector(*shard.q_norm)),
+          .k = full_width_dot(backward.d_k, p.k_input, p.k_inverse_rms, as_row_vector(*shard.k_norm))};
+}
+
+void rank_backward_finish(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
+                          const TokenBlock& tokens, const RankForward& forward, const NormSums* all_reduced_dots,
+                          bool subtract_kv_dot_term, RankBackward& backward) {
+  const std::int64_t head_dim = geometry.head_dim();
+  const ProjectedTokens& p = forward.projected;
+  Parameters& grads = backward.gradients;
+  RowMatrix& d_q = backward.d_q;
+  RowMatrix& d_k = backward.d_k;
+  RowMatrix& d_v = backward.d_v;
+  if (geometry.qk_norm_full_width()) {
+    if (all_reduced_dots == nullptr) {
+      throw std::logic_error("rank_backward_finish: a whole-width QK-norm needs the all-reduced sums of dn * n");
+    }
+    RowVector d_q_norm = RowVector::Zero(d_q.cols());
+    RowVector d_k_norm = RowVector::Zero(d_k.cols());
+    full_width_norm_backward(d_q, p.q_input, p.q_inverse_rms, as_row_vector(*shard.q_norm), all_reduced_dots->q,
+                             geometry.query_width(), true, d_q_norm);
+    full_width_norm_backward(d_k, p.k_input, p.k_inverse_rms, as_row_vector(*shard.k_norm), all_reduced_dots->k,
+                             geometry.kv_width(), subtract_kv_dot_term, d_k_norm);
+    grads.q_norm = to_tensor(d_q_norm, {d_q_norm.size()});
+    grads.k_norm = to_tensor(d_k_norm, {d_k_norm.size()});
+  } else if (geometry.qk_norm() != QkNorm::none) {
     RowVector d_q_norm = RowVector::Zero(head_dim);
     RowVector d_k_norm = RowVector::Zero(head_dim);
     qk_norm_backward(d_q, p.q_input, p.q_inverse_rms, as_row_vector(*shard.q_norm), heads.num_heads, geometry,
@@ -158,6 +211,16 @@ RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, co
   projection_gradients(d_q, shard.q_proj, grads.q_proj, shard.q_bias, grads.q_bias);
   projection_gradients(d_k, shard.k_proj, grads.k_proj, shard.k_bias, grads.k_bias);
   projection_gradients(d_v, shard.v_proj, grads.v_proj, shard.v_bias, grads.v_bias);
+  d_q.resize(0, 0);  // spent
+  d_k.resize(0, 0);
+  d_v.resize(0, 0);
+}
+
+RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
+                           const TokenBlock& tokens, std::span<const std::int64_t> key_lengths,
+                           const RankForward& forward, const ConstMatrixMap& d_out) {
+  RankBackward backward = rank_backward_attention(geometry, heads, shard, tokens, key_lengths, forward, d_out);
+  rank_backward_finish(geometry, heads, shard, tokens, forward, nullptr, true, backward);
   return backward;
 }
 

@@ -35,6 +35,10 @@ struct TokenBlock {
   std::int64_t seq = 0;
   ConstMatrixMap x;                         // [batch * seq, hidden_size]
   std::span<const std::int64_t> positions;  // [batch * seq]
+  // Whole-width QK-norm (rms-full-width) only: each token's sum of squares over the whole q / k
+  // projection, all ranks' parts all-reduced (reference.cpp), [batch * seq] each; empty otherwise.
+  std::span<const double> q_sum_squares;
+  std::span<const double> k_sum_squares;
 };
 
 // q, k, v of a block of tokens: projections (+bias), QK-norm, RoPE.
@@ -44,9 +48,18 @@ struct ProjectedTokens {
   RowMatrix v;
   RowMatrix q_input;  // before QK-norm (kept only when the geometry normalises)
   RowMatrix k_input;
-  RowMatrix q_inverse_rms;  // [tokens, heads]
+  RowMatrix q_inverse_rms;  // [tokens, heads]; [tokens, 1] for a whole-width norm
   RowMatrix k_inverse_rms;
 };
+
+// A whole-width norm's per-token sums over one rank's channels: what the rank contributes to an
+// all-reduce. [tokens] each.
+struct NormSums {
+  RowVector q;
+  RowVector k;
+};
+// The rank's sums of squares of its q and k projections (before the norm), per token.
+NormSums rank_norm_sum_squares(const Parameters& shard, const TokenBlock& tokens);
 ProjectedTokens project_tokens(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
                                const TokenBlock& tokens);
 
@@ -65,10 +78,26 @@ RankForward rank_forward(const Geometry& geometry, const LocalHeads& heads, cons
 struct RankBackward {
   Parameters gradients;  // this rank's partial gradients, shard layout; o_bias = column sums of d_out
   RowMatrix dx;          // this rank's contribution to d(x)
+  // Between the two stages: d(q), d(k) with respect to the normalised, unrotated q and k; d(v).
+  RowMatrix d_q, d_k, d_v;
 };
 
+// The whole backward pass of one rank (per-head QK-norm or none).
 RankBackward rank_backward(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
                            const TokenBlock& tokens, std::span<const std::int64_t> key_lengths,
                            const RankForward& forward, const ConstMatrixMap& d_out);
+
+// The same in two stages, for a whole-width norm whose backward needs an all-reduce in between:
+// stage 1 runs o_proj, attention and RoPE backward (gradients o_proj, o_bias, sinks; d_q, d_k, d_v);
+// rank_norm_dots gives the rank's part of each token's sum of dn * n; stage 2, given the all-reduced
+// sums, runs the norm and projection backward. subtract_kv_dot_term: whether this rank is the first of
+// its KV head's replica group (qk_norm.hpp: full_width_norm_backward).
+RankBackward rank_backward_attention(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
+                                     const TokenBlock& tokens, std::span<const std::int64_t> key_lengths,
+                                     const RankForward& forward, const ConstMatrixMap& d_out);
+NormSums rank_norm_dots(const Parameters& shard, const RankForward& forward, const RankBackward& backward);
+void rank_backward_finish(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,
+                          const TokenBlock& tokens, const RankForward& forward, const NormSums* all_reduced_dots,
+                          bool subtract_kv_dot_term, RankBackward& backward);
 
 }  // namespace attncheck::reference

@@ -1,6 +1,7 @@
 #include "reference/reference.hpp"
 
 #include <algorithm>
+#include <span>
 
 #include "core/errors/input_error.hpp"
 #include "core/tp/tp_shard.hpp"
@@ -73,10 +74,34 @@ void add_o_bias(const Parameters& weights, MatrixRef out) {
   if (weights.o_bias) out.rowwise() += as_matrix(*weights.o_bias, 1).row(0);
 }
 
+bool first_of_replica_group(const TpPlan& plan, int rank) {
+  return rank == plan.replica_groups[plan.ranks[rank].replica_group].ranks.begin;
+}
+
+// Whole-width QK-norm's forward all-reduce: each token's sum of squares over the whole q and k
+// projections, the ranks' parts summed in rank order. Every query channel lives on one rank; a
+// replicated KV head's channels are on every rank of its replica group and are counted once, from the
+// group's first rank (counting them per replica would weigh them kv_replicas times).
+NormSums all_reduce_sum_squares(const Case& test_case, const TpPlan& plan, const TokenBlock& tokens) {
+  NormSums total{.q = RowVector::Zero(tokens.x.rows()), .k = RowVector::Zero(tokens.x.rows())};
+  for (int r = 0; r < plan.tp_size; ++r) {
+    const RankShard shard(test_case.weights, plan, r);
+    const NormSums part = rank_norm_sum_squares(shard.get(), tokens);
+    total.q += part.q;
+    if (first_of_replica_group(plan, r)) total.k += part.k;
+  }
+  return total;
+}
+
+std::span<const double> as_span(const RowVector& values) {
+  return {values.data(), static_cast<std::size_t>(values.size())};
+}
+
 // KV-cache decoding of inputs.decode on every rank of the plan: [batch, decode.total(), hidden].
 // Ranks run one after another (each with its own cache), adding their partials into the output, so
 // every element is summed in rank order; o_bias is added once at the end.
-Tensor run_decode(const Case& test_case, const TpPlan& plan) {
+// sum_squares: the whole-width norm's all-reduced sums for every token of inputs.x (empty without one).
+Tensor run_decode(const Case& test_case, const TpPlan& plan, const NormSums& sum_squares) {
   const Geometry& geometry = plan.geometry;
   const Inputs& inputs = test_case.inputs;
   const std::int64_t hidden = geometry.hidden_size();
@@ -97,14 +122,21 @@ Tensor run_decode(const Case& test_case, const TpPlan& plan) {
       // Gather tokens [start, start + count) of every batch row into a contiguous block.
       RowMatrix x_new(inputs.batch * count, hidden);
       std::vector<std::int64_t> positions(inputs.batch * count);
+      RowVector q_sums(sum_squares.q.size() > 0 ? inputs.batch * count : 0), k_sums(q_sums.size());
       for (std::int64_t b = 0; b < inputs.batch; ++b) {
         x_new.middleRows(b * count, count) = x.middleRows(b * inputs.seq + start, count);
         std::copy_n(inputs.positions.begin() + b * inputs.seq + start, count, positions.begin() + b * count);
+        if (q_sums.size() > 0) {
+          q_sums.segment(b * count, count) = sum_squares.q.segment(b * inputs.seq + start, count);
+          k_sums.segment(b * count, count) = sum_squares.k.segment(b * inputs.seq + start, count);
+        }
       }
       const TokenBlock tokens{.batch = inputs.batch,
                               .seq = count,
                               .x = ConstMatrixMap(x_new.data(), x_new.rows(), x_new.cols()),
-                              .positions = positions};
+                              .positions = positions,
+                              .q_sum_squares = as_span(q_sums),
+                              .k_sum_squares = as_span(k_sums)};
       const RowMatrix partial = decode_call(geometry, heads, shard.get(), tokens, inputs.key_lengths, cache);
       for (std::int64_t b = 0; b < inputs.batch; ++b) {
         out.middleRows(b * total + start, count) += partial.middleRows(b * count, count);
@@ -140,9 +172,16 @@ Result run_sharded(const Case& test_case, const TpPlan& plan, const RunOptions& 
   const Inputs& inputs = test_case.inputs;
   const std::int64_t tokens_count = inputs.batch * inputs.seq;
   const std::int64_t hidden = geometry.hidden_size();
-  const TokenBlock tokens{
+  TokenBlock tokens{
       .batch = inputs.batch, .seq = inputs.seq, .x = as_matrix(inputs.x, tokens_count), .positions = inputs.positions};
   const ConstMatrixMap d_out = as_matrix(inputs.dout, tokens_count);
+  const bool full_width = geometry.qk_norm_full_width();
+  NormSums sum_squares;
+  if (full_width) {
+    sum_squares = all_reduce_sum_squares(test_case, plan, tokens);
+    tokens.q_sum_squares = as_span(sum_squares.q);
+    tokens.k_sum_squares = as_span(sum_squares.k);
+  }
 
   Result result;
   result.implementation = name;
@@ -154,19 +193,44 @@ Result run_sharded(const Case& test_case, const TpPlan& plan, const RunOptions& 
   RowMatrix dx = RowMatrix::Zero(tokens_count, hidden);
   std::optional<GradientAssembler> assembler;
   if (options.gradients) assembler.emplace(plan);
+  // A whole-width norm's backward needs every rank's stage-1 state before its second all-reduce.
+  std::vector<RankForward> forwards;
+  std::vector<RankBackward> backwards;
   for (int r = 0; r < plan.tp_size; ++r) {
     const RankShard shard(test_case.weights, plan, r);
     const LocalHeads heads = LocalHeads::of(plan.ranks[r]);
-    const RankForward forward = rank_forward(geometry, heads, shard.get(), tokens, inputs.key_lengths);
+    RankForward forward = rank_forward(geometry, heads, shard.get(), tokens, inputs.key_lengths);
     out += forward.partial_out;
     if (options.intermediates) {
       scatter_intermediates(forward, plan.ranks[r], plan, inputs.batch, inputs.seq, *result.intermediates);
     }
-    if (options.gradients) {
+    if (options.gradients && full_width) {
+      backwards.push_back(
+          rank_backward_attention(geometry, heads, shard.get(), tokens, inputs.key_lengths, forward, d_out));
+      forwards.push_back(std::move(forward));
+    } else if (options.gradients) {
       const RankBackward backward =
           rank_backward(geometry, heads, shard.get(), tokens, inputs.key_lengths, forward, d_out);
       dx += backward.dx;
       assembler->add_rank(backward.gradients);
+    }
+  }
+  if (!backwards.empty()) {
+    // The backward's all-reduce: each token's sum of dn * n over the whole width. Every rank's part
+    // counts, replicas included: each holds a different share of its KV head's gradient.
+    NormSums dots{.q = RowVector::Zero(tokens_count), .k = RowVector::Zero(tokens_count)};
+    for (int r = 0; r < plan.tp_size; ++r) {
+      const RankShard shard(test_case.weights, plan, r);
+      const NormSums part = rank_norm_dots(shard.get(), forwards[r], backwards[r]);
+      dots.q += part.q;
+      dots.k += part.k;
+    }
+    for (int r = 0; r < plan.tp_size; ++r) {
+      const RankShard shard(test_case.weights, plan, r);
+      rank_backward_finish(geometry, LocalHeads::of(plan.ranks[r]), shard.get(), tokens, forwards[r], &dots,
+                           first_of_replica_group(plan, r), backwards[r]);
+      dx += backwards[r].dx;
+      assembler->add_rank(backwards[r].gradients);
     }
   }
   add_o_bias(test_case.weights, out);
@@ -177,7 +241,7 @@ Result run_sharded(const Case& test_case, const TpPlan& plan, const RunOptions& 
         Gradients{.x = to_tensor(dx, {inputs.batch, inputs.seq, hidden}), .params = std::move(*assembler).finish()};
     if (report_rank_gradients) result.rank_gradients = rank_slices(result.gradients->params, plan);
   }
-  if (options.decode && !inputs.decode.empty()) result.decode_out = run_decode(test_case, plan);
+  if (options.decode && !inputs.decode.empty()) result.decode_out = run_decode(test_case, plan, sum_squares);
   check_result_finite(result);
   return result;
 }

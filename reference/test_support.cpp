@@ -89,8 +89,8 @@ GeometrySpec random_small_geometry(std::uint64_t seed) {
   spec.rotary_dim = 2 * pick(0, *spec.head_dim / 2);  // anything from no RoPE to the whole head
   spec.rope_theta = pick(0, 1) ? 10000.0 : 1000000.0;
   spec.rope_style = pick(0, 1) ? RopeStyle::half_split : RopeStyle::interleaved;
-  const QkNorm norms[] = {QkNorm::none, QkNorm::rms, QkNorm::rms_one_plus};
-  spec.qk_norm = norms[pick(0, 2)];
+  const QkNorm norms[] = {QkNorm::none, QkNorm::rms, QkNorm::rms_one_plus, QkNorm::rms_full_width};
+  spec.qk_norm = norms[pick(0, 3)];
   spec.qkv_bias = pick(0, 1) == 1;
   spec.out_bias = pick(0, 1) == 1;
   if (pick(0, 2) == 0) spec.softcap = 2.0;

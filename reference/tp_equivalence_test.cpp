@@ -107,6 +107,24 @@ TEST(TpEquivalence, SmallGeometriesWithLongerSequences) {
   }
 }
 
+// OLMo-2's whole-width QK-norm: every rank holds a slice of the width, so reference-tp all-reduces the
+// sums of squares (a replicated KV head counted once) and the backward's sums of dn * n (every replica's
+// part). TP 4 and 8 over 2 KV heads replicate each twice and four times.
+TEST(TpEquivalence, WholeWidthQkNormIncludingReplicatedKvHeads) {
+  for (const bool bias : {false, true}) {
+    const Geometry geometry = resolve_geometry({.hidden_size = 12,
+                                                .num_heads = 8,
+                                                .num_kv_heads = 2,
+                                                .head_dim = 6,
+                                                .rotary_dim = 4,
+                                                .qk_norm = QkNorm::rms_full_width,
+                                                .qkv_bias = bias,
+                                                .out_bias = bias});
+    expect_tp_matches_unsharded(
+        geometry, {.seed = 41, .batch = 2, .seq = 7, .pad_keys = true, .decode = {.prefill = 3, .steps = {2, 1}}});
+  }
+}
+
 TEST(TpEquivalence, InvalidTpSizeIsAnErrorNotAResult) {
   const Geometry geometry = resolve_geometry(find_preset("qwen3-4b")->spec);  // 32 query heads, 8 KV heads
   for (std::int64_t tp_size : {3, 5, 64, 0, -2}) {

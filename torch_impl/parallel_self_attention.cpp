@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <vector>
 
 #include "core/model/rope_frequencies.hpp"
@@ -116,17 +117,34 @@ torch::Tensor ParallelSelfAttention::rotate(const torch::Tensor& heads, const to
   return torch::cat({rotated, pass}, -1);
 }
 
-torch::Tensor ParallelSelfAttention::project(const torch::Tensor& x, const torch::Tensor& positions, torch::Tensor& k,
-                                             torch::Tensor& v) {
-  const std::int64_t batch = x.size(0), seq = x.size(1);
-  // ColumnParallel fused QKV, split [Q | K | V] into this rank's heads.
+NormSums ParallelSelfAttention::partial_sum_squares(const torch::Tensor& x) const {
   const torch::Tensor qkv = torch::nn::functional::linear(x, qkv_weight_, qkv_bias_);
   const std::vector<torch::Tensor> parts =
       qkv.split_with_sizes({query_hidden_size_, kv_hidden_size_, kv_hidden_size_}, -1);
+  return {.q = parts[0].pow(2).sum(-1), .k = parts[1].pow(2).sum(-1)};
+}
+
+torch::Tensor ParallelSelfAttention::project(const torch::Tensor& x, const torch::Tensor& positions, torch::Tensor& k,
+                                             torch::Tensor& v, const NormSums* all_reduced) {
+  const Geometry& g = plan_.geometry;
+  const std::int64_t batch = x.size(0), seq = x.size(1);
+  // ColumnParallel fused QKV, split [Q | K | V] into this rank's heads.
+  const torch::Tensor qkv = torch::nn::functional::linear(x, qkv_weight_, qkv_bias_);
+  std::vector<torch::Tensor> parts = qkv.split_with_sizes({query_hidden_size_, kv_hidden_size_, kv_hidden_size_}, -1);
+  if (g.qk_norm_full_width()) {
+    // OLMo-2's norm over the whole projection width, from the all-reduced sums: [batch, seq, 1] each.
+    if (all_reduced == nullptr) throw std::logic_error("a whole-width QK-norm needs the all-reduced sums of squares");
+    const auto normalise_width = [&](const torch::Tensor& channels, const torch::Tensor& sums, std::int64_t width,
+                                     const torch::Tensor& weight) {
+      return channels * torch::rsqrt(sums.unsqueeze(-1) / double(width) + g.qk_norm_eps()) * weight;
+    };
+    parts[0] = normalise_width(parts[0], all_reduced->q, g.query_width(), q_norm_);
+    parts[1] = normalise_width(parts[1], all_reduced->k, g.kv_width(), k_norm_);
+  }
   torch::Tensor q = parts[0].view({batch, seq, num_heads_, head_dim_}).transpose(1, 2);
   k = parts[1].view({batch, seq, num_kv_heads_, head_dim_}).transpose(1, 2);
   v = parts[2].view({batch, seq, num_kv_heads_, head_dim_}).transpose(1, 2);
-  if (q_norm_.defined()) {
+  if (q_norm_.defined() && !g.qk_norm_full_width()) {
     q = normalise(q, q_norm_);
     k = normalise(k, k_norm_);
   }
@@ -180,12 +198,13 @@ torch::Tensor ParallelSelfAttention::attend(const torch::Tensor& q, const torch:
 }
 
 torch::Tensor ParallelSelfAttention::forward(const torch::Tensor& x, const torch::Tensor& positions,
-                                             const torch::Tensor& key_lengths, RankCache* cache) {
+                                             const torch::Tensor& key_lengths, RankCache* cache,
+                                             const NormSums* all_reduced) {
   const Geometry& g = plan_.geometry;
   const std::int64_t batch = x.size(0), seq = x.size(1);
   const std::int64_t past = cache ? cache->length : 0;
   torch::Tensor k, v;
-  const torch::Tensor q = project(x, positions, k, v);
+  const torch::Tensor q = project(x, positions, k, v, all_reduced);
   if (cache) {
     if (cache->length > 0) {
       k = torch::cat({cache->keys, k}, 2);

@@ -21,6 +21,13 @@
 
 namespace attncheck::torch_impl {
 
+// A whole-width QK-norm's per-token sums of squares over q's and k's channels: one rank's part, or, once
+// the caller has all-reduced the parts (torch_layer.cpp), the whole width's. [batch, seq] each.
+struct NormSums {
+  torch::Tensor q;
+  torch::Tensor k;
+};
+
 struct RankCache {
   torch::Tensor keys;  // [batch, local kv heads, length, head_dim], empty before the first call
   torch::Tensor values;
@@ -34,15 +41,21 @@ class ParallelSelfAttention {
 
   // The rank's partial output for x's tokens, which sit at key indices cache->length .. (0 without a
   // cache) and attend to everything before them (bottom-right causal alignment). key_lengths [batch].
+  // all_reduced: required with a whole-width QK-norm (rms-full-width), the sums over every rank.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& key_lengths,
-                        RankCache* cache = nullptr);
+                        RankCache* cache = nullptr, const NormSums* all_reduced = nullptr);
+
+  // This rank's part of a whole-width norm's sums of squares for x's tokens (differentiable: autograd
+  // carries the all-reduce's backward to every rank's projection).
+  NormSums partial_sum_squares(const torch::Tensor& x) const;
 
   // The gradients autograd left on the parameters, in the rank's HF shard layout (o_bias excluded: the
   // caller owns it).
   Parameters shard_gradients() const;
 
  private:
-  torch::Tensor project(const torch::Tensor& x, const torch::Tensor& positions, torch::Tensor& k, torch::Tensor& v);
+  torch::Tensor project(const torch::Tensor& x, const torch::Tensor& positions, torch::Tensor& k, torch::Tensor& v,
+                        const NormSums* all_reduced);
   torch::Tensor normalise(const torch::Tensor& heads, const torch::Tensor& weight) const;
   torch::Tensor rotate(const torch::Tensor& heads, const torch::Tensor& positions) const;
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -60,7 +73,7 @@ class ParallelSelfAttention {
   torch::Tensor qkv_weight_;        // [query_hidden_size + 2 kv_hidden_size, hidden], stacked [Q | K | V]
   torch::Tensor qkv_bias_;          // [query_hidden_size + 2 kv_hidden_size] or undefined
   torch::Tensor dense_weight_;      // [hidden, query_hidden_size]
-  torch::Tensor q_norm_, k_norm_;   // [head_dim] or undefined
+  torch::Tensor q_norm_, k_norm_;   // [head_dim], whole-width: [query_hidden_size] / [kv_hidden_size]; or undefined
   torch::Tensor sinks_;             // [local query heads] sink logits, or undefined
   torch::Tensor inv_freq_;          // [rotary_dim / 2] float64, as SCHEMA.md (longrope: its short factors)
   torch::Tensor long_inv_freq_;     // longrope only: with its long factors; undefined otherwise

@@ -1,6 +1,7 @@
 #include "torch_impl/torch_layer.hpp"
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/tp/tp_shard.hpp"
@@ -9,6 +10,24 @@
 namespace attncheck::torch_impl {
 
 namespace {
+
+// A whole-width QK-norm's all-reduce of the ranks' sums of squares, in rank order; a replicated KV
+// head's channels counted once, from the first rank of its replica group. Autograd's backward of this
+// sum is the backward's all-reduce. Without such a norm: nothing (no sums).
+std::optional<NormSums> all_reduce_sum_squares(const TpPlan& plan,
+                                               const std::vector<std::unique_ptr<ParallelSelfAttention>>& ranks,
+                                               const torch::Tensor& x) {
+  if (!plan.geometry.qk_norm_full_width()) return std::nullopt;
+  NormSums total;
+  for (int r = 0; r < plan.tp_size; ++r) {
+    const NormSums part = ranks[r]->partial_sum_squares(x);
+    total.q = r == 0 ? part.q : total.q + part.q;
+    if (r == plan.replica_groups[plan.ranks[r].replica_group].ranks.begin) {
+      total.k = total.k.defined() ? total.k + part.k : part.k;
+    }
+  }
+  return total;
+}
 
 torch::Tensor index_tensor(const std::vector<std::int64_t>& values, torch::Device device) {
   return torch::tensor(values, torch::kInt64).to(device);
@@ -30,8 +49,10 @@ Tensor run_decode(const Case& test_case, std::vector<std::unique_ptr<ParallelSel
     const torch::Tensor tokens = x.narrow(1, start, count);
     const torch::Tensor token_positions = positions.narrow(1, start, count);
     torch::Tensor out;
+    const std::optional<NormSums> sums = all_reduce_sum_squares(test_case.plan, ranks, tokens);
     for (std::size_t r = 0; r < ranks.size(); ++r) {
-      const torch::Tensor partial = ranks[r]->forward(tokens, token_positions, key_lengths, &caches[r]);
+      const torch::Tensor partial =
+          ranks[r]->forward(tokens, token_positions, key_lengths, &caches[r], sums ? &*sums : nullptr);
       out = r == 0 ? partial : out + partial;
     }
     if (o_bias.defined()) out = out + o_bias;
@@ -58,11 +79,14 @@ Result run_torch(const Case& test_case, const TorchOptions& options, const std::
   if (test_case.weights.o_bias) o_bias = to_torch(*test_case.weights.o_bias, tensor_options).requires_grad_(true);
 
   std::vector<std::unique_ptr<ParallelSelfAttention>> ranks;
-  torch::Tensor out;
   for (int r = 0; r < plan.tp_size; ++r) {
     const Parameters shard = plan.tp_size == 1 ? test_case.weights : shard_parameters(test_case.weights, plan, r);
     ranks.push_back(std::make_unique<ParallelSelfAttention>(plan, r, shard, options));
-    const torch::Tensor partial = ranks.back()->forward(x, positions, key_lengths);
+  }
+  const std::optional<NormSums> sums = all_reduce_sum_squares(plan, ranks, x);
+  torch::Tensor out;
+  for (int r = 0; r < plan.tp_size; ++r) {
+    const torch::Tensor partial = ranks[r]->forward(x, positions, key_lengths, nullptr, sums ? &*sums : nullptr);
     out = r == 0 ? partial : out + partial;  // the row-parallel all-reduce, in rank order
   }
   if (o_bias.defined()) out = out + o_bias;  // once, after the partials are summed

@@ -95,21 +95,18 @@ const std::vector<Family>& families() {
         {"original_max_position_embeddings", 4096},
         {"rope_theta", 10000.0}},
        HfBiasRule::none},
+      // Olmo2Attention: q_norm = RMSNorm(num_heads * head_dim), k_norm = RMSNorm(num_kv_heads * head_dim)
+      // over the whole projections, before the split into heads and before RoPE (rms-full-width).
       {HfFamily::olmo2,
        "OLMo-2",
-       QkNorm::none,
+       QkNorm::rms_full_width,
        {{"num_hidden_layers", 32},
         {"num_attention_heads", 32},
         {"max_position_embeddings", 2048},
         {"rope_theta", 10000.0},
         {"attention_bias", false},
         {"rms_norm_eps", 1e-5}},
-       HfBiasRule::attention_bias,
-       RopeStyle::half_split,
-       "QK-norm over the whole projection width (OLMo-2 normalises q over all num_heads * head_dim channels "
-       "and k over all num_key_value_heads * head_dim, before the split into heads; under TP that needs an "
-       "all-reduce): attncheck models per-head QK-norm only, so it plans this layer without its QK-norm and "
-       "refuses golden files and checks of it"},
+       HfBiasRule::attention_bias},
       // GraniteConfig: the score scale is attention_multiplier itself (1.0 when omitted).
       {HfFamily::granite,
        "Granite",
@@ -211,6 +208,14 @@ std::string_view refused_architecture(std::string_view model_type) {
     return "multi-head latent attention (DeepSeek-V2/V3: q and k are a no-RoPE part of qk_nope_head_dim "
            "channels plus a RoPE part of qk_rope_head_dim channels shared by all heads, from low-rank latent "
            "projections, and v has its own v_head_dim) is not the layer attncheck models";
+  }
+  // Per-head LayerNorm of q and k (StableLM-2's and Cohere's qk_layernorm: mean subtracted, a weight per
+  // head, [num_heads, head_dim]) is a norm kind attncheck does not model; refused by name rather than read
+  // as a layer without it.
+  if (model_type == "stablelm" || model_type == "cohere" || model_type == "cohere2") {
+    return "per-head LayerNorm of q and k (StableLM-2's and Cohere's qk_layernorm: mean subtracted, one "
+           "weight per head, [num_heads, head_dim]) is not a QK-norm kind attncheck models (it has rms, "
+           "rms-one-plus and rms-full-width); describe the layer with flags without it, knowing the norm is left out";
   }
   return "";
 }

@@ -12,8 +12,9 @@
 //   llama, mistral, qwen2(_moe), qwen3(_moe), gemma, gemma2, gemma3(_text), gpt_neox, phi3, olmo2,
 //   granite, smollm3, gptj). Others differ in ways a generic reading would get silently wrong, so they
 //   are refused; deepseek_v2/v3 by name (multi-head latent attention). Describe others with flags.
-// - What an architecture does that attncheck cannot express yet (OLMo-2's whole-width QK-norm) is
-//   listed in ImportedConfig::not_modelled: `plan` shows the layer with it; goldens are refused.
+// - What an architecture does that attncheck cannot express yet is listed in
+//   ImportedConfig::not_modelled: `plan` shows the layer with it; goldens are refused. (No supported
+//   family needs it today: OLMo-2's whole-width QK-norm, the last one, is modelled as rms-full-width.)
 // - A key the file omits takes the default of that architecture's transformers config class (Qwen3:
 //   head_dim 128; GPT-NeoX: rotary_pct 0.25 and biases on; Mistral: sliding_window 4096; Qwen2/3:
 //   max_window_layers 28). An explicit null means what it means in transformers (head_dim null:

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "core/errors/input_error.hpp"
+#include "core/model/parameters.hpp"
 
 namespace attncheck {
 namespace {
@@ -162,12 +163,16 @@ TEST(HfConfig, Phi3HasLongropePartialRotaryAndAWindowOnEveryLayer) {
   EXPECT_EQ(phi35.spec.rope_scaling.type, RopeScalingType::longrope);
 }
 
-TEST(HfConfig, Olmo2IsPlannedWithItsWholeWidthQkNormNamedAsNotModelled) {
+TEST(HfConfig, Olmo2NormalisesQAndKOverTheirWholeWidth) {
   const ImportedConfig olmo = import_hf_config_file(config_path("allenai__OLMo-2-1124-7B-Instruct.json"));
-  EXPECT_EQ(olmo.spec.qk_norm, QkNorm::none);
-  ASSERT_EQ(olmo.not_modelled.size(), 1u);
-  EXPECT_NE(olmo.not_modelled[0].find("whole projection width"), std::string::npos);
+  EXPECT_EQ(olmo.spec.qk_norm, QkNorm::rms_full_width);
+  EXPECT_EQ(olmo.spec.qk_norm_eps, 1e-6);  // the file's rms_norm_eps, which Olmo2Attention's norms take
+  EXPECT_TRUE(olmo.not_modelled.empty());
   EXPECT_EQ(olmo.spec.rope_theta, 500000.0);
+  const Geometry geometry = resolve_geometry(olmo.spec);
+  const Parameters weights = zero_parameters(geometry, full_widths(geometry));
+  EXPECT_EQ(weights.q_norm->shape, (Shape{4096}));  // 32 heads x 128
+  EXPECT_EQ(weights.k_norm->shape, (Shape{4096}));
 }
 
 TEST(HfConfig, GraniteScalesScoresByItsAttentionMultiplier) {
@@ -234,6 +239,20 @@ TEST(HfConfig, DeepSeekV3IsRefusedAsLatentAttention) {
   } catch (const InputError& error) {
     ASSERT_TRUE(error.names_field("model_type"));
     EXPECT_NE(error.violations().front().rule.find("multi-head latent attention"), std::string::npos);
+  }
+}
+
+TEST(HfConfig, PerHeadLayerNormFamiliesAreRefusedByName) {
+  for (const char* model_type : {"stablelm", "cohere"}) {
+    const std::string text = std::string(R"({"model_type": ")") + model_type +
+                             R"(", "hidden_size": 2048, "num_attention_heads": 32, "qk_layernorm": true})";
+    try {
+      import_hf_config_text(text, "inline");
+      FAIL() << model_type << " was accepted";
+    } catch (const InputError& error) {
+      ASSERT_TRUE(error.names_field("model_type")) << model_type;
+      EXPECT_NE(error.violations().front().rule.find("per-head LayerNorm"), std::string::npos) << model_type;
+    }
   }
 }
 

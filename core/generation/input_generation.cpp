@@ -176,10 +176,12 @@ Parameters generate_weights(const Geometry& geometry, std::uint64_t seed) {
   }
   if (geometry.out_bias()) weights.o_bias = small_vector("o_bias", hidden, 0.0, -7, seed);
   if (geometry.qk_norm() != QkNorm::none) {
-    // rms multiplies by w (centred on 1); rms-one-plus by 1 + w (w centred on 0). Entries within 1/4.
-    const double base = geometry.qk_norm() == QkNorm::rms ? 1.0 : 0.0;
-    weights.q_norm = small_vector("q_norm", head_dim, base, -7, seed);
-    weights.k_norm = small_vector("k_norm", head_dim, base, -7, seed);
+    // rms and rms-full-width multiply by w (centred on 1); rms-one-plus by 1 + w (w centred on 0).
+    // Entries within 1/4. A whole-width norm has a weight per channel of q / k.
+    const double base = geometry.qk_norm() == QkNorm::rms_one_plus ? 0.0 : 1.0;
+    const bool full_width = geometry.qk_norm_full_width();
+    weights.q_norm = small_vector("q_norm", full_width ? geometry.query_width() : head_dim, base, -7, seed);
+    weights.k_norm = small_vector("k_norm", full_width ? geometry.kv_width() : head_dim, base, -7, seed);
   }
   // Sink logits within 4 on a 1/8 grid: as large as the scores, so the sink takes a real share.
   if (geometry.attention_sinks()) weights.sinks = small_vector("sinks", geometry.num_heads(), 0.0, -3, seed);

@@ -22,6 +22,8 @@ std::string_view to_string(QkNorm norm) {
       return "rms";
     case QkNorm::rms_one_plus:
       return "rms-one-plus";
+    case QkNorm::rms_full_width:
+      return "rms-full-width";
   }
   return "none";
 }
@@ -76,6 +78,7 @@ std::optional<QkNorm> parse_qk_norm(std::string_view text) {
   if (text == "none") return QkNorm::none;
   if (text == "rms") return QkNorm::rms;
   if (text == "rms-one-plus") return QkNorm::rms_one_plus;
+  if (text == "rms-full-width") return QkNorm::rms_full_width;
   return std::nullopt;
 }
 

@@ -93,6 +93,8 @@ class Geometry {
   RopeStyle rope_style() const { return spec_.rope_style; }
   QkNorm qk_norm() const { return spec_.qk_norm; }
   double qk_norm_eps() const { return spec_.qk_norm_eps; }
+  // Whole-width QK-norm: q_norm / k_norm are [query_width] / [kv_width] and shard with their heads.
+  bool qk_norm_full_width() const { return spec_.qk_norm == QkNorm::rms_full_width; }
   bool qkv_bias() const { return spec_.qkv_bias; }
   bool out_bias() const { return spec_.out_bias; }
   double scale() const { return scale_; }

@@ -25,7 +25,10 @@ std::vector<std::pair<std::string, Shape>> expected_shapes(const Geometry& geome
     shapes.push_back({"v_bias", {widths.kv_width}});
   }
   if (geometry.out_bias()) shapes.push_back({"o_bias", {hidden}});
-  if (geometry.qk_norm() != QkNorm::none) {
+  if (geometry.qk_norm_full_width()) {  // one weight per channel of the (local) projection
+    shapes.push_back({"q_norm", {widths.query_width}});
+    shapes.push_back({"k_norm", {widths.kv_width}});
+  } else if (geometry.qk_norm() != QkNorm::none) {
     shapes.push_back({"q_norm", {geometry.head_dim()}});
     shapes.push_back({"k_norm", {geometry.head_dim()}});
   }

@@ -8,7 +8,10 @@
 //   o_proj [hidden_size, query_width]   columns h*head_dim .. read query head h's context
 //   q_bias [query_width], k_bias/v_bias [kv_width]   present iff geometry.qkv_bias()
 //   o_bias [hidden_size]                             present iff geometry.out_bias()
-//   q_norm, k_norm [head_dim]                        present iff geometry.qk_norm() != none
+//   q_norm, k_norm [head_dim]                        present iff geometry.qk_norm() != none; with
+//                                                    rms-full-width q_norm [query_width], k_norm
+//                                                    [kv_width], entry c scaling channel c (a rank:
+//                                                    the channels of its own heads)
 //   sinks [num_heads]                                present iff geometry.attention_sinks(): entry h is
 //                                                    query head h's sink logit (a rank: its own heads')
 #pragma once

@@ -63,7 +63,11 @@ ParamCount params_for(const Geometry& geometry, std::int64_t qkv_rows, std::int6
   params.qkv_bias = geometry.qkv_bias() ? qkv_rows : 0;
   params.o_proj_weight = geometry.hidden_size() * query_width;
   params.o_proj_bias = geometry.out_bias() ? geometry.hidden_size() : 0;
-  params.qk_norm = geometry.qk_norm() == QkNorm::none ? 0 : 2 * geometry.head_dim();
+  if (geometry.qk_norm_full_width()) {  // a weight per channel of the local q and k: query_width + kv_width
+    params.qk_norm = query_width + (qkv_rows - query_width) / 2;
+  } else {
+    params.qk_norm = geometry.qk_norm() == QkNorm::none ? 0 : 2 * geometry.head_dim();
+  }
   params.sinks = geometry.attention_sinks() ? query_width / geometry.head_dim() : 0;
   return params;
 }

@@ -23,14 +23,15 @@ struct IndexRange {
   friend bool operator==(const IndexRange&, const IndexRange&) = default;
 };
 
-// Parameters one rank holds (elements, not bytes). o_proj bias and the q/k norm weights are
-// replicated on every rank; the o_proj bias is added once, after the partial outputs are summed.
+// Parameters one rank holds (elements, not bytes). o_proj bias and the per-head q/k norm weights are
+// replicated on every rank (whole-width norm weights shard with their heads); the o_proj bias is added once, after the
+// partial outputs are summed.
 struct ParamCount {
   std::int64_t qkv_weight = 0;     // fused [qkv_rows, hidden_size]
   std::int64_t qkv_bias = 0;       // [qkv_rows]
   std::int64_t o_proj_weight = 0;  // [hidden_size, query_width]
   std::int64_t o_proj_bias = 0;    // [hidden_size]
-  std::int64_t qk_norm = 0;        // q_norm and k_norm, [head_dim] each
+  std::int64_t qk_norm = 0;        // q_norm and k_norm: [head_dim] each, or local [query_width] + [kv_width]
   std::int64_t sinks = 0;          // attention sinks, one per (local) query head
   std::int64_t total() const { return qkv_weight + qkv_bias + o_proj_weight + o_proj_bias + qk_norm + sinks; }
   friend bool operator==(const ParamCount&, const ParamCount&) = default;

@@ -60,7 +60,8 @@ std::vector<RankHoldings> replicated_kv_holdings(const TpPlan& plan) {
                         .q_proj_rows = rank.q_proj_rows,
                         .k_proj_rows = rank.kv_proj_rows,
                         .v_proj_rows = rank.kv_proj_rows,
-                        .o_proj_columns = rank.o_proj_columns});
+                        .o_proj_columns = rank.o_proj_columns,
+                        .norms_by_channel = plan.geometry.qk_norm_full_width()});
   }
   return holdings;
 }
@@ -83,7 +84,8 @@ std::vector<RankHoldings> megatron_equal_block_holdings(const TpPlan& plan) {
                         .q_proj_rows = rows(first, end, 0, q_rows_per_group),
                         .k_proj_rows = rows(first, end, q_rows_per_group, head_dim),
                         .v_proj_rows = rows(first, end, q_rows_per_group + head_dim, head_dim),
-                        .o_proj_columns = rank.o_proj_columns});
+                        .o_proj_columns = rank.o_proj_columns,
+                        .norms_by_channel = plan.geometry.qk_norm_full_width()});
   }
   return holdings;
 }
@@ -133,6 +135,10 @@ std::optional<IndexRange> held_lines(const RankHoldings& holdings, std::string_v
   if (name == "v_proj" || name == "v_bias") return holdings.v_proj_rows;
   if (name == "o_proj") return holdings.o_proj_columns;
   if (name == "sinks") return holdings.q_heads;  // a sink belongs to the rank that computes its query head
+  if (holdings.norms_by_channel) {               // a whole-width norm's weight per channel follows its projection row
+    if (name == "q_norm") return holdings.q_proj_rows;
+    if (name == "k_norm") return holdings.k_proj_rows;
+  }
   if (name == "o_bias" || name == "q_norm" || name == "k_norm") return std::nullopt;
   throw std::invalid_argument(fmt::format("held_lines: '{}' is no parameter", name));
 }
@@ -149,6 +155,10 @@ Parameters held_parameters(const Geometry& geometry, const RankHoldings& holding
   if (parameters.k_bias) parameters.k_bias = Tensor({holdings.k_proj_rows.size()});
   if (parameters.v_bias) parameters.v_bias = Tensor({holdings.v_proj_rows.size()});
   if (parameters.sinks) parameters.sinks = Tensor({holdings.q_heads.size()});
+  if (parameters.q_norm && holdings.norms_by_channel) {
+    parameters.q_norm = Tensor({holdings.q_proj_rows.size()});
+    parameters.k_norm = Tensor({holdings.k_proj_rows.size()});
+  }
   return parameters;
 }
 

@@ -16,7 +16,8 @@
 //   heads) of each of q_proj, k_proj, v_proj and of the matching biases. o_proj columns: those of the
 //   query heads it computes, as replicated-kv. When P <= H_kv and P divides H_kv the blocks are whole
 //   KV groups and the holdings equal replicated-kv's.
-// Both: o_bias, q_norm and k_norm whole on every rank.
+// Both: o_bias and per-head q_norm / k_norm whole on every rank; a whole-width (rms-full-width) norm's
+// weights are held element by element with the q_proj / k_proj rows they scale.
 //
 // Values. Under both, a rank's gradient of a line it holds (a row of q/k/v_proj or an element of their
 // biases, a column of o_proj) is the layer's full gradient of that line: replicated-kv sums a replicated
@@ -47,11 +48,12 @@ std::string tp_convention_names();  // "replicated-kv, megatron-equal-block", fo
 // What one rank holds under a convention, as ranges of the HF-layout tensors (core/model/parameters.hpp).
 struct RankHoldings {
   int rank = 0;
-  IndexRange q_heads;         // the query heads it computes (attention, its o_proj partial)
-  IndexRange q_proj_rows;     // rows of q_proj, elements of q_bias
-  IndexRange k_proj_rows;     // rows of k_proj, elements of k_bias
-  IndexRange v_proj_rows;     // rows of v_proj, elements of v_bias
-  IndexRange o_proj_columns;  // columns of o_proj
+  IndexRange q_heads;             // the query heads it computes (attention, its o_proj partial)
+  IndexRange q_proj_rows;         // rows of q_proj, elements of q_bias
+  IndexRange k_proj_rows;         // rows of k_proj, elements of k_bias
+  IndexRange v_proj_rows;         // rows of v_proj, elements of v_bias
+  IndexRange o_proj_columns;      // columns of o_proj
+  bool norms_by_channel = false;  // rms-full-width: q_norm / k_norm elements follow q_proj / k_proj rows
   friend bool operator==(const RankHoldings&, const RankHoldings&) = default;
 };
 
@@ -63,8 +65,8 @@ std::string partition_problem(const TpPlan& plan, TpConvention convention);
 std::vector<RankHoldings> rank_holdings(const TpPlan& plan, TpConvention convention);
 
 // The lines of parameter `name` ("q_proj", "k_bias", "o_proj", ...) a rank holds: rows of q/k/v_proj,
-// elements of their biases, columns of o_proj. nullopt for o_bias, q_norm and k_norm, which every rank
-// holds whole; std::invalid_argument for a name that is no parameter.
+// elements of their biases (and of whole-width norm weights), columns of o_proj. nullopt for o_bias and
+// per-head q_norm / k_norm, which every rank holds whole; std::invalid_argument for a name that is no parameter.
 std::optional<IndexRange> held_lines(const RankHoldings& holdings, std::string_view name);
 
 // Zero-filled parameters with the shapes a rank's gradients have under its holdings (the geometry

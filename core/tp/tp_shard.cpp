@@ -63,8 +63,9 @@ void copy_columns(Tensor& target, IndexRange columns, const Tensor& source) {
 enum class Put { add, copy };
 
 // Puts a rank's head-sliced tensors into their slices of the full ones (q/k/v_proj and their biases by
-// rows, o_proj by columns), adding or copying. The tensors every rank holds whole are the caller's.
-void put_head_slices(Parameters& full, const Parameters& rank, const RankPlan& plan, Put put) {
+// rows, o_proj by columns; whole-width norm weights by channel), adding or copying. The tensors every
+// rank holds whole are the caller's.
+void put_head_slices(Parameters& full, const Parameters& rank, const RankPlan& plan, bool norms_by_channel, Put put) {
   const auto rows = [put](Tensor& target, IndexRange range, const Tensor& source) {
     put == Put::add ? add_rows(target, range, source) : copy_rows(target, range, source);
   };
@@ -75,6 +76,10 @@ void put_head_slices(Parameters& full, const Parameters& rank, const RankPlan& p
   if (full.k_bias) rows(*full.k_bias, plan.kv_proj_rows, *rank.k_bias);
   if (full.v_bias) rows(*full.v_bias, plan.kv_proj_rows, *rank.v_bias);
   if (full.sinks) rows(*full.sinks, plan.q_heads, *rank.sinks);  // one per query head, sharded with it
+  if (norms_by_channel) {  // whole-width QK-norm: a weight per q / k channel, sharded with its head
+    rows(*full.q_norm, plan.q_proj_rows, *rank.q_norm);
+    rows(*full.k_norm, plan.kv_proj_rows, *rank.k_norm);
+  }
   put == Put::add ? add_columns(full.o_proj, plan.o_proj_columns, rank.o_proj)
                   : copy_columns(full.o_proj, plan.o_proj_columns, rank.o_proj);
 }
@@ -107,8 +112,13 @@ Parameters shard_parameters(const Parameters& full, const TpPlan& plan, int rank
   if (full.v_bias) shard.v_bias = slice_rows(*full.v_bias, rank_plan.kv_proj_rows);
   if (full.sinks) shard.sinks = slice_rows(*full.sinks, rank_plan.q_heads);
   shard.o_bias = full.o_bias;
-  shard.q_norm = full.q_norm;
-  shard.k_norm = full.k_norm;
+  if (full.q_norm && plan.geometry.qk_norm_full_width()) {  // the channels of the rank's heads
+    shard.q_norm = slice_rows(*full.q_norm, rank_plan.q_proj_rows);
+    shard.k_norm = slice_rows(*full.k_norm, rank_plan.kv_proj_rows);
+  } else {
+    shard.q_norm = full.q_norm;
+    shard.k_norm = full.k_norm;
+  }
   return shard;
 }
 
@@ -117,9 +127,12 @@ GradientAssembler::GradientAssembler(const TpPlan& plan)
 
 void GradientAssembler::add_rank(const Parameters& partial) {
   if (next_rank_ >= plan_.tp_size) throw std::logic_error("GradientAssembler: more ranks than the plan has");
-  put_head_slices(full_, partial, plan_.ranks[next_rank_], Put::add);
-  if (full_.q_norm) add_whole(full_.q_norm, partial.q_norm);
-  if (full_.k_norm) add_whole(full_.k_norm, partial.k_norm);
+  const bool norms_by_channel = plan_.geometry.qk_norm_full_width();
+  put_head_slices(full_, partial, plan_.ranks[next_rank_], norms_by_channel, Put::add);
+  if (full_.q_norm && !norms_by_channel) {  // per-head norm weights: every rank's heads used them
+    add_whole(full_.q_norm, partial.q_norm);
+    add_whole(full_.k_norm, partial.k_norm);
+  }
   if (full_.o_bias && next_rank_ == 0) full_.o_bias = partial.o_bias;  // the same on every rank
   ++next_rank_;
 }
@@ -149,10 +162,12 @@ Parameters gather_gradients(const std::vector<Parameters>& rank_gradients, const
   // Ranks in reverse, so that the first rank holding a slice writes it last.
   for (int r = plan.tp_size - 1; r >= 0; --r) {
     const Parameters& rank = rank_gradients[r];
-    put_head_slices(full, rank, plan.ranks[r], Put::copy);
+    put_head_slices(full, rank, plan.ranks[r], plan.geometry.qk_norm_full_width(), Put::copy);
     full.o_bias = rank.o_bias;
-    full.q_norm = rank.q_norm;
-    full.k_norm = rank.k_norm;
+    if (!plan.geometry.qk_norm_full_width()) {
+      full.q_norm = rank.q_norm;
+      full.k_norm = rank.k_norm;
+    }
   }
   return full;
 }

@@ -7,13 +7,16 @@
 //                                                                              head is copied to each rank)
 //   o_proj [hidden, rank.query_width]  = full o_proj columns rank.o_proj_columns
 //   q_bias / k_bias / v_bias           = the same slices of the biases
-//   o_bias, q_norm, k_norm             = whole, on every rank
+//   o_bias, q_norm, k_norm             = whole, on every rank; but rms-full-width's q_norm / k_norm
+//                                        (a weight per channel) = elements q_proj_rows / kv_proj_rows
 //
 // Rank partial gradients are the gradients of sum(out * dout) with respect to one rank's copy of its
 // shard, with out = sum over ranks of the o_proj partials + o_bias. Reductions:
 //   q_proj, o_proj, q_bias            owned by one rank: nothing to reduce
 //   k_proj, v_proj, k_bias, v_bias    summed over the KV head's replica group, and only there
-//   q_norm, k_norm                    summed over all ranks (every rank normalises its own heads)
+//   q_norm, k_norm                    per-head norms: summed over all ranks (every rank normalises its
+//                                     own heads); rms-full-width: as q_proj / k_proj (owned; k_norm
+//                                     summed over the replica group)
 //   o_bias                            identical on every rank (sum of dout), taken as is
 #pragma once
 
@@ -53,7 +56,7 @@ std::vector<Parameters> reduce_rank_gradients(const std::vector<Parameters>& ran
 std::vector<Parameters> rank_slices(const Parameters& assembled, const TpPlan& plan);
 
 // The inverse of rank_slices: full-layer gradients from each rank's reduced gradients, every slice taken
-// from the first rank that holds it (o_bias, q_norm and k_norm from rank 0), as an all-gather of the
+// from the first rank that holds it (o_bias and per-head q_norm / k_norm from rank 0), as an all-gather of the
 // shards would give them.
 Parameters gather_gradients(const std::vector<Parameters>& rank_gradients, const TpPlan& plan);
 

@@ -2,7 +2,7 @@
 """Runs Hugging Face transformers' own attention module on attncheck golden files, in float64, and
 writes candidate files (golden/SCHEMA.md, "Candidate files") for `attncheck compare`.
 
-    hf_transformers.py GOLDEN.h5 -o CANDIDATE.h5 [--arch auto|qwen3|gemma3|gemma2|llama|gpt-neox]
+    hf_transformers.py GOLDEN.h5 -o CANDIDATE.h5 [--arch auto|qwen3|gemma3|olmo2|gemma2|llama|gpt-neox|...]
     hf_transformers.py GOLDEN.h5 ... --output-dir DIR      # DIR/<golden name>.candidate.h5 each
     hf_transformers.py --worker [--plant-bug NAME]          # for attncheck fuzz --impl exec:'...'
 
@@ -21,7 +21,8 @@ request into float64 while the module runs, and refuses any float32 tensor that 
 
 Architecture for a geometry (--arch auto), the first that applies: attention sinks -> GptOssAttention
 (its eager path: the sink as one more softmax column); QK-norm `rms` -> Qwen3Attention;
-`rms-one-plus` -> Gemma3Attention; softcap -> Gemma2Attention (sliding or full layer as the golden's
+`rms-one-plus` -> Gemma3Attention; `rms-full-width` -> Olmo2Attention (RMSNorm over the whole q and k
+projections); softcap -> Gemma2Attention (sliding or full layer as the golden's
 window says); attention_multiplier -> GraniteAttention; rotary_dim 0 -> SmolLM3Attention as a NoPE
 layer; interleaved RoPE -> GPTJAttention; longrope -> Phi3Attention (fused qkv_proj, per-call choice of
 short or long factors); partial RoPE -> GPTNeoXAttention when head_dim is omitted, heads are not
@@ -88,7 +89,7 @@ def float64_everywhere():
 # ---------------------------------------------------------------------------------------------
 # transformers' module for a geometry
 
-ARCHITECTURES = ["qwen3", "gemma3", "gemma2", "llama", "gpt-neox", "phi3", "granite", "smollm3", "gptj", "gpt-oss"]
+ARCHITECTURES = ["qwen3", "gemma3", "olmo2", "gemma2", "llama", "gpt-neox", "phi3", "granite", "smollm3", "gptj", "gpt-oss"]
 
 
 def choose_architecture(geometry):
@@ -101,6 +102,8 @@ def choose_architecture(geometry):
         return "qwen3"
     if geometry["qk_norm"] == "rms-one-plus":
         return "gemma3"
+    if geometry["qk_norm"] == "rms-full-width":
+        return "olmo2"
     if "softcap" in geometry:
         return "gemma2"
     if "attention_multiplier" in geometry:
@@ -146,7 +149,7 @@ def check_expressible(architecture, case, attn_implementation):
     if "softcap" in geometry and attn_implementation == "sdpa":
         problems.append("softcap with --attn-implementation sdpa (transformers' sdpa path has no softcap)")
     head_dim = attncheck.resolved_head_dim(geometry)
-    qk_norm_of = {"qwen3": "rms", "gemma3": "rms-one-plus"}
+    qk_norm_of = {"qwen3": "rms", "gemma3": "rms-one-plus", "olmo2": "rms-full-width"}
     if geometry["qk_norm"] != qk_norm_of.get(architecture, "none"):
         problems.append(f"qk_norm '{geometry['qk_norm']}' (the {architecture} module has "
                         f"'{qk_norm_of.get(architecture, 'none')}')")
@@ -190,7 +193,7 @@ def check_expressible(architecture, case, attn_implementation):
                         "truncate from the outer dict and truncates anyway: a transformers bug attncheck found)")
     if "softcap" in geometry and architecture == "gpt-oss":
         problems.append("softcap (GptOssAttention has none)")
-    if "sliding_window" in geometry and architecture in ("llama", "gpt-neox", "granite", "gptj", "smollm3"):
+    if "sliding_window" in geometry and architecture in ("llama", "gpt-neox", "granite", "gptj", "smollm3", "olmo2"):
         problems.append(f"sliding_window (the {architecture} module has none)")
     if architecture == "gpt-neox":
         if "head_dim" in geometry:
@@ -322,6 +325,11 @@ def _build_module(architecture, geometry, positions, attn_implementation):
                                                num_experts_per_tok=1)
             modeling = models.gpt_oss.modeling_gpt_oss
             attention, rotary = modeling.GptOssAttention(config, 0), modeling.GptOssRotaryEmbedding(config)
+        elif architecture == "olmo2":
+            # Olmo2Attention: q_norm / k_norm are RMSNorms over num_heads * head_dim / num_kv_heads * head_dim.
+            config = transformers.Olmo2Config(**common, rope_parameters=rope)
+            modeling = models.olmo2.modeling_olmo2
+            attention, rotary = modeling.Olmo2Attention(config, 0), modeling.Olmo2RotaryEmbedding(config)
         elif architecture == "granite":
             config = transformers.GraniteConfig(**common, rope_parameters=rope,
                                                 attention_multiplier=float(geometry["attention_multiplier"]))

@@ -36,7 +36,7 @@ with large positions (a named finding, not a bug of the adapter).
 
 What Megatron-Core cannot express is refused (exit 2 naming why; a worker answers "unsupported"):
 a logit softcap, Gemma's rms-one-plus QK-norm (the torch-norm backend refuses zero-centred
-gamma), an o_proj bias without q/k/v biases (add_bias_linear adds both), queries that see no key
+gamma), OLMo-2's whole-width QK-norm (qk_layernorm is per head), an o_proj bias without q/k/v biases (add_bias_linear adds both), queries that see no key
 (attncheck's context-0 convention; Megatron's -10000 fill gives the mean of V), and a sliding
 window together with key padding: Megatron's local softmax replaces the caller's mask by its window
 mask, so the padding would silently be ignored (--megatron-window-mask runs it anyway, so that
@@ -170,6 +170,9 @@ def problems(case, options):
     if geometry["qk_norm"] == "rms-one-plus":
         found.append("qk_norm 'rms-one-plus' (Gemma's x/rms(x) * (1 + w) is Megatron's layernorm_zero_centered_gamma, "
                      "which the local spec's torch norm refuses: WrappedTorchNorm asserts it is off)")
+    if geometry["qk_norm"] == "rms-full-width":
+        found.append("qk_norm 'rms-full-width' (OLMo-2's norm over the whole q / k projection: Megatron-Core's "
+                     "qk_layernorm normalises each head over head_dim, with no all-reduce of the sums over TP ranks)")
     if geometry["out_bias"] and not geometry["qkv_bias"]:
         found.append("out_bias without qkv_bias (Megatron's add_bias_linear gives linear_qkv a bias too; "
                      "add_qkv_bias alone gives q/k/v biases without the o_proj one)")

@@ -63,6 +63,10 @@ variants=(--weights generated --inputs generated --sketch-gradients --sketch-act
   -o gpt-oss-20b_layer1_tp2.h5
 "$attncheck" golden make --hf-config $hf/openai__gpt-oss-20b.json --hf-layer 0 --tp 16 "${long[@]}" --batch 1 \
   --seq 160 --decode 150,1,9 -o gpt-oss-20b_layer0_tp16_seq160.h5
+# OLMo-2 7B: QK-norm over the whole q and k width (4096 channels each), split over TP 4 so that every
+# rank holds a quarter of each norm and the sums of squares must be all-reduced.
+"$attncheck" golden make --hf-config $hf/allenai__OLMo-2-1124-7B-Instruct.json --tp 4 "${variants[@]}" \
+  -o olmo-2-7b_tp4.h5
 
 # Small and stored in full. softcap_padding: softcap, real padding (key lengths 7, 3, 5 of 7),
 # heavy-tailed activations. window_masked_rows: a window of 3 at seq 9, padding that leaves queries

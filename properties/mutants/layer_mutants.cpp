@@ -13,6 +13,24 @@ namespace attncheck::properties::mutants {
 
 namespace {
 
+// A whole-width QK-norm (OLMo-2) run per TP rank without the all-reduce: each rank divides its slice of
+// q and k by the rms of that slice alone, as a layer whose norm module knows nothing of TP does.
+class WidthNormPerRank : public NaiveLayer {
+  bool norm_sums_all_reduced() const override { return false; }
+};
+
+// A whole-width norm's all-reduce counting a replicated KV head's channels once per replica (every rank
+// adds its k sum of squares), so with P > H_kv the k rms is taken over kv_replicas times too much.
+class WidthNormReplicasCounted : public NaiveLayer {
+  bool counts_kv_norm_channels(const TpPlan&, int) const override { return true; }
+};
+
+// QK-norm applied after RoPE instead of before: the rms is unchanged by the rotation, the per-channel
+// weight is not.
+class NormAfterRope : public NaiveLayer {
+  bool norm_before_rope() const override { return false; }
+};
+
 // The sinks loaded but never used: each softmax normalises over the keys alone (and the sink gets no
 // gradient), as a kernel without a sink term computes it.
 class SinksIgnored : public NaiveLayer {
@@ -267,6 +285,15 @@ Result window_tile_skip_from_last_query(const Case& test_case) {
 
 Result causal_off_by_one(const Case& test_case) {
   return CausalOffByOne().run(test_case);
+}
+Result width_norm_per_rank(const Case& test_case) {
+  return WidthNormPerRank().run(test_case);
+}
+Result width_norm_replicas_counted(const Case& test_case) {
+  return WidthNormReplicasCounted().run(test_case);
+}
+Result norm_after_rope(const Case& test_case) {
+  return NormAfterRope().run(test_case);
 }
 Result sinks_ignored(const Case& test_case) {
   return SinksIgnored().run(test_case);

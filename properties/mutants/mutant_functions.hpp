@@ -28,6 +28,10 @@ Result attention_multiplier_ignored(const Case& test_case);  // Granite's multip
 Result nope_rotated(const Case& test_case);                  // a NoPE layer (rotary_dim 0) rotated over its head
 Result softcap_before_scale(const Case& test_case);          // cap * tanh(q.k / cap), then the scale
 
+// QK-norm (layer_mutants.cpp, on the naive layer)
+Result width_norm_per_rank(const Case& test_case);          // whole-width norm per rank, no all-reduce
+Result width_norm_replicas_counted(const Case& test_case);  // replicated KV channels counted per replica
+Result norm_after_rope(const Case& test_case);              // QK-norm after RoPE instead of before
 // Attention sinks (layer_mutants.cpp, on the naive layer)
 Result sinks_ignored(const Case& test_case);    // the sink never joins the softmax (nor gets a gradient)
 Result sink_scaled(const Case& test_case);      // the sink logit multiplied by the score scale

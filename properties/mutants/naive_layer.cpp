@@ -28,6 +28,18 @@ std::int64_t NaiveLayer::heads_per_norm(std::int64_t) const {
   return 1;
 }
 
+bool NaiveLayer::norm_before_rope() const {
+  return true;
+}
+
+bool NaiveLayer::norm_sums_all_reduced() const {
+  return true;
+}
+
+bool NaiveLayer::counts_kv_norm_channels(const TpPlan& plan, int rank) const {
+  return rank == plan.replica_groups[plan.ranks[rank].replica_group].ranks.begin;
+}
+
 void NaiveLayer::probabilities_without_keys(Eigen::Ref<reference::RowVector>) const {}
 
 double NaiveLayer::softmax_shift(double row_maximum) const {
@@ -88,7 +100,13 @@ RowMatrix token_rows(const RowMatrix& all, std::int64_t batch, std::int64_t seq,
 struct Projected {
   RowMatrix q, k, v;
   RowMatrix q_input, k_input;              // before QK-norm
-  RowMatrix q_inverse_rms, k_inverse_rms;  // [tokens, heads / heads_per_norm(heads)]
+  RowMatrix q_inverse_rms, k_inverse_rms;  // [tokens, heads / heads_per_norm(heads)]; whole width: [tokens, 1]
+};
+
+// A whole-width norm's per-token sums for q and k over the whole width, all ranks' parts all-reduced:
+// of squares (forward), of dn * n (backward). [tokens] each; empty for other norms.
+struct WidthSums {
+  Eigen::VectorXd q, k;
 };
 
 // Probabilities (and tanh of the scaled scores, with a softcap) of one (batch row, query head), and the
@@ -126,19 +144,24 @@ struct RankComputation {
   }
 
   // q, k, v of a block of tokens.
-  Projected project(const RowMatrix& x, std::span<const std::int64_t> positions) const {
+  // sums: a whole-width norm's all-reduced sums of squares for x's rows (else unused).
+  Projected project(const RowMatrix& x, std::span<const std::int64_t> positions, const WidthSums& sums) const {
     Projected p{.q = linear(x, shard.q_proj, shard.q_bias),
                 .k = linear(x, shard.k_proj, shard.k_bias),
                 .v = linear(x, shard.v_proj, shard.v_bias)};
+    const RopeFrequencies rope = frequencies(positions);
+    const auto rotate = [&] {
+      reference::apply_rope(p.q, positions, heads, geometry, rope, reference::RopeDirection::forward);
+      reference::apply_rope(p.k, positions, kv_heads, geometry, rope, reference::RopeDirection::forward);
+    };
+    if (!layer.norm_before_rope()) rotate();
     if (geometry.qk_norm() != QkNorm::none) {
       p.q_input = p.q;
       p.k_input = p.k;
-      normalise(p.q, *shard.q_norm, heads, p.q_inverse_rms);
-      normalise(p.k, *shard.k_norm, kv_heads, p.k_inverse_rms);
+      normalise(p.q, *shard.q_norm, heads, geometry.query_width(), sums.q, p.q_inverse_rms);
+      normalise(p.k, *shard.k_norm, kv_heads, geometry.kv_width(), sums.k, p.k_inverse_rms);
     }
-    const RopeFrequencies rope = frequencies(positions);
-    reference::apply_rope(p.q, positions, heads, geometry, rope, reference::RopeDirection::forward);
-    reference::apply_rope(p.k, positions, kv_heads, geometry, rope, reference::RopeDirection::forward);
+    if (layer.norm_before_rope()) rotate();
     return p;
   }
 
@@ -178,8 +201,23 @@ struct RankComputation {
     return head;
   }
 
-  // QK-norm in place over units of heads_per_norm(head_count) heads; inverse_rms [tokens, units].
-  void normalise(RowMatrix& rows, const Tensor& weight, std::int64_t head_count, RowMatrix& inverse_rms) const {
+  // QK-norm in place over units of heads_per_norm(head_count) heads; inverse_rms [tokens, units]. A
+  // whole-width norm: one unit, the row, divided by the rms over whole_width channels from the all-reduced
+  // sums (or, when the layer does not reduce, its own row's).
+  void normalise(RowMatrix& rows, const Tensor& weight, std::int64_t head_count, std::int64_t whole_width,
+                 const Eigen::VectorXd& all_reduced_sums, RowMatrix& inverse_rms) const {
+    if (geometry.qk_norm_full_width()) {
+      const bool reduced = layer.norm_sums_all_reduced();
+      const double width = static_cast<double>(reduced ? whole_width : rows.cols());
+      const RowVector factor = norm_factor(weight);
+      inverse_rms.resize(rows.rows(), 1);
+      for (std::int64_t t = 0; t < rows.rows(); ++t) {
+        const double sum = reduced ? all_reduced_sums(t) : rows.row(t).squaredNorm();
+        inverse_rms(t, 0) = 1.0 / std::sqrt(sum / width + geometry.qk_norm_eps());
+        rows.row(t) = rows.row(t).cwiseProduct(factor) * inverse_rms(t, 0);
+      }
+      return;
+    }
     const std::int64_t unit_heads = layer.heads_per_norm(head_count);
     const std::int64_t width = unit_heads * head_dim;
     const RowVector factor = norm_factor(weight).replicate(1, unit_heads);
@@ -190,6 +228,36 @@ struct RankComputation {
         inverse_rms(t, unit) = 1.0 / std::sqrt(channels.squaredNorm() / width + geometry.qk_norm_eps());
         channels = (channels.array() * inverse_rms(t, unit) * factor.array()).matrix();
       }
+    }
+  }
+
+  // A whole-width norm's part of each token's sum of dn * n over this rank's channels.
+  Eigen::VectorXd width_dot(const RowMatrix& gradient, const RowMatrix& input, const RowMatrix& inverse_rms,
+                            const Tensor& weight) const {
+    const RowVector factor = norm_factor(weight);
+    Eigen::VectorXd dots(gradient.rows());
+    for (std::int64_t t = 0; t < gradient.rows(); ++t) {
+      dots(t) = gradient.row(t).cwiseProduct(factor).dot(input.row(t) * inverse_rms(t, 0));
+    }
+    return dots;
+  }
+
+  // A whole-width norm's backward on this rank's channels: d(input) = inv * (dn - n * dot / width) with
+  // the all-reduced dots (or, when the layer does not reduce, its own); the n * dot term only where
+  // subtract_term (a replicated KV head's first replica applies it, for the whole group).
+  void width_normalise_backward(RowMatrix& gradient, const RowMatrix& input, const RowMatrix& inverse_rms,
+                                const Tensor& weight, std::int64_t whole_width, const Eigen::VectorXd& all_reduced_dots,
+                                bool subtract_term, RowVector& weight_gradient) const {
+    const bool reduced = layer.norm_sums_all_reduced();
+    const Eigen::VectorXd own = reduced ? Eigen::VectorXd() : width_dot(gradient, input, inverse_rms, weight);
+    const double width = static_cast<double>(reduced ? whole_width : gradient.cols());
+    const RowVector factor = norm_factor(weight);
+    for (std::int64_t t = 0; t < gradient.rows(); ++t) {
+      const RowVector normalised = input.row(t) * inverse_rms(t, 0);
+      weight_gradient += gradient.row(t).cwiseProduct(normalised);
+      RowVector d_normalised = gradient.row(t).cwiseProduct(factor);
+      if (subtract_term || !reduced) d_normalised -= ((reduced ? all_reduced_dots(t) : own(t)) / width) * normalised;
+      gradient.row(t) = inverse_rms(t, 0) * d_normalised;
     }
   }
 
@@ -214,7 +282,8 @@ struct RankComputation {
     }
   }
 
-  // The layer's step, for the backward pass below.
+  // The layer's steps, for the passes below.
+  bool norm_before_rope() const { return layer.norm_before_rope(); }
   void add_kv_gradient(MatrixRef kv_gradient, const RowMatrix& head_share) const {
     layer.add_kv_gradient(kv_gradient, head_share);
   }
@@ -229,22 +298,33 @@ struct RankComputation {
 namespace {
 
 // One rank's forward and backward over the whole sequence: its partial output, dx share and partial
-// gradients (shard layout).
+// gradients (shard layout). Between run_rank and finish_rank: the projections and the gradients with
+// respect to the normalised q and k (d_q, d_k; d_v).
 struct RankPass {
   RowMatrix partial_out;
   RowMatrix dx;
   Parameters gradients;
+  Projected projected;
+  RowMatrix d_q, d_k, d_v;
 };
 
-RankPass run_rank(const RankComputation& rank, const Inputs& inputs) {
+// RoPE's backward on d_q and d_k (rotating back).
+void rotate_back(const RankComputation& rank, std::span<const std::int64_t> positions, RowMatrix& d_q, RowMatrix& d_k) {
+  const RopeFrequencies frequencies = rank.frequencies(positions);
+  reference::apply_rope(d_q, positions, rank.heads, rank.geometry, frequencies, reference::RopeDirection::backward);
+  reference::apply_rope(d_k, positions, rank.kv_heads, rank.geometry, frequencies, reference::RopeDirection::backward);
+}
+
+RankPass run_rank(const RankComputation& rank, const Inputs& inputs, const WidthSums& sum_squares) {
   const Geometry& g = rank.geometry;
   const Parameters& shard = rank.shard;
   const std::int64_t batch = inputs.batch, seq = inputs.seq, d = rank.head_dim;
   const std::int64_t group = rank.heads / rank.kv_heads;
   const RowMatrix x = as_matrix(inputs.x, batch * seq);
-  const Projected p = rank.project(x, inputs.positions);
-
   RankPass pass;
+  pass.projected = rank.project(x, inputs.positions, sum_squares);
+  const Projected& p = pass.projected;
+
   RowMatrix context(batch * seq, rank.heads * d);
   const auto attend = [&](std::int64_t b, std::int64_t h, MatrixRef head_context) {
     const std::int64_t kv = h / group;
@@ -262,9 +342,12 @@ RankPass run_rank(const RankComputation& rank, const Inputs& inputs) {
   grads.o_proj = reference::to_tensor(d_out.transpose() * context, shard.o_proj.shape);
   if (shard.o_bias) grads.o_bias = column_sums(d_out);
   const RowMatrix d_context = d_out * as_matrix(shard.o_proj, shard.o_proj.shape[0]);
-  RowMatrix d_q = RowMatrix::Zero(batch * seq, rank.heads * d);
-  RowMatrix d_k = RowMatrix::Zero(batch * seq, rank.kv_heads * d);
-  RowMatrix d_v = RowMatrix::Zero(batch * seq, rank.kv_heads * d);
+  RowMatrix& d_q = pass.d_q;
+  RowMatrix& d_k = pass.d_k;
+  RowMatrix& d_v = pass.d_v;
+  d_q = RowMatrix::Zero(batch * seq, rank.heads * d);
+  d_k = RowMatrix::Zero(batch * seq, rank.kv_heads * d);
+  d_v = RowMatrix::Zero(batch * seq, rank.kv_heads * d);
   RowMatrix recomputed_context(seq, d);  // the forward's, thrown away: only the probabilities are needed
   if (shard.sinks) grads.sinks = Tensor(shard.sinks->shape);
   for (std::int64_t b = 0; b < batch; ++b) {
@@ -288,16 +371,39 @@ RankPass run_rank(const RankComputation& rank, const Inputs& inputs) {
                            d_scores.transpose() * p.q.block(b * seq, h * d, seq, d));
     }
   }
-  const RopeFrequencies frequencies = rank.frequencies(inputs.positions);
-  reference::apply_rope(d_q, inputs.positions, rank.heads, g, frequencies, reference::RopeDirection::backward);
-  reference::apply_rope(d_k, inputs.positions, rank.kv_heads, g, frequencies, reference::RopeDirection::backward);
-  if (g.qk_norm() != QkNorm::none) {
+  if (rank.norm_before_rope()) rotate_back(rank, inputs.positions, d_q, d_k);
+  return pass;
+}
+
+// The rest of a rank's backward: QK-norm (a whole-width one with the all-reduced dots) and the
+// projections.
+void finish_rank(const RankComputation& rank, const Inputs& inputs, const WidthSums& dots, bool subtract_kv_term,
+                 RankPass& pass) {
+  const Geometry& g = rank.geometry;
+  const Parameters& shard = rank.shard;
+  const std::int64_t batch = inputs.batch, seq = inputs.seq, d = rank.head_dim;
+  const RowMatrix x = as_matrix(inputs.x, batch * seq);
+  const Projected& p = pass.projected;
+  Parameters& grads = pass.gradients;
+  RowMatrix& d_q = pass.d_q;
+  RowMatrix& d_k = pass.d_k;
+  const RowMatrix& d_v = pass.d_v;
+  if (g.qk_norm_full_width()) {
+    RowVector d_q_norm = RowVector::Zero(d_q.cols()), d_k_norm = RowVector::Zero(d_k.cols());
+    rank.width_normalise_backward(d_q, p.q_input, p.q_inverse_rms, *shard.q_norm, g.query_width(), dots.q, true,
+                                  d_q_norm);
+    rank.width_normalise_backward(d_k, p.k_input, p.k_inverse_rms, *shard.k_norm, g.kv_width(), dots.k,
+                                  subtract_kv_term, d_k_norm);
+    grads.q_norm = reference::to_tensor(d_q_norm, {d_q_norm.size()});
+    grads.k_norm = reference::to_tensor(d_k_norm, {d_k_norm.size()});
+  } else if (g.qk_norm() != QkNorm::none) {
     RowVector d_q_norm = RowVector::Zero(d), d_k_norm = RowVector::Zero(d);
     rank.normalise_backward(d_q, p.q_input, p.q_inverse_rms, *shard.q_norm, rank.heads, d_q_norm);
     rank.normalise_backward(d_k, p.k_input, p.k_inverse_rms, *shard.k_norm, rank.kv_heads, d_k_norm);
     grads.q_norm = reference::to_tensor(d_q_norm, {d});
     grads.k_norm = reference::to_tensor(d_k_norm, {d});
   }
+  if (!rank.norm_before_rope()) rotate_back(rank, inputs.positions, d_q, d_k);
   pass.dx = RowMatrix::Zero(batch * seq, g.hidden_size());
   const auto projection = [&](const RowMatrix& d_projected, const Tensor& weight, Tensor& d_weight,
                               const std::optional<Tensor>& bias, std::optional<Tensor>& d_bias) {
@@ -308,11 +414,11 @@ RankPass run_rank(const RankComputation& rank, const Inputs& inputs) {
   projection(d_q, shard.q_proj, grads.q_proj, shard.q_bias, grads.q_bias);
   projection(d_k, shard.k_proj, grads.k_proj, shard.k_bias, grads.k_bias);
   projection(d_v, shard.v_proj, grads.v_proj, shard.v_bias, grads.v_bias);
-  return pass;
 }
 
 // One rank's decoding of the schedule through its KV cache: its o_proj partials, [batch * total, hidden].
-RowMatrix decode_rank(const RankComputation& rank, const Inputs& inputs) {
+// sum_squares: a whole-width norm's all-reduced sums for every row of x (empty otherwise).
+RowMatrix decode_rank(const RankComputation& rank, const Inputs& inputs, const WidthSums& sum_squares) {
   const std::int64_t batch = inputs.batch, seq = inputs.seq, d = rank.head_dim, total = inputs.decode.total();
   const std::int64_t group = rank.heads / rank.kv_heads;
   std::vector<std::int64_t> calls;
@@ -330,7 +436,16 @@ RowMatrix decode_rank(const RankComputation& rank, const Inputs& inputs) {
     for (std::int64_t b = 0; b < batch; ++b) {
       std::copy_n(inputs.positions.begin() + b * seq + start, count, positions.begin() + b * count);
     }
-    const Projected p = rank.project(x_new, positions);
+    WidthSums call_sums;
+    if (sum_squares.q.size() > 0) {
+      call_sums.q.resize(batch * count);
+      call_sums.k.resize(batch * count);
+      for (std::int64_t b = 0; b < batch; ++b) {
+        call_sums.q.segment(b * count, count) = sum_squares.q.segment(b * seq + start, count);
+        call_sums.k.segment(b * count, count) = sum_squares.k.segment(b * seq + start, count);
+      }
+    }
+    const Projected p = rank.project(x_new, positions, call_sums);
     RowMatrix context(batch * count, rank.heads * d);
     for (std::int64_t b = 0; b < batch; ++b) {
       keys[b].middleRows(start, count) = p.k.middleRows(b * count, count);
@@ -366,19 +481,52 @@ Result NaiveLayer::run(const Case& test_case) const {
   RowMatrix out = RowMatrix::Zero(tokens, hidden), dx = RowMatrix::Zero(tokens, hidden);
   RowMatrix decode_out = RowMatrix::Zero(decoded, hidden);
   std::vector<Parameters> partials;
+  std::vector<Parameters> shards;
+  for (int r = 0; r < plan.tp_size; ++r) shards.push_back(shard_parameters(test_case.weights, plan, r));
+  // A whole-width norm's first all-reduce: each token's sums of squares, the ranks' parts in rank order
+  // (k only from the ranks counts_kv_norm_channels names).
+  WidthSums sum_squares;
+  if (plan.geometry.qk_norm_full_width()) {
+    const RowMatrix x = as_matrix(inputs.x, tokens);
+    sum_squares.q = Eigen::VectorXd::Zero(tokens);
+    sum_squares.k = Eigen::VectorXd::Zero(tokens);
+    for (int r = 0; r < plan.tp_size; ++r) {
+      sum_squares.q += linear(x, shards[r].q_proj, shards[r].q_bias).rowwise().squaredNorm();
+      if (counts_kv_norm_channels(plan, r)) {
+        sum_squares.k += linear(x, shards[r].k_proj, shards[r].k_bias).rowwise().squaredNorm();
+      }
+    }
+  }
+  // Every rank's pass up to QK-norm's backward; then (whole-width norm) the dots' all-reduce, every rank's
+  // part in rank order; then each rank finishes.
+  std::vector<RankPass> passes;
   for (int r = 0; r < plan.tp_size; ++r) {
-    const Parameters shard = shard_parameters(test_case.weights, plan, r);
-    const RankComputation rank(*this, plan, r, shard);
-    RankPass pass = run_rank(rank, inputs);
-    RowMatrix decode_partial = decode ? decode_rank(rank, inputs) : RowMatrix(0, hidden);
+    const RankComputation rank(*this, plan, r, shards[r]);
+    passes.push_back(run_rank(rank, inputs, sum_squares));
+    RowMatrix decode_partial = decode ? decode_rank(rank, inputs, sum_squares) : RowMatrix(0, hidden);
     if (o_bias && o_bias_on_every_rank()) {
-      pass.partial_out.rowwise() += as_matrix(*o_bias, 1).row(0);
+      passes.back().partial_out.rowwise() += as_matrix(*o_bias, 1).row(0);
       decode_partial.rowwise() += as_matrix(*o_bias, 1).row(0);
     }
-    out += pass.partial_out;
+    out += passes.back().partial_out;
     decode_out += decode_partial;
-    dx += pass.dx;
-    partials.push_back(std::move(pass.gradients));
+  }
+  WidthSums dots;
+  if (plan.geometry.qk_norm_full_width() && norm_sums_all_reduced()) {
+    dots.q = Eigen::VectorXd::Zero(tokens);
+    dots.k = Eigen::VectorXd::Zero(tokens);
+    for (int r = 0; r < plan.tp_size; ++r) {
+      const RankComputation rank(*this, plan, r, shards[r]);
+      const Projected& p = passes[r].projected;
+      dots.q += rank.width_dot(passes[r].d_q, p.q_input, p.q_inverse_rms, *shards[r].q_norm);
+      dots.k += rank.width_dot(passes[r].d_k, p.k_input, p.k_inverse_rms, *shards[r].k_norm);
+    }
+  }
+  for (int r = 0; r < plan.tp_size; ++r) {
+    const RankComputation rank(*this, plan, r, shards[r]);
+    finish_rank(rank, inputs, dots, counts_kv_norm_channels(plan, r), passes[r]);
+    dx += passes[r].dx;
+    partials.push_back(std::move(passes[r].gradients));
   }
   if (o_bias && !o_bias_on_every_rank()) {
     out.rowwise() += as_matrix(*o_bias, 1).row(0);

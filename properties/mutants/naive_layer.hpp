@@ -8,7 +8,10 @@
 // Like a Megatron-style layer it runs the case's TP plan rank by rank: each rank projects with its shard
 // (core/tp/tp_shard.hpp), attends with its local heads over all keys, and returns an o_proj partial; the
 // partials are summed in rank order and o_bias added; the partial gradients are reduced by
-// reduce_gradients() and gathered into the full ones. Decoding keeps one KV cache per rank.
+// reduce_gradients() and gathered into the full ones. Decoding keeps one KV cache per rank. A whole-width
+// QK-norm (rms-full-width) needs two all-reduces, written out in run(): each token's sums of squares
+// before any rank normalises, and each token's sum of dn * n between the ranks' attention backward and
+// their norm backward (so every rank's pass stops there and resumes once all have run).
 //
 // Buffers, row-major, token t = b * seq + s of the call's rows:
 //   x, d_out, partial_out, dx   [tokens, hidden_size]
@@ -17,6 +20,7 @@
 //   probabilities, tanh         [seq_q, seq_k] of one (batch row, local query head) at a time: the backward
 //                               pass recomputes them, so memory stays at one head's whatever the length
 //   KV cache                    [decode.total(), local_kv_heads * head_dim] per batch row, rows filled so far
+//   width sums (whole-width norm) [tokens] for q and k: all-reduced sums of squares, then of dn * n
 #pragma once
 
 #include <cstdint>
@@ -64,8 +68,17 @@ class NaiveLayer {
   virtual std::int64_t aligned_key(const MaskQuery& query) const;
   // The keys a query sees: the window before its aligned key, the aligned key itself if causal, padding.
   virtual KeyRange visible_keys(const Geometry& geometry, const MaskQuery& query) const;
-  // How many of a token's local heads one QK-norm RMS covers: 1 (each head on its own).
+  // How many of a token's local heads one QK-norm RMS covers: 1 (each head on its own). Not asked for a
+  // whole-width norm (rms-full-width), which covers every head of every rank.
   virtual std::int64_t heads_per_norm(std::int64_t local_heads) const;
+  // Whether QK-norm comes before RoPE (it does: every family normalises the unrotated q and k).
+  virtual bool norm_before_rope() const;
+  // A whole-width norm's sums over the width: whether they are all-reduced over the ranks (they are; else
+  // each rank normalises its own slice of the width by its own sum).
+  virtual bool norm_sums_all_reduced() const;
+  // Whether `rank` adds its k channels' sum of squares to the all-reduce: only the first rank of its KV
+  // head's replica group, so that a replicated head is counted once.
+  virtual bool counts_kv_norm_channels(const TpPlan& plan, int rank) const;
   // The probabilities of a query that sees no key ([seq_k], zero on entry): left 0, so its context is 0.
   virtual void probabilities_without_keys(Eigen::Ref<reference::RowVector> row) const;
   // What a row of scores is shifted by before exp: its maximum.

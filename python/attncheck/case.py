@@ -51,7 +51,9 @@ def weight_shapes(geometry):
         shapes.update(q_bias=(heads * head_dim,), k_bias=(kv_heads * head_dim,), v_bias=(kv_heads * head_dim,))
     if geometry["out_bias"]:
         shapes["o_bias"] = (hidden,)
-    if geometry["qk_norm"] != "none":
+    if geometry["qk_norm"] == "rms-full-width":  # a weight per channel of the whole q / k projection
+        shapes.update(q_norm=(heads * head_dim,), k_norm=(kv_heads * head_dim,))
+    elif geometry["qk_norm"] != "none":
         shapes.update(q_norm=(head_dim,), k_norm=(head_dim,))
     if geometry.get("attention_sinks", 0):
         shapes["sinks"] = (heads,)

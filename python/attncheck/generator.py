@@ -104,9 +104,10 @@ def generate_weights(geometry, seed):
     if geometry["out_bias"]:
         weights["o_bias"] = small_vector(seed, "o_bias", hidden, 0.0)
     if geometry["qk_norm"] != "none":
-        base = 1.0 if geometry["qk_norm"] == "rms" else 0.0
-        weights["q_norm"] = small_vector(seed, "q_norm", head_dim, base)
-        weights["k_norm"] = small_vector(seed, "k_norm", head_dim, base)
+        base = 0.0 if geometry["qk_norm"] == "rms-one-plus" else 1.0
+        full_width = geometry["qk_norm"] == "rms-full-width"
+        weights["q_norm"] = small_vector(seed, "q_norm", query_width if full_width else head_dim, base)
+        weights["k_norm"] = small_vector(seed, "k_norm", kv_heads * head_dim if full_width else head_dim, base)
     if geometry.get("attention_sinks", 0):
         # Sink logits within 4 on a 1/8 grid (schema version 2).
         weights["sinks"] = small_vector(seed, "sinks", heads, 0.0, -3)
@@ -242,9 +243,10 @@ def generate_weights_numpy(geometry, seed):
     if geometry["out_bias"]:
         weights["o_bias"] = vector("o_bias", hidden, 0.0)
     if geometry["qk_norm"] != "none":
-        base = 1.0 if geometry["qk_norm"] == "rms" else 0.0
-        weights["q_norm"] = vector("q_norm", head_dim, base)
-        weights["k_norm"] = vector("k_norm", head_dim, base)
+        base = 0.0 if geometry["qk_norm"] == "rms-one-plus" else 1.0
+        full_width = geometry["qk_norm"] == "rms-full-width"
+        weights["q_norm"] = vector("q_norm", query_width if full_width else head_dim, base)
+        weights["k_norm"] = vector("k_norm", kv_heads * head_dim if full_width else head_dim, base)
     if geometry.get("attention_sinks", 0):
         weights["sinks"] = vector("sinks", heads, 0.0, -3)
     return weights

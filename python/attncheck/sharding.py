@@ -10,9 +10,10 @@ row and column ranges of the full Hugging Face-layout tensors, for both conventi
   empty). o_proj columns: the query heads it computes, [r·Hq/P, (r+1)·Hq/P), as above.
 
 Both: sinks (one per query head) follow the query heads the rank computes, [r·Hq/P, (r+1)·Hq/P);
-o_bias, q_norm and k_norm whole. A held row's gradient is the layer's full gradient of that row
-(replicated KV heads summed over their replica group; Megatron's reduce-scatter delivers each row's
-sum to its holder), q_norm/k_norm summed over all ranks, o_bias in full — so the full gradients are
+o_bias and per-head q_norm / k_norm whole; a whole-width norm's (qk_norm `rms-full-width`) q_norm /
+k_norm elements follow the q_proj / k_proj rows they scale. A held row's gradient is the layer's full
+gradient of that row (replicated KV heads summed over their replica group; Megatron's reduce-scatter
+delivers each row's sum to its holder), per-head q_norm/k_norm summed over all ranks, o_bias in full — so the full gradients are
 the held rows put back together (assemble_full_gradients).
 """
 import numpy as np
@@ -79,10 +80,13 @@ def holdings(geometry, tp_size, convention, rank):
     return held
 
 
-def shard_tensor(name, full, held):
+def shard_tensor(name, full, held, geometry):
     """The part of full tensor `name` a rank with `held` (holdings()) holds."""
-    if name in ROW_FAMILY:
-        start, stop = held[ROW_FAMILY[name]]
+    family = ROW_FAMILY.get(name)
+    if geometry.get("qk_norm") == "rms-full-width" and name in ("q_norm", "k_norm"):
+        family = name[0]  # a weight per channel, held with the projection row it scales
+    if family is not None:
+        start, stop = held[family]
         return full[start:stop]
     if name == "o_proj":
         start, stop = held["o"]
@@ -90,19 +94,19 @@ def shard_tensor(name, full, held):
     if name == "sinks":
         start, stop = held["heads"]
         return full[start:stop]
-    return full  # o_bias, q_norm, k_norm: whole on every rank
+    return full  # o_bias, per-head q_norm and k_norm: whole on every rank
 
 
 def shard_weights(weights, geometry, tp_size, convention, rank):
     """{name: the rank's part of weights[name]} (copies, contiguous)."""
     held = holdings(geometry, tp_size, convention, rank)
-    return {name: np.ascontiguousarray(shard_tensor(name, values, held)) for name, values in weights.items()}
+    return {name: np.ascontiguousarray(shard_tensor(name, values, held, geometry)) for name, values in weights.items()}
 
 
 def assemble_full_gradients(rank_gradients, weight_shapes, geometry, tp_size, convention):
     """The layer's full gradients from each rank's held gradients (a list of {name: array}, one per rank):
     every row goes back where it came from; a row held by several ranks (replicated KV heads) is taken
-    from the lowest rank; o_bias, q_norm and k_norm from rank 0 (held whole, already reduced)."""
+    from the lowest rank; o_bias and per-head q_norm / k_norm from rank 0 (held whole, already reduced)."""
     full = {name: np.zeros(shape) for name, shape in weight_shapes.items()}
     filled = {name: np.zeros(shape, dtype=bool) for name, shape in weight_shapes.items()}
     for rank in reversed(range(tp_size)):  # lowest rank written last, so it wins
@@ -110,12 +114,12 @@ def assemble_full_gradients(rank_gradients, weight_shapes, geometry, tp_size, co
         for name, gradient in rank_gradients[rank].items():
             if name not in full:
                 raise BadInput(f"rank {rank} returned a gradient for {name}, which the layer does not have")
-            target = shard_tensor(name, full[name], held)
+            target = shard_tensor(name, full[name], held, geometry)
             if target.shape != np.shape(gradient):
                 raise BadInput(f"rank {rank}'s {name} gradient has shape {list(np.shape(gradient))}; "
                                f"it holds {list(target.shape)} under {convention}")
             target[...] = gradient  # a view: writes into full[name]
-            shard_tensor(name, filled[name], held)[...] = True
+            shard_tensor(name, filled[name], held, geometry)[...] = True
     unfilled = [name for name, mask in filled.items() if not mask.all()]
     if unfilled:
         raise BadInput(f"no rank returned (all of) the gradient of {', '.join(unfilled)}")

@@ -21,9 +21,9 @@ GOLDENS = os.environ.get("ATTNCHECK_GOLDENS",
                          os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "golden", "data"))
 
 
-def geometry(heads, kv_heads, head_dim, hidden=64, tp=1):
+def geometry(heads, kv_heads, head_dim, hidden=64, tp=1, qk_norm="rms"):
     return {"hidden_size": hidden, "num_attention_heads": heads, "num_key_value_heads": kv_heads,
-            "head_dim": head_dim, "tp_size": tp, "qkv_bias": 1, "out_bias": 1, "qk_norm": "rms"}
+            "head_dim": head_dim, "tp_size": tp, "qkv_bias": 1, "out_bias": 1, "qk_norm": qk_norm}
 
 
 class ReadingCases(unittest.TestCase):
@@ -118,12 +118,13 @@ class Sharding(unittest.TestCase):
 
     def test_shards_put_back_together(self):
         rng = np.random.default_rng(7)
-        for heads, kv_heads, head_dim, tp in [(4, 1, 4, 4), (8, 2, 6, 8), (16, 8, 4, 16), (6, 3, 2, 3), (4, 4, 8, 2)]:
-            g = geometry(heads, kv_heads, head_dim, tp=tp)
+        for (heads, kv_heads, head_dim, tp), qk_norm in itertools.product(
+                [(4, 1, 4, 4), (8, 2, 6, 8), (16, 8, 4, 16), (6, 3, 2, 3), (4, 4, 8, 2)], ["rms", "rms-full-width"]):
+            g = geometry(heads, kv_heads, head_dim, tp=tp, qk_norm=qk_norm)
             shapes = attncheck.weight_shapes(g)
             full = {name: rng.standard_normal(shape) for name, shape in shapes.items()}
             for convention in ("replicated-kv", "megatron-equal-block"):
-                with self.subTest(heads=heads, kv_heads=kv_heads, tp=tp, convention=convention):
+                with self.subTest(heads=heads, kv_heads=kv_heads, tp=tp, convention=convention, qk_norm=qk_norm):
                     if convention == "megatron-equal-block" and (heads + 2 * kv_heads) * head_dim % tp:
                         with self.assertRaisesRegex(attncheck.BadInput, "equal blocks"):
                             attncheck.holdings(g, tp, convention, 0)
