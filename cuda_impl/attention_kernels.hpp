@@ -28,7 +28,8 @@ struct DecodeWorkspace {
 };
 void flash_decode(const AttentionParams& params, DecodeWorkspace& workspace, cudaStream_t stream);
 // d_row = rowsum(d_o * o), then d_q (accumulated into, float), d_k and d_v (overwritten) from q, k, v,
-// o, d_o and the forward's lse. d_k / d_v hold each KV head's gradient summed over its group.
+// o, d_o and the forward's lse. d_k / d_v hold each KV head's gradient summed over its group; with
+// sinks, d_sinks (accumulated into) their gradient.
 void flash_backward(const AttentionParams& params, cudaStream_t stream);
 
 // Throws std::invalid_argument naming the first inconsistent field (dimensions, group size, strides,

@@ -27,6 +27,9 @@ struct AttentionParams {
   bool causal = true;
   std::int32_t window = 0;                    // 0: none
   const std::int32_t* key_lengths = nullptr;  // [batch] on the device; null: every row has seq_k keys
+  // Attention sinks (gpt-oss): one logit per query head in every row's softmax denominator, with no
+  // value (softmax_math.hpp: row_start).
+  const float* sinks = nullptr;  // [num_heads] float on the device, this rank's query heads; null: none
 
   // Buffers, element strides. Row = one token.
   //   q               [batch, seq_q, num_heads, head_dim]     head h at column h * head_dim (q strides)
@@ -52,7 +55,8 @@ struct AttentionParams {
   float* d_q = nullptr;  // float, o strides, zeroed by the caller (accumulated with atomicAdd)
   void* d_k = nullptr;
   void* d_v = nullptr;
-  float* d_row = nullptr;  // [batch, num_heads, seq_q] float: rowsum(d_o * o), the backward's D
+  float* d_row = nullptr;    // [batch, num_heads, seq_q] float: rowsum(d_o * o), the backward's D
+  float* d_sinks = nullptr;  // [num_heads] float, required with sinks: zeroed by the caller, atomicAdd
 
   Precision precision = Precision::fp32;  // fp32, bf16 or fp16: the kernels have no fp64 path
 };

@@ -30,7 +30,7 @@ struct NamedSpec {
 };
 
 // Named shapes: head_dim 80 and 256 (fast paths), 34 (generic), GQA, MQA, TP with replicated
-// KV heads, and every mask and score feature.
+// KV heads, every mask and score feature, and the whole-width QK-norm.
 std::vector<NamedSpec> shapes() {
   return {
       {"head_dim_80_gqa",
@@ -62,6 +62,15 @@ std::vector<NamedSpec> shapes() {
       {"qwen3_like_128",
        {.geometry = {.hidden_size = 256, .num_heads = 4, .num_kv_heads = 2, .head_dim = 128, .qk_norm = QkNorm::rms},
         .inputs = {.seed = 4, .batch = 2, .seq = 129, .tp_size = 1}}},
+      // OLMo-2's whole-width QK-norm: sums all-reduced between the phases, each KV head on 2 ranks.
+      {"olmo2_like_full_width_norm_replicated_kv_decode",
+       {.geometry = {.hidden_size = 256,
+                     .num_heads = 8,
+                     .num_kv_heads = 2,
+                     .head_dim = 32,
+                     .qk_norm = QkNorm::rms_full_width,
+                     .qkv_bias = true},
+        .inputs = {.seed = 5, .batch = 2, .seq = 33, .decode = {.prefill = 7, .steps = {1, 2}}, .tp_size = 4}}},
   };
 }
 

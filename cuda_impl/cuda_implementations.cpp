@@ -1,7 +1,7 @@
 // Registers the CUDA implementation's names (cuda_layer.hpp) in the registry (impl/registry.hpp), kind
 // device: cuda-{fp32,bf16,fp16} run one rank, the -tp variants the case's whole plan with per-rank
 // gradients. Without a GPU they answer "unavailable: no CUDA device", and a head_dim the kernels lack is
-// refused: both Unsupported; so are attention sinks, which the kernels lack.
+// refused: both Unsupported.
 #include "cuda_impl/cuda_layer.hpp"
 #include "cuda_impl/head_dim_dispatch.hpp"
 #include "impl/function_implementation.hpp"
@@ -13,11 +13,6 @@ namespace {
 
 std::unique_ptr<impl::Implementation> open_cuda(const std::string& name, const CudaOptions& options) {
   const auto run = [name, options](const Case& test_case) {
-    // Attention sinks are not in the kernels yet (their online softmax would need the sink in its running
-    // sum and a sink gradient in the backward): refused, never answered without them.
-    if (test_case.geometry().attention_sinks()) {
-      throw impl::Unsupported(name, "attention sinks: the CUDA kernels do not implement them yet");
-    }
     try {
       return run_cuda(test_case, options, name);
     } catch (const CudaUnavailable& error) {

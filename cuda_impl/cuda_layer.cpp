@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <span>
+#include <utility>
 
 #include "core/model/tp_plan.hpp"
 #include "core/tp/fused_qkv_convert.hpp"
@@ -18,6 +20,7 @@
 #include "cuda_impl/element_conversion.hpp"
 #include "cuda_impl/gemm.hpp"
 #include "cuda_impl/layer_kernels.hpp"
+#include "cuda_impl/qk_norm_math.hpp"
 #include "cuda_impl/rope_table.hpp"
 #include "cuda_impl/tp_comm.hpp"
 
@@ -58,11 +61,14 @@ Tensor download(const DeviceBuffer<float>& buffer, Shape shape) {
 
 // One rank's weights on the device. qkv [qkv_rows, hidden] T: the rank's fused QKV in GPT-NeoX's
 // per-rank stacked layout [Q | K | V], made by core's fuse_qkv (the converters every layout is tested
-// with); qkv_bias [qkv_rows] float; o [hidden, query_width] T.
+// with); qkv_bias [qkv_rows] float; o [hidden, query_width] T; q_norm, k_norm float: [head_dim] each for
+// a per-head norm, the rank's channels [query_width] / [kv_width] for the whole-width one.
 template <typename T>
 struct RankWeights {
   DeviceBuffer<T> qkv, o;
   std::optional<DeviceBuffer<float>> qkv_bias, q_norm, k_norm;
+  // sinks [rank's query heads] float: stored in T like every parameter, read as float by the kernels.
+  std::optional<DeviceBuffer<float>> sinks;
 
   RankWeights(const Parameters& shard, const TpPlan& plan, int rank) {
     const FusedQkv fused = fuse_qkv(shard, plan, rank, FusedQkvLayout::stacked);
@@ -73,6 +79,11 @@ struct RankWeights {
       q_norm = upload<float>(shard.q_norm->values);
       k_norm = upload<float>(shard.k_norm->values);
     }
+    if (shard.sinks) {
+      std::vector<double> stored(shard.sinks->values.size());
+      for (std::size_t h = 0; h < stored.size(); ++h) stored[h] = to_float(to_element<T>(shard.sinks->values[h]));
+      sinks = upload<float>(stored);
+    }
   }
 };
 
@@ -82,7 +93,52 @@ struct RankGradients {
   Parameters partial;
   DeviceBuffer<float> d_qkv_weight;               // [qkv_rows, hidden]: rows [Q | K | V]
   std::optional<DeviceBuffer<float>> d_qkv_bias;  // [qkv_rows]
-  DeviceBuffer<float> d_q_norm, d_k_norm;         // [head_dim], zero without QK-norm
+  // [head_dim] each (per-head norm; zero without QK-norm), or the rank's [query_width] / [kv_width]
+  // (whole-width norm).
+  DeviceBuffer<float> d_q_norm, d_k_norm;
+};
+
+// The attention parameters' pointer to the rank's sinks (null without).
+template <typename T>
+const float* sinks_of(const RankWeights<T>& weights) {
+  return weights.sinks ? weights.sinks->data() : nullptr;
+}
+
+// Whether rank r is the first rank of its KV head's replica group (every rank is, without replication):
+// the one that counts the head's K channels in the whole-width norm's sum of squares, and whose dK
+// partial carries the norm backward's n * S / N term (qk_norm_math.hpp).
+bool first_of_replica_group(const TpPlan& plan, int r) {
+  return counts_key_sum_squares(r, int(plan.replica_groups[plan.ranks[r].replica_group].ranks.begin));
+}
+
+// One rank's state between the phases of its work (Layer: A project, B norm + RoPE through the attention
+// backward, C norm backward and projection gradients), on the rank's device. A whole-width norm
+// all-reduces between the phases (run_ranks), so every rank's pass lives until the last phase; otherwise
+// a pass is made and spent one rank at a time. Buffers are made by the phase that first writes them.
+template <typename T>
+struct RankPass {
+  const RankPlan& rank;
+  RankWeights<T> weights;
+  DeviceBuffer<T> qkv;  // [tokens, qkv_rows] T: x W_qkv^T + b (A); Q and K normalised and rotated in place (B)
+  DeviceBuffer<float> normalised;   // [tokens, (heads + kv heads) * head_dim] float: n, saved by B's norm
+  DeviceBuffer<float> inverse_rms;  // [tokens, heads + kv heads] float: 1 / rms, saved by B's norm
+  // Whole-width norm only (else empty), [tokens] float each: the rank's own sums, then in place the
+  // all-reduced totals (every rank holds them, as after an NCCL all-reduce).
+  //   q_sum_squares, k_sum_squares  A: sum of x^2 over its Q / K channels (K: zero on a replica other
+  //                                 than its group's first, so that a plain sum counts the head once)
+  //   q_dots, k_dots                B: sum of dn * n over its Q / K channels (every rank counts)
+  DeviceBuffer<float> q_sum_squares, k_sum_squares, q_dots, k_dots;
+  // Whole-width norm only: [tokens, (heads + kv heads) * head_dim] float, dQ and dK rotated back (B), the
+  // norm's incoming gradient for C.
+  DeviceBuffer<float> unrotated;
+  // [tokens, qkv_rows] T: the attention backward's dK, dV (B); dQ and dK through the norm (B for a
+  // per-head norm or none, C for the whole-width one).
+  DeviceBuffer<T> d_qkv;
+  DeviceBuffer<float> d_o_proj;            // [hidden, query_width] float
+  DeviceBuffer<float> d_sinks;             // [rank's query heads] float, zero without sinks
+  DeviceBuffer<float> d_q_norm, d_k_norm;  // as RankGradients', accumulated into from zero (B)
+
+  RankPass(const Parameters& shard, const TpPlan& plan, int r) : rank(plan.ranks[r]), weights(shard, plan, r) {}
 };
 
 // What every rank on one device shares: the case, its device inputs, the stream and the GEMM handle.
@@ -115,9 +171,10 @@ struct Layer {
     return p;
   }
 
+  // q_sum_squares / k_sum_squares: the whole-width norm's all-reduced sums [count_tokens] (null otherwise).
   QkNormRopeParams norm_rope(const RankPlan& rank, const RankWeights<T>& weights, std::int64_t count_tokens,
-                             const DeviceBuffer<float>& table, DeviceBuffer<float>& normalised,
-                             DeviceBuffer<float>& inverse_rms) const {
+                             const float* cos_sin, float* normalised, float* inverse_rms,
+                             const float* q_sum_squares = nullptr, const float* k_sum_squares = nullptr) const {
     return {.tokens = std::int32_t(count_tokens),
             .num_heads = std::int32_t(rank.q_heads.size()),
             .num_kv_heads = std::int32_t(rank.kv_heads.size()),
@@ -128,49 +185,76 @@ struct Layer {
             .norm_eps = float(g.qk_norm_eps()),
             .q_norm_weight = weights.q_norm ? weights.q_norm->data() : nullptr,
             .k_norm_weight = weights.k_norm ? weights.k_norm->data() : nullptr,
-            .cos_sin = table.data(),
+            .cos_sin = cos_sin,
             .row_stride = rank.qkv_rows,
             .k_column = std::int32_t(rank.query_width),
-            .normalised = normalised.data(),
-            .inverse_rms = inverse_rms.data()};
+            .normalised = normalised,
+            .inverse_rms = inverse_rms,
+            .q_norm_width = std::int32_t(g.query_width()),
+            .k_norm_width = std::int32_t(g.kv_width()),
+            .q_sum_squares = q_sum_squares,
+            .k_sum_squares = k_sum_squares};
   }
 
-  // qkv [count_tokens, qkv_rows] = x W_qkv^T + b, then QK-norm and RoPE in place.
-  DeviceBuffer<T> project(const RankPlan& rank, const RankWeights<T>& weights, const T* x, std::int64_t count_tokens,
-                          const QkNormRopeParams& norm_params) const {
+  // The pass's parameters over the layer's tokens (its sums are the all-reduced ones from phase B on).
+  QkNormRopeParams norm_rope(RankPass<T>& pass, const DeviceBuffer<float>& table) const {
+    return norm_rope(pass.rank, pass.weights, tokens, table.data(), pass.normalised.data(), pass.inverse_rms.data(),
+                     pass.q_sum_squares.data(), pass.k_sum_squares.data());
+  }
+
+  // qkv [count_tokens, qkv_rows] = x W_qkv^T + b (QK-norm and RoPE are the caller's).
+  DeviceBuffer<T> project(const RankPlan& rank, const RankWeights<T>& weights, const T* x,
+                          std::int64_t count_tokens) const {
     DeviceBuffer<T> qkv(std::size_t(count_tokens * rank.qkv_rows));
     gemm.run(stream, type, count_tokens, rank.qkv_rows, hidden, {x, hidden, Transpose::no},
              {weights.qkv.data(), hidden, Transpose::yes}, qkv.data(), rank.qkv_rows, false);
     if (weights.qkv_bias) {
       add_bias(type, qkv.data(), count_tokens, rank.qkv_rows, rank.qkv_rows, weights.qkv_bias->data(), stream);
     }
-    qk_norm_rope_forward(norm_params, type, qkv.data(), stream);
     return qkv;
   }
 
-  // Forward and backward of one rank: out_sum += its o_proj partial, dx_sum += its dx partial; returns
-  // its partial parameter gradients.
-  RankGradients forward_backward(const RankPlan& rank, const RankWeights<T>& weights, const DeviceBuffer<T>& x,
-                                 const DeviceBuffer<T>& dout, const DeviceBuffer<float>& table, float* out_sum,
-                                 float* dx_sum) const {
+  // Phase A: the projection; with a whole-width norm, the rank's sums of squares for the all-reduce (K's
+  // only when count_keys: the first rank of the KV head's replica group).
+  void project_phase(RankPass<T>& pass, const DeviceBuffer<T>& x, const DeviceBuffer<float>& table,
+                     bool count_keys) const {
+    pass.qkv = project(pass.rank, pass.weights, x.data(), tokens);
+    if (g.qk_norm_full_width()) {
+      pass.q_sum_squares = DeviceBuffer<float>(std::size_t(tokens));
+      pass.k_sum_squares = DeviceBuffer<float>(std::size_t(tokens));
+      qk_norm_full_width_sum_squares(norm_rope(pass, table), type, pass.qkv.data(), count_keys,
+                                     pass.q_sum_squares.data(), pass.k_sum_squares.data(), stream);
+    }
+  }
+
+  // Phase B: QK-norm (the whole-width one from the all-reduced sums of squares) and RoPE, attention,
+  // out_sum += the rank's o_proj partial; the backward through o_proj and attention. A per-head norm (or
+  // none) then rotates back and runs its whole backward; the whole-width one rotates back, accumulates
+  // d_q_norm / d_k_norm and leaves its local dots for the all-reduce.
+  void attend_phase(RankPass<T>& pass, const DeviceBuffer<T>& dout, const DeviceBuffer<float>& table,
+                    float* out_sum) const {
+    const RankPlan& rank = pass.rank;
+    const RankWeights<T>& weights = pass.weights;
     const std::int64_t qw = rank.query_width, kw = rank.kv_width, rows = rank.qkv_rows, d = g.head_dim();
     const std::int64_t heads = rank.q_heads.size() + rank.kv_heads.size();
-    DeviceBuffer<float> normalised(std::size_t(tokens * heads * d)), inverse_rms(std::size_t(tokens * heads));
-    const QkNormRopeParams norm_params = norm_rope(rank, weights, tokens, table, normalised, inverse_rms);
-    DeviceBuffer<T> qkv = project(rank, weights, x.data(), tokens, norm_params);
+    pass.normalised = DeviceBuffer<float>(std::size_t(tokens * heads * d));
+    pass.inverse_rms = DeviceBuffer<float>(std::size_t(tokens * heads));
+    const QkNormRopeParams norm_params = norm_rope(pass, table);
+    qk_norm_rope_forward(norm_params, type, pass.qkv.data(), stream);
 
     DeviceBuffer<T> context(std::size_t(tokens * qw));
     DeviceBuffer<float> lse(std::size_t(batch * rank.q_heads.size() * seq));
     AttentionParams p = attention(rank, seq, seq);
-    p.q = qkv.data();
-    p.k = qkv.data() + qw;
-    p.v = qkv.data() + qw + kw;
+    p.q = pass.qkv.data();
+    p.k = pass.qkv.data() + qw;
+    p.v = pass.qkv.data() + qw + kw;
     p.q_row_stride = p.kv_row_stride = rows;
     p.q_batch_stride = p.kv_batch_stride = seq * rows;
     p.o = context.data();
     p.o_row_stride = qw;
     p.o_batch_stride = seq * qw;
     p.lse = lse.data();
+    p.sinks = sinks_of(weights);
     flash_forward(p, stream);
     gemm.run(stream, type, tokens, hidden, qw, {context.data(), qw, Transpose::no},
              {weights.o.data(), qw, Transpose::yes}, out_sum, hidden, true, 1.0f, 1.0f);
@@ -179,35 +263,64 @@ struct Layer {
     DeviceBuffer<T> d_context(std::size_t(tokens * qw));
     gemm.run(stream, type, tokens, qw, hidden, {dout.data(), hidden, Transpose::no},
              {weights.o.data(), qw, Transpose::no}, d_context.data(), qw, false);
-    DeviceBuffer<float> d_o_proj(std::size_t(hidden * qw));
+    pass.d_o_proj = DeviceBuffer<float>(std::size_t(hidden * qw));
     gemm.run(stream, type, hidden, qw, tokens, {dout.data(), hidden, Transpose::yes},
-             {context.data(), qw, Transpose::no}, d_o_proj.data(), qw, true);
+             {context.data(), qw, Transpose::no}, pass.d_o_proj.data(), qw, true);
     // Attention backward into d_q (float, packed) and the K / V columns of d_qkv; then RoPE and the norm
-    // backward put dQ and dK into d_qkv's Q and K columns.
+    // backward put dQ and dK into d_qkv's Q and K columns (the whole-width norm: in phase C).
     DeviceBuffer<float> d_q(std::size_t(tokens * qw)), d_row(std::size_t(batch * rank.q_heads.size() * seq));
     d_q.zero();
-    DeviceBuffer<T> d_qkv(std::size_t(tokens * rows));
+    pass.d_qkv = DeviceBuffer<T>(std::size_t(tokens * rows));
     p.d_o = d_context.data();
     p.d_q = d_q.data();
-    p.d_k = d_qkv.data() + qw;
-    p.d_v = d_qkv.data() + qw + kw;
+    p.d_k = pass.d_qkv.data() + qw;
+    p.d_v = pass.d_qkv.data() + qw + kw;
     p.d_row = d_row.data();
+    pass.d_sinks = DeviceBuffer<float>(rank.q_heads.size());
+    pass.d_sinks.zero();
+    if (weights.sinks) p.d_sinks = pass.d_sinks.data();
     flash_backward(p, stream);
-    DeviceBuffer<float> d_q_norm{static_cast<std::size_t>(d)}, d_k_norm{static_cast<std::size_t>(d)};
-    d_q_norm.zero();
-    d_k_norm.zero();
-    qk_norm_rope_backward(norm_params, type, d_q.data(), qw, d_qkv.data(), d_q_norm.data(), d_k_norm.data(), stream);
+    pass.d_q_norm = DeviceBuffer<float>(weights.q_norm ? weights.q_norm->size() : std::size_t(d));
+    pass.d_k_norm = DeviceBuffer<float>(weights.k_norm ? weights.k_norm->size() : std::size_t(d));
+    pass.d_q_norm.zero();
+    pass.d_k_norm.zero();
+    if (g.qk_norm_full_width()) {
+      pass.unrotated = DeviceBuffer<float>(std::size_t(tokens * heads * d));
+      pass.q_dots = DeviceBuffer<float>(std::size_t(tokens));
+      pass.k_dots = DeviceBuffer<float>(std::size_t(tokens));
+      qk_norm_full_width_dots(norm_params, type, d_q.data(), qw, pass.d_qkv.data(), pass.unrotated.data(),
+                              pass.q_dots.data(), pass.k_dots.data(), pass.d_q_norm.data(), pass.d_k_norm.data(),
+                              stream);
+    } else {
+      qk_norm_rope_backward(norm_params, type, d_q.data(), qw, pass.d_qkv.data(), pass.d_q_norm.data(),
+                            pass.d_k_norm.data(), stream);
+    }
+    check_cuda(cudaStreamSynchronize(stream), "rank attention");  // before the temporaries are freed
+  }
+
+  // Phase C: the whole-width norm's backward from the all-reduced dots (first_replica: whether this rank
+  // is the first of its KV head's replica group); then the projection gradients, dx_sum += the rank's dx
+  // partial. Returns its partial parameter gradients.
+  RankGradients finish_phase(RankPass<T>& pass, const DeviceBuffer<T>& x, const DeviceBuffer<float>& table,
+                             bool first_replica, float* dx_sum) const {
+    const RankPlan& rank = pass.rank;
+    const RankWeights<T>& weights = pass.weights;
+    const std::int64_t qw = rank.query_width, rows = rank.qkv_rows;
+    if (g.qk_norm_full_width()) {
+      qk_norm_full_width_backward(norm_rope(pass, table), type, pass.unrotated.data(), pass.q_dots.data(),
+                                  pass.k_dots.data(), first_replica, pass.d_qkv.data(), stream);
+    }
     DeviceBuffer<float> d_qkv_weight(std::size_t(rows * hidden));
-    gemm.run(stream, type, rows, hidden, tokens, {d_qkv.data(), rows, Transpose::yes},
+    gemm.run(stream, type, rows, hidden, tokens, {pass.d_qkv.data(), rows, Transpose::yes},
              {x.data(), hidden, Transpose::no}, d_qkv_weight.data(), hidden, true);
-    gemm.run(stream, type, tokens, hidden, rows, {d_qkv.data(), rows, Transpose::no},
+    gemm.run(stream, type, tokens, hidden, rows, {pass.d_qkv.data(), rows, Transpose::no},
              {weights.qkv.data(), hidden, Transpose::no}, dx_sum, hidden, true, 1.0f, 1.0f);
     std::optional<DeviceBuffer<float>> d_bias;
     if (weights.qkv_bias) {
       d_bias.emplace(std::size_t(rows));
-      column_sums(type, d_qkv.data(), tokens, rows, rows, d_bias->data(), stream);
+      column_sums(type, pass.d_qkv.data(), tokens, rows, rows, d_bias->data(), stream);
     }
-    check_cuda(cudaStreamSynchronize(stream), "rank forward/backward");
+    check_cuda(cudaStreamSynchronize(stream), "rank backward");
 
     RankGradients gradients;
     Parameters& partial = gradients.partial;
@@ -215,21 +328,25 @@ struct Layer {
     FusedQkv fused_gradient{.weight = download(d_qkv_weight, {rows, hidden})};
     if (d_bias) fused_gradient.bias = download(*d_bias, {rows});
     split_qkv(fused_gradient, plan, rank.rank, FusedQkvLayout::stacked, partial);
-    partial.o_proj = download(d_o_proj, {hidden, qw});
+    partial.o_proj = download(pass.d_o_proj, {hidden, qw});
     if (weights.q_norm) {
-      partial.q_norm = download(d_q_norm, {d});
-      partial.k_norm = download(d_k_norm, {d});
+      partial.q_norm = download(pass.d_q_norm, {std::int64_t(pass.d_q_norm.size())});
+      partial.k_norm = download(pass.d_k_norm, {std::int64_t(pass.d_k_norm.size())});
     }
+    if (weights.sinks) partial.sinks = download(pass.d_sinks, {std::int64_t(rank.q_heads.size())});
     gradients.d_qkv_weight = std::move(d_qkv_weight);
     gradients.d_qkv_bias = std::move(d_bias);
-    gradients.d_q_norm = std::move(d_q_norm);
-    gradients.d_k_norm = std::move(d_k_norm);
+    gradients.d_q_norm = std::move(pass.d_q_norm);
+    gradients.d_k_norm = std::move(pass.d_k_norm);
     return gradients;
   }
 
   // The decode schedule on one rank through a KV cache: decode_sum [batch, total, hidden] += its o_proj
-  // partial for every decoded token.
-  void decode(const RankPlan& rank, const RankWeights<T>& weights, float* decode_sum) const {
+  // partial for every decoded token. q_sum_squares / k_sum_squares: a whole-width norm's all-reduced sums
+  // for every token of the layer, [batch * seq] float (null otherwise); a token's sum depends on its x
+  // alone, so the forward's serve each decode call, as in the reference (reference.cpp: run_decode).
+  void decode(const RankPlan& rank, const RankWeights<T>& weights, const float* q_sum_squares,
+              const float* k_sum_squares, float* decode_sum) const {
     const Inputs& inputs = test_case.inputs;
     const std::int64_t total = inputs.decode.total(), qw = rank.query_width, kw = rank.kv_width;
     const std::int64_t rows = rank.qkv_rows, d = g.head_dim();
@@ -255,8 +372,23 @@ struct Layer {
       const DeviceBuffer<float> table = upload<float>(rope_table(g, positions));
       DeviceBuffer<float> normalised(std::size_t(batch * count * heads * d)),
           inverse_rms(std::size_t(batch * count * heads));
-      const DeviceBuffer<T> qkv = project(rank, weights, x.data(), batch * count,
-                                          norm_rope(rank, weights, batch * count, table, normalised, inverse_rms));
+      // Whole-width norm: the call's tokens' sums, gathered as x_step is: step_q_sums, step_k_sums
+      // [batch * count] float.
+      DeviceBuffer<float> step_q_sums, step_k_sums;
+      if (q_sum_squares != nullptr) {
+        step_q_sums = DeviceBuffer<float>(std::size_t(batch * count));
+        step_k_sums = DeviceBuffer<float>(std::size_t(batch * count));
+        for (const auto& [from, to] :
+             {std::pair{q_sum_squares, &step_q_sums}, std::pair{k_sum_squares, &step_k_sums}}) {
+          check_cuda(cudaMemcpy2DAsync(to->data(), count * sizeof(float), from + start, seq * sizeof(float),
+                                       count * sizeof(float), batch, cudaMemcpyDeviceToDevice, stream),
+                     "decode sums gather");
+        }
+      }
+      DeviceBuffer<T> qkv = project(rank, weights, x.data(), batch * count);
+      qk_norm_rope_forward(norm_rope(rank, weights, batch * count, table.data(), normalised.data(), inverse_rms.data(),
+                                     step_q_sums.data(), step_k_sums.data()),
+                           type, qkv.data(), stream);
       for (std::int64_t b = 0; b < batch; ++b) {  // append K and V to the cache
         for (const std::int64_t column : {qw, qw + kw}) {
           T* cache = (column == qw ? cache_k : cache_v).data() + (b * total + start) * kw;
@@ -277,6 +409,7 @@ struct Layer {
       p.o = context.data();
       p.o_row_stride = qw;
       p.o_batch_stride = count * qw;
+      p.sinks = sinks_of(weights);
       // A step of a few tokens takes the split-KV decode kernel; a long prefill the flash forward.
       if (count <= kDecodeKernelMaxTokens) {
         flash_decode(p, workspace, stream);
@@ -312,6 +445,7 @@ Tensor finish_output(DeviceBuffer<float>& sum, const std::optional<DeviceBuffer<
 // sums of its ranks' o_proj partials, dx and decode outputs (fp32). Made with `device` current.
 template <typename T>
 struct DeviceState {
+  int device = 0;
   cudaStream_t stream = nullptr;
   std::optional<Gemm> gemm;
   std::optional<Layer<T>> layer;
@@ -319,7 +453,7 @@ struct DeviceState {
   DeviceBuffer<float> table, out_sum, dx_sum, decode_sum;
   std::optional<DeviceBuffer<float>> o_bias;
 
-  DeviceState(const Case& test_case, const TpPlan& plan, Precision type, int device) {
+  DeviceState(const Case& test_case, const TpPlan& plan, Precision type, int device_index) : device(device_index) {
     check_cuda(cudaSetDevice(device), "device");
     check_cuda(cudaStreamCreate(&stream), "stream");
     gemm.emplace();
@@ -356,39 +490,120 @@ struct DeviceState {
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
 
-  // One rank's forward, backward and decode on this device, into the sums.
-  RankGradients run_rank(const Case& test_case, const TpPlan& plan, int r) {
-    const Parameters shard = plan.tp_size == 1 ? test_case.weights : shard_parameters(test_case.weights, plan, r);
-    const RankWeights<T> weights(shard, plan, r);
-    RankGradients gradients =
-        layer->forward_backward(plan.ranks[r], weights, x, dout, table, out_sum.data(), dx_sum.data());
-    if (test_case.inputs.decode.total() > 0) layer->decode(plan.ranks[r], weights, decode_sum.data());
-    return gradients;
-  }
+  // Makes this device current: the phases of its ranks run with it.
+  void use() const { check_cuda(cudaSetDevice(device), "device"); }
 };
 
-// The NCCL path: rank r on GPU r, its sums all-reduced over the world; replicated-KV gradients summed
-// over each replica group and q_norm / k_norm over the world on the devices, and reported as the ranks'
-// gradients (so reference-tp's per-rank gradients check the communicators).
+// An all-reduce (sum) of one float buffer per rank, [count] each, in place: every rank's buffer ends
+// holding the total. On the device of rank r's DeviceState, enqueued on its stream.
+using AllReduce = std::function<void(const std::vector<float*>& buffers, std::size_t count)>;
+
+// Every rank's forward, backward and decode, rank r on device_of_rank[r], into the devices' sums; returns
+// the ranks' partial gradients. A per-head norm (or none) needs no all-reduce inside a rank's work: each
+// rank runs phases A, B, C and its decoding before the next starts. A whole-width norm runs phase A on
+// every rank, all-reduces the sums of squares, phase B on every rank, all-reduces the dots, then phase C
+// and decoding on every rank. The K sums of a replica other than its group's first are zero (phase A),
+// so a plain all-reduce over all ranks counts a replicated KV head once; the dots count every rank.
+template <typename T>
+std::vector<RankGradients> run_ranks(const Case& test_case, const TpPlan& plan,
+                                     const std::vector<DeviceState<T>*>& device_of_rank, const AllReduce& all_reduce) {
+  const bool decoding = test_case.inputs.decode.total() > 0;
+  const auto make_pass = [&](int r) {
+    device_of_rank[r]->use();
+    const Parameters shard = plan.tp_size == 1 ? test_case.weights : shard_parameters(test_case.weights, plan, r);
+    return std::make_unique<RankPass<T>>(shard, plan, r);
+  };
+  std::vector<RankGradients> gradients;
+  if (!plan.geometry.qk_norm_full_width()) {
+    for (int r = 0; r < plan.tp_size; ++r) {
+      const auto pass = make_pass(r);
+      DeviceState<T>& device = *device_of_rank[r];
+      device.layer->project_phase(*pass, device.x, device.table, true);
+      device.layer->attend_phase(*pass, device.dout, device.table, device.out_sum.data());
+      gradients.push_back(device.layer->finish_phase(*pass, device.x, device.table, true, device.dx_sum.data()));
+      if (decoding) device.layer->decode(pass->rank, pass->weights, nullptr, nullptr, device.decode_sum.data());
+    }
+    return gradients;
+  }
+  std::vector<std::unique_ptr<RankPass<T>>> passes;
+  const auto each_rank = [&](auto&& phase) {
+    for (int r = 0; r < plan.tp_size; ++r) {
+      device_of_rank[r]->use();
+      phase(r, *device_of_rank[r], *passes[r]);
+    }
+  };
+  const auto buffers = [&](DeviceBuffer<float> RankPass<T>::*member) {
+    std::vector<float*> result;
+    for (const auto& pass : passes) result.push_back(((*pass).*member).data());
+    return result;
+  };
+  const std::size_t tokens = std::size_t(device_of_rank[0]->layer->tokens);
+  for (int r = 0; r < plan.tp_size; ++r) {
+    passes.push_back(make_pass(r));
+    DeviceState<T>& device = *device_of_rank[r];
+    device.layer->project_phase(*passes[r], device.x, device.table, first_of_replica_group(plan, r));
+  }
+  all_reduce(buffers(&RankPass<T>::q_sum_squares), tokens);
+  all_reduce(buffers(&RankPass<T>::k_sum_squares), tokens);
+  each_rank([&](int, DeviceState<T>& device, RankPass<T>& pass) {
+    device.layer->attend_phase(pass, device.dout, device.table, device.out_sum.data());
+  });
+  all_reduce(buffers(&RankPass<T>::q_dots), tokens);
+  all_reduce(buffers(&RankPass<T>::k_dots), tokens);
+  each_rank([&](int r, DeviceState<T>& device, RankPass<T>& pass) {
+    gradients.push_back(device.layer->finish_phase(pass, device.x, device.table, first_of_replica_group(plan, r),
+                                                   device.dx_sum.data()));
+    if (decoding) {
+      device.layer->decode(pass.rank, pass.weights, pass.q_sum_squares.data(), pass.k_sum_squares.data(),
+                           device.decode_sum.data());
+    }
+  });
+  return gradients;
+}
+
+// The single-device all-reduce: rank 0's buffer += ranks 1, 2, ... in rank order (float), then copied to
+// every rank's buffer, as an NCCL all-reduce would leave them.
+AllReduce sum_in_rank_order(cudaStream_t stream) {
+  return [stream](const std::vector<float*>& buffers, std::size_t count) {
+    const auto columns = std::int64_t(count);
+    for (std::size_t r = 1; r < buffers.size(); ++r) {
+      add_bias(Precision::fp32, buffers[0], 1, columns, columns, buffers[r], stream);  // one row: += buffer r
+    }
+    for (std::size_t r = 1; r < buffers.size(); ++r) {
+      check_cuda(cudaMemcpyAsync(buffers[r], buffers[0], count * sizeof(float), cudaMemcpyDeviceToDevice, stream),
+                 "all-reduce copy");
+    }
+  };
+}
+
+// The NCCL path: rank r on GPU r, its sums all-reduced over the world (a whole-width norm's sums of
+// squares and dots too, between the phases); replicated-KV gradients summed over each replica group and
+// per-head q_norm / k_norm over the world on the devices (a whole-width norm's: q_norm owned, k_norm over
+// the replica group, as k_proj), and reported as the ranks' gradients (so reference-tp's per-rank
+// gradients check the communicators).
 template <typename T>
 std::vector<Parameters> run_ranks_on_their_devices(const Case& test_case, const TpPlan& plan, Precision type,
                                                    std::vector<std::unique_ptr<DeviceState<T>>>& devices,
                                                    std::vector<Parameters>& partials) {
   TpCommunicators communicators(plan);
-  std::vector<RankGradients> gradients;
+  std::vector<DeviceState<T>*> device_of_rank;
   for (int r = 0; r < plan.tp_size; ++r) {
     devices.push_back(std::make_unique<DeviceState<T>>(test_case, plan, type, r));
-    gradients.push_back(devices.back()->run_rank(test_case, plan, r));
-    partials.push_back(gradients.back().partial);
+    device_of_rank.push_back(devices.back().get());
   }
   std::vector<cudaStream_t> streams;
   for (const auto& device : devices) streams.push_back(device->stream);
+  std::vector<RankGradients> gradients = run_ranks<T>(
+      test_case, plan, device_of_rank,
+      [&](const std::vector<float*>& buffers, std::size_t count) { communicators.world_sum(buffers, count, streams); });
+  for (const RankGradients& rank : gradients) partials.push_back(rank.partial);
   const auto pointers = [&](auto member) {
     std::vector<float*> result;
     for (const auto& device : devices) result.push_back(((*device).*member).data());
     return result;
   };
   const std::int64_t hidden = test_case.geometry().hidden_size();
+  const bool full_width = test_case.geometry().qk_norm_full_width();
   communicators.world_sum(pointers(&DeviceState<T>::out_sum), devices[0]->out_sum.size(), streams);
   communicators.world_sum(pointers(&DeviceState<T>::dx_sum), devices[0]->dx_sum.size(), streams);
   if (devices[0]->decode_sum.size() > 0) {
@@ -405,7 +620,9 @@ std::vector<Parameters> run_ranks_on_their_devices(const Case& test_case, const 
   }
   communicators.replica_sum(kv_weights, std::size_t(2 * first.kv_width * hidden), streams);
   if (!kv_biases.empty()) communicators.replica_sum(kv_biases, std::size_t(2 * first.kv_width), streams);
-  if (test_case.weights.q_norm) {
+  if (test_case.weights.q_norm && full_width) {  // q_norm owned by its rank; k_norm as k_proj
+    communicators.replica_sum(k_norms, gradients[0].d_k_norm.size(), streams);
+  } else if (test_case.weights.q_norm) {  // every rank's heads used the whole weight
     communicators.world_sum(q_norms, gradients[0].d_q_norm.size(), streams);
     communicators.world_sum(k_norms, gradients[0].d_k_norm.size(), streams);
   }
@@ -423,8 +640,8 @@ std::vector<Parameters> run_ranks_on_their_devices(const Case& test_case, const 
     reduced[r].k_bias = std::move(unstacked.k_bias);
     reduced[r].v_bias = std::move(unstacked.v_bias);
     if (test_case.weights.q_norm) {
-      reduced[r].q_norm = download(gradients[r].d_q_norm, {test_case.geometry().head_dim()});
-      reduced[r].k_norm = download(gradients[r].d_k_norm, {test_case.geometry().head_dim()});
+      reduced[r].q_norm = download(gradients[r].d_q_norm, {std::int64_t(gradients[r].d_q_norm.size())});
+      reduced[r].k_norm = download(gradients[r].d_k_norm, {std::int64_t(gradients[r].d_k_norm.size())});
     }
   }
   return reduced;
@@ -441,9 +658,13 @@ Result run_layer(const Case& test_case, const CudaOptions& options, const std::s
   std::vector<Parameters> rank_gradients;
   if (plan.tp_size > 1 && cuda_device_count() >= plan.tp_size && nccl_tensor_parallelism_enabled()) {
     rank_gradients = run_ranks_on_their_devices<T>(test_case, plan, type, devices, partials);
-  } else {  // every rank in turn on device 0: outputs and dx summed there in rank order, gradients on the host
+  } else {  // every rank in turn on device 0: outputs, dx (and norm sums) summed there in rank order,
+            // gradients on the host
     devices.push_back(std::make_unique<DeviceState<T>>(test_case, plan, type, 0));
-    for (int r = 0; r < plan.tp_size; ++r) partials.push_back(devices[0]->run_rank(test_case, plan, r).partial);
+    const std::vector<DeviceState<T>*> device_of_rank(std::size_t(plan.tp_size), devices[0].get());
+    for (RankGradients& rank : run_ranks<T>(test_case, plan, device_of_rank, sum_in_rank_order(devices[0]->stream))) {
+      partials.push_back(std::move(rank.partial));
+    }
     rank_gradients = reduce_rank_gradients(partials, plan);
   }
   DeviceState<T>& first = *devices[0];

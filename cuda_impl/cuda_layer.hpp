@@ -5,6 +5,14 @@
 // otherwise the ranks run in turn on GPU 0, outputs and dx are summed there in fp32, and the rank
 // gradients are reduced on the host in fp64 (reduce_rank_gradients). Decoding runs the schedule through
 // a KV cache.
+// A rank's work is three phases: A project; B QK-norm + RoPE, attention, o_proj and the backward through
+// attention and RoPE; C the norm's and projections' backward. The whole-width QK-norm (rms-full-width)
+// all-reduces per-token sums between them: after A each token's sum of squares over q and over k (a
+// replicated KV head counted once, by its replica group's first rank), after B each token's sum of
+// dn * n (every rank). Those all-reduces are NCCL world sums on the NCCL path and fp32 sums in rank order
+// on GPU 0 otherwise; decoding reuses the forward's sums (a token's sum depends on its x alone). Its
+// gradients: q_norm owned by its rank, k_norm summed over the replica group as k_proj. Per-head norms
+// and none run each rank's phases back to back, with no all-reduce between them.
 #pragma once
 
 #include <optional>

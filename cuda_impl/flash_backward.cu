@@ -6,6 +6,8 @@
 // Version 1, like flash_forward.cu: tiles and accumulators in shared memory, products via block_mma.
 // Per (query tile, key tile): S = Q K^T, dP = dO V^T, then elementwise P = exp(capped(S) - lse) and
 // dS = P (dP - D) (1 - tanh^2 when softcapped) scale; dV += P^T dO, dK += dS^T Q, dQ += dS K.
+// With sinks the forward's lse includes them, so P is already right; d sink_h = -sum exp(s_h - lse) D is
+// summed over rows while D is computed (backward_row_dot_kernel).
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -21,7 +23,7 @@
 namespace attncheck::cuda_impl {
 namespace {
 
-// d_row[b, h, i] = sum_c d_o[b, i, h, c] * o[b, i, h, c]; one warp per row.
+// d_row[b, h, i] = sum_c d_o[b, i, h, c] * o[b, i, h, c]; one warp per row; and the sinks' gradient.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) backward_row_dot_kernel(AttentionParams p) {
   const int warps = blockDim.x / 32, lane = threadIdx.x % 32;
@@ -37,7 +39,11 @@ __global__ void __launch_bounds__(kThreads) backward_row_dot_kernel(AttentionPar
     float sum = 0.0f;
     for (int column = lane; column < p.head_dim; column += 32) sum += to_float(o[column]) * to_float(d_o[column]);
     sum = warp_sum(sum);
-    if (lane == 0) p.d_row[row] = sum;
+    if (lane == 0) {
+      p.d_row[row] = sum;
+      // The sink's gradient needs only the row's lse and D (softmax_math.hpp: sink_gradient_term).
+      if (p.sinks != nullptr) atomicAdd(p.d_sinks + head, sink_gradient_term(p.sinks[head], p.lse[row], sum));
+    }
   }
 }
 

@@ -137,7 +137,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// One warp per (batch, head, query): o = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s; lse = M + log L.
+// One warp per (batch, head, query): o = sum_s e^(m_s - M) o_s / (e^(sink - M) + sum_s e^(m_s - M) l_s);
+// lse = M + log L (M over the pieces and the sink).
 template <typename T>
 __global__ void __launch_bounds__(kThreads) decode_combine_kernel(AttentionParams p, int splits, const float* partial_o,
                                                                   const float* partial_max, const float* partial_sum) {
@@ -146,9 +147,11 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(AttentionParam
   if (row >= std::int64_t(p.batch) * p.num_heads * p.seq_q) return;
   const int query = int(row % p.seq_q), head = int(row / p.seq_q % p.num_heads);
   const int batch = int(row / p.seq_q / p.num_heads);
-  float maximum = -INFINITY;
+  // The sink, if any, joins once here as one more piece (max s_h, sum 1, output 0), not once per split.
+  const RowStart start = row_start(p.sinks, head);
+  float maximum = start.max;
   for (int s = 0; s < splits; ++s) maximum = fmaxf(maximum, partial_max[row * splits + s]);
-  float sum = 0.0f;
+  float sum = masked_exp(start.max, maximum) * start.sum;
   for (int s = 0; s < splits; ++s) {
     sum += masked_exp(partial_max[row * splits + s], maximum) * partial_sum[row * splits + s];
   }

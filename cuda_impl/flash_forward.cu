@@ -52,9 +52,10 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(AttentionParams
   const T* v = static_cast<const T*>(p.v) + batch * p.kv_batch_stride + kv_head * head_dim;
   load_tile<T, Capacity>(q_tile, q, p.q_row_stride, query_begin, query_end, block_q, head_dim);
   for (int index = threadIdx.x; index < block_q * Capacity; index += blockDim.x) accumulator[index] = 0.0f;
+  const RowStart start = row_start(p.sinks, head);  // the sink, if any, counted before any key
   for (int row = threadIdx.x; row < block_q; row += blockDim.x) {
-    row_max[row] = -INFINITY;
-    row_sum[row] = 0.0f;
+    row_max[row] = start.max;
+    row_sum[row] = start.sum;
   }
   __syncthreads();
 

@@ -1,9 +1,14 @@
 // NCCL communicators for tensor parallelism, one rank per GPU (reductions as core/tp/tp_shard.hpp lists them):
-//   world    every rank: the row-parallel o_proj partials and dx, and the q_norm / k_norm gradients,
-//            are all-reduced (summed) over it;
+//   world    every rank: the row-parallel o_proj partials and dx, and the per-head q_norm / k_norm
+//            gradients, are all-reduced (summed) over it; so are the whole-width QK-norm's per-token
+//            sums between a rank's phases (cuda_layer.cpp): the sums of squares of q, and of k with the
+//            buffers of replicas other than their group's first left zero (a replicated KV head counted
+//            once), and the backward's sums of dn * n of q and k (every rank: each replica holds its own
+//            share of the head's gradient);
 //   replica  the ranks holding the same replicated KV head (plan.replica_groups, split off the world
-//            with ncclCommSplit, colour = replica group): k/v_proj and k/v_bias gradients are summed
-//            there and only there.
+//            with ncclCommSplit, colour = replica group): k/v_proj and k/v_bias gradients, and the
+//            whole-width norm's k_norm gradient, are summed there and only there (its q_norm gradient
+//            is owned: not reduced).
 // TpCommunicators: one process driving every GPU (ncclCommInitAll + ncclCommSplit), used by cuda_layer for
 // the -tp implementations when tp_size > 1, the machine has at least tp_size GPUs and ATTNCHECK_NCCL is
 // not 0. Otherwise no communicator is made: the ranks run in turn on GPU 0 (cuda_layer.cpp).

@@ -33,6 +33,8 @@ void validate_params(const AttentionParams& p, bool backward) {
     require(p.lse != nullptr && p.d_o != nullptr && p.d_q != nullptr && p.d_k != nullptr && p.d_v != nullptr &&
                 p.d_row != nullptr,
             "lse/d_o/d_q/d_k/d_v/d_row", "device buffers for the backward pass");
+    require(p.sinks == nullptr || p.d_sinks != nullptr, "d_sinks",
+            "a device buffer of num_heads floats when sinks are given (their gradient)");
   }
 }
 
