@@ -144,7 +144,7 @@ int run_mutants(const FuzzCommandOptions& options, std::ostream& out) {
   fuzz.progress_seconds = 0;
   std::vector<std::string> names = options.mutants.empty() ? properties::mutant_names() : options.mutants;
   if (!options.json) {
-    out << fmt::format("{:<38} {:<7} {:<44} {:>6} {:>8}\n", "mutant", "killed", "by", "cases", "seconds");
+    out << fmt::format("{:<52} {:<7} {:<44} {:>6} {:>8}\n", "mutant", "killed", "by", "cases", "seconds");
   }
   nlohmann::json rows = nlohmann::json::array();
   int survivors = 0;
@@ -152,8 +152,10 @@ int run_mutants(const FuzzCommandOptions& options, std::ostream& out) {
     const auto implementation = impl::open_implementation(name);
     // Each mutant with its catalog profile (the long one for bugs past a kernel's first tile).
     properties::FuzzOptions mutant_fuzz = fuzz;
+    std::string source;  // the real bug it re-plants, if any
     if (const properties::Mutant* mutant = properties::find_mutant(name)) {
       mutant_fuzz.limits = properties::GenLimits::for_profile(mutant->profile);
+      source = mutant->source;
     }
     const properties::FuzzReport report = properties::fuzz(*implementation, mutant_fuzz, nullptr);
     const bool killed = report.failure.has_value();
@@ -167,6 +169,7 @@ int run_mutants(const FuzzCommandOptions& options, std::ostream& out) {
                          {"killed", killed},
                          {"cases", report.cases},
                          {"seconds", report.seconds}};
+      if (!source.empty()) row["source"] = source;
       if (killed) {
         row["property"] = report.failure->outcome.property;
         row["detail"] = report.failure->outcome.detail;
@@ -176,13 +179,14 @@ int run_mutants(const FuzzCommandOptions& options, std::ostream& out) {
       }
       rows.push_back(row);
     } else {
-      out << fmt::format("{:<38} {:<7} {:<44} {:>6} {:>8.2f}\n", name, killed ? "yes" : "NO",
+      out << fmt::format("{:<52} {:<7} {:<44} {:>6} {:>8.2f}\n", name, killed ? "yes" : "NO",
                          by.size() > 44 ? by.substr(0, 41) + "..." : by, report.cases, report.seconds);
       if (killed) {
         const bool long_profile = mutant_fuzz.limits.profile == properties::SizeProfile::long_sequences;
-        out << fmt::format("{:<38} shrunk{}: {}\n", "", long_profile ? " (long profile)" : "",
+        out << fmt::format("{:<52} shrunk{}: {}\n", "", long_profile ? " (long profile)" : "",
                            properties::describe(report.failure->shrunk));
       }
+      if (!source.empty()) out << fmt::format("{:<52} source: {}\n", "", source);
     }
   }
   if (options.json) {

@@ -19,6 +19,7 @@ std::string describe(const CaseSpec& spec) {
                                  : g.rotary_pct ? fmt::format("pct {}", *g.rotary_pct)
                                                 : "full",
                                  to_string(g.rope_style));
+  if (g.rope_theta != 10000.0) text += fmt::format(", theta {}", g.rope_theta);  // a base-10000 bug shows only then
   if (g.qk_norm != QkNorm::none) text += fmt::format(", qk_norm {}", to_string(g.qk_norm));
   if (g.qkv_bias || g.out_bias) text += fmt::format(", bias {}/{}", g.qkv_bias, g.out_bias);
   if (g.query_pre_attn_scalar) text += fmt::format(", query_pre_attn_scalar {}", *g.query_pre_attn_scalar);

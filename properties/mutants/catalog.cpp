@@ -6,9 +6,92 @@ namespace attncheck::properties {
 
 namespace {
 
-std::vector<Mutant> build_catalog() {
+// A bug a real framework shipped, re-planted (real_bug_mutants.cpp, or the imagined mutant with the same
+// mechanism), named mutant-<repository>-<number>-<what>; `source` says where it was reported.
+Mutant real_bug(std::string name, std::string bug, std::function<Result(const Case&)> run, std::string source) {
+  return {.name = "mutant-" + std::move(name),
+          .bug = std::move(bug),
+          .sharded = true,
+          .run = std::move(run),
+          .source = std::move(source)};
+}
+
+std::vector<Mutant> real_bugs() {
   namespace m = mutants;
   return {
+      real_bug("vllm-2622-head-dim-from-quotient",
+               "an explicit head_dim ignored, hidden / heads used: the KV cache and shapes mis-sized",
+               m::head_dim_from_quotient, "vllm-project/vllm#2622"),
+      real_bug("gemma-2-9b-scale-from-quotient", "Gemma-2 9B scores scaled by 224^-1/2 (hidden / heads), not 256^-1/2",
+               m::quotient_scale, "google/gemma_pytorch@03e6575, ggml-org/llama.cpp#8444"),
+      real_bug("transformers-39408-window-plus-one",
+               "flash-attention given window (W, W): a causal query sees W + 1 keys", m::window_off_by_one,
+               "huggingface/transformers#39408 (PR #40163)"),
+      real_bug("transformers-26792-mistral-window-triu", "Mistral's eager mask triu(diagonal = -W) keeps W + 1 keys",
+               m::window_off_by_one, "huggingface/transformers#26792"),
+      real_bug("megatron-2771-window-left-bound",
+               "gpt-oss's window of 128 passed as the inclusive left bound: 129 keys", m::window_off_by_one,
+               "NVIDIA/Megatron-LM#2771"),
+      real_bug("llama-899-square-mask-with-cache",
+               "a cached prefill of several tokens masked with a square (top-left) causal mask", m::top_left_causal,
+               "meta-llama/llama#899 (PR #900)"),
+      real_bug("vllm-52156-sinks-dropped", "the sink logits (s_aux) swallowed by **kwargs: softmax without sinks",
+               m::sinks_ignored, "vllm-project/vllm#52156"),
+      real_bug("gpt-neox-222-rope-after-scores", "RoPE applied to q, k after QK^T was formed: no positional signal",
+               m::rope_after_scores, "EleutherAI/gpt-neox#222"),
+      real_bug("deepspeed-4442-rope-base-10000",
+               "the rotary kernel's base hard-coded to 10000 whatever rope_theta says", m::rope_base_hard_coded,
+               "deepspeedai/DeepSpeed#4442 (PR #4480), NVIDIA/TensorRT-LLM#785"),
+      real_bug("llama-cpp-8676-llama3-scaling-missing", "Llama 3.1 run without its llama3 RoPE frequency scaling",
+               m::llama3_scaling_missing, "ggml-org/llama.cpp#8676"),
+      real_bug("megatron-7476-yarn-ignores-rotary-percent",
+               "YaRN frequencies built over the whole head: a partial-rotary yarn layer rotates every channel",
+               m::yarn_ignores_rotary_percent, "NVIDIA/Megatron-LM#7476"),
+      real_bug("gpt-neox-1367-shared-qk-norm-weight", "one QK-norm module (q's weight) applied to both q and k",
+               m::shared_qk_norm_weight, "EleutherAI/gpt-neox#1367"),
+      real_bug("transformers-48748-causal-mask-dropped",
+               "a model's own mask built without the causal constraint: tokens see the future", m::causal_mask_dropped,
+               "huggingface/transformers#48748"),
+      real_bug("tensorrt-llm-12597-window-not-passed", "Mistral's sliding window never passed to the kernel",
+               m::window_not_passed, "NVIDIA/TensorRT-LLM#12597"),
+      real_bug("pytorch-103963-masked-row-nan", "a fully masked query row gives NaN (0/0), which spreads",
+               m::masked_row_nan, "pytorch/pytorch#103963 (PR #133882)"),
+      real_bug("vllm-2379-kv-shard-by-rank", "tp_size > num_kv_heads: rank r loads KV head r % H_kv, not r / replicas",
+               m::kv_shard_by_rank, "vllm-project/vllm#2379 (issue #1735)"),
+      real_bug("llama-cpp-24823-longrope-long-factors-always",
+               "LongRoPE factors chosen from the allocated context: long factors even for short calls",
+               m::longrope_long_factors_always, "ggml-org/llama.cpp#24823"),
+      real_bug("transformer-engine-1197-window-one-short",
+               "cuDNN's window (i - w, i] exclusive: the window passed unchanged sees W - 1 keys", m::window_one_short,
+               "NVIDIA/TransformerEngine#1197 (PR #1212)"),
+      real_bug("flash-attention-2528-causal-limit-by-group",
+               "GQA rows divided by the group ratio though never packed: query i gets query i / group's causal limit",
+               m::causal_limit_by_group, "Dao-AILab/flash-attention#2528"),
+      real_bug("transformers-32522-keys-sliced-to-window",
+               "Gemma 2's FA2 path slices the keys to the last W instead of passing the window",
+               m::keys_sliced_to_window, "huggingface/transformers#32522"),
+      real_bug("transformer-engine-777-gqa-groups-from-default",
+               "GQA groups per partition from the default (num_heads): GQA under TP fails on K's shape",
+               m::gqa_groups_from_default, "NVIDIA/TransformerEngine#777"),
+      real_bug("gpt-neox-1315-gqa-fused-split",
+               "GQA's fused [Q | K | V] read as per-query-head [q | k fragment | v fragment] chunks",
+               m::gqa_fused_split_by_query_head, "EleutherAI/gpt-neox#1315 (issue #1314)"),
+      // Its PR says only "numerical issues" with F16 precision, fixed by forcing FP32: re-planted as P.V
+      // accumulated in fp16 (declaring fp16), which only a long row shows.
+      {.name = "mutant-llama-cpp-9166-fp16-accumulation",
+       .bug = "declares fp16; FlashAttention's P.V accumulated in fp16 instead of fp32 (otherwise exact)",
+       .sharded = true,
+       .run = [](const Case& c) { return m::pv_accumulated_in(Precision::fp16, c); },
+       .profile = SizeProfile::long_sequences,
+       .precision = Precision::fp16,
+       .rope_angles = RopeAngles::float64,
+       .source = "ggml-org/llama.cpp#9166"},
+  };
+}
+
+std::vector<Mutant> build_catalog() {
+  namespace m = mutants;
+  std::vector<Mutant> catalog = {
       {"mutant-head-dim-from-quotient", "head_dim derived as hidden_size / num_heads (the layer's shapes are wrong)",
        true, m::head_dim_from_quotient},
       {"mutant-quotient-scale", "scores scaled by (hidden_size / num_heads)^-0.5 instead of head_dim^-0.5", true,
@@ -98,6 +181,8 @@ std::vector<Mutant> build_catalog() {
        [](const Case& c) { return m::row_sum_accumulated_in(Precision::bf16, c); }, SizeProfile::long_sequences,
        Precision::bf16, RopeAngles::float64},
   };
+  for (Mutant& mutant : real_bugs()) catalog.push_back(std::move(mutant));
+  return catalog;
 }
 
 }  // namespace

@@ -27,6 +27,9 @@ struct Mutant {
   // The precision it declares, which decides its tolerance (the yardstick's, below fp64).
   Precision precision = Precision::fp64;
   RopeAngles rope_angles = RopeAngles::float32;
+  // The real bug it re-plants, "owner/repository#number" (a PR, or the issue and its fix), as README's
+  // mutant table shows it; empty for the bugs the team imagined.
+  std::string source;
 };
 
 const std::vector<Mutant>& mutant_catalog();

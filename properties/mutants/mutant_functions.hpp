@@ -42,6 +42,23 @@ Result rope_attention_factor_dropped(const Case& test_case);    // yarn/longrope
 Result llama3_band_reversed(const Case& test_case);             // llama3's wavelength edges exchanged
 Result longrope_factors_by_token_count(const Case& test_case);  // factors chosen by token count, not position
 
+// Real frameworks' bugs with a mechanism of their own (real_bug_mutants.cpp; the source in catalog.cpp)
+Result rope_after_scores(const Case& test_case);              // gpt-neox #222: RoPE never reaches the scores
+Result rope_base_hard_coded(const Case& test_case);           // DeepSpeed #4442: base 10000 whatever rope_theta
+Result llama3_scaling_missing(const Case& test_case);         // llama.cpp #8676: llama3 scaling not applied
+Result yarn_ignores_rotary_percent(const Case& test_case);    // Megatron-LM #7476: yarn rotates the whole head
+Result shared_qk_norm_weight(const Case& test_case);          // gpt-neox #1367: q's norm weight used for k
+Result causal_mask_dropped(const Case& test_case);            // transformers #48748: no causal mask
+Result window_not_passed(const Case& test_case);              // TensorRT-LLM #12597: window never applied
+Result masked_row_nan(const Case& test_case);                 // pytorch #103963: a row without keys is NaN
+Result kv_shard_by_rank(const Case& test_case);               // vllm #2379: rank r loads KV head r % H_kv
+Result longrope_long_factors_always(const Case& test_case);   // llama.cpp #24823: long factors for every call
+Result window_one_short(const Case& test_case);               // TransformerEngine #1197: W - 1 keys
+Result causal_limit_by_group(const Case& test_case);          // flash-attention #2528: limit of query i / group
+Result keys_sliced_to_window(const Case& test_case);          // transformers #32522: keys cut to the last W
+Result gqa_groups_from_default(const Case& test_case);        // TransformerEngine #777: GQA + TP shape error
+Result gqa_fused_split_by_query_head(const Case& test_case);  // gpt-neox #1315: K/V from per-q-head fragments
+
 // Inside the layer (layer_mutants.cpp)
 // P.V, or the softmax row sum, accumulated key by key in `precision` (bf16, fp16), the layer otherwise
 // exact: the catalog's bf16 accumulation mutants, and bench/precision_table's fp16 column.

@@ -69,6 +69,10 @@ std::optional<double> NaiveLayer::sink_logit(const Parameters& shard, std::int64
   return shard.sinks->values[static_cast<std::size_t>(local_head)];
 }
 
+Parameters NaiveLayer::rank_shard(const Parameters& weights, const TpPlan& plan, int rank) const {
+  return shard_parameters(weights, plan, rank);
+}
+
 RopeFrequencies NaiveLayer::call_frequencies(const Geometry& geometry, std::span<const std::int64_t> positions) const {
   return call_rope_frequencies(geometry, positions);
 }
@@ -482,7 +486,7 @@ Result NaiveLayer::run(const Case& test_case) const {
   RowMatrix decode_out = RowMatrix::Zero(decoded, hidden);
   std::vector<Parameters> partials;
   std::vector<Parameters> shards;
-  for (int r = 0; r < plan.tp_size; ++r) shards.push_back(shard_parameters(test_case.weights, plan, r));
+  for (int r = 0; r < plan.tp_size; ++r) shards.push_back(rank_shard(test_case.weights, plan, r));
   // A whole-width norm's first all-reduce: each token's sums of squares, the ranks' parts in rank order
   // (k only from the ranks counts_kv_norm_channels names).
   WidthSums sum_squares;

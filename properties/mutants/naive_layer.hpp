@@ -100,6 +100,8 @@ class NaiveLayer {
   // The sink logit local query head `local_head` of a rank's shard adds to its softmax's denominator, or
   // none (core/model/geometry.hpp, attention_sinks): the shard's own entry.
   virtual std::optional<double> sink_logit(const Parameters& shard, std::int64_t local_head) const;
+  // The shard rank `rank` computes with: shard_parameters (core/tp/tp_shard.hpp).
+  virtual Parameters rank_shard(const Parameters& weights, const TpPlan& plan, int rank) const;
   // The RoPE frequencies and attention factor of one forward call whose tokens sit at `positions`
   // (every batch row of the call): core/model/rope_frequencies.hpp.
   virtual RopeFrequencies call_frequencies(const Geometry& geometry, std::span<const std::int64_t> positions) const;
