@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
@@ -40,6 +41,23 @@ template <typename T>
 struct ElementTag {
   using type = T;
 };
+
+// Calls f(ElementTag<T>{}) for a kernel's element type; `what` names the caller in the error for fp64,
+// which no kernel stores.
+template <typename F>
+void dispatch_element(Precision type, const char* what, F&& f) {
+  switch (type) {
+    case Precision::fp32:
+      return f(ElementTag<float>{});
+    case Precision::bf16:
+      return f(ElementTag<__nv_bfloat16>{});
+    case Precision::fp16:
+      return f(ElementTag<__half>{});
+    case Precision::fp64:
+      break;
+  }
+  throw std::invalid_argument(std::string(what) + ": fp32, bf16 or fp16 only");
+}
 
 // Calls f(ElementTag<T>{}, HeadDimTag<...>{}) for the params' element type and head_dim. fp32 runs on
 // CUDA cores, where a fixed width gains little: it always takes the generic tile, which keeps the

@@ -46,27 +46,12 @@ __global__ void round_kernel(const float* input, T* output, std::int64_t count) 
   }
 }
 
-template <typename F>
-void with_type(Precision type, F&& f) {
-  switch (type) {
-    case Precision::fp32:
-      return f(ElementTag<float>{});
-    case Precision::bf16:
-      return f(ElementTag<__nv_bfloat16>{});
-    case Precision::fp16:
-      return f(ElementTag<__half>{});
-    case Precision::fp64:
-      break;
-  }
-  throw std::invalid_argument("elementwise kernels: fp32, bf16 or fp16 only");
-}
-
 }  // namespace
 
 void add_bias(Precision type, void* matrix, std::int64_t rows, std::int64_t columns, std::int64_t ld, const float* bias,
               cudaStream_t stream) {
   if (rows * columns == 0) return;
-  with_type(type, [&](auto tag) {
+  dispatch_element(type, "elementwise kernels", [&](auto tag) {
     using T = typename decltype(tag)::type;
     add_bias_kernel<T>
         <<<grid_for(rows * columns), kThreads, 0, stream>>>(static_cast<T*>(matrix), rows, columns, ld, bias);
@@ -77,7 +62,7 @@ void add_bias(Precision type, void* matrix, std::int64_t rows, std::int64_t colu
 void column_sums(Precision type, const void* matrix, std::int64_t rows, std::int64_t columns, std::int64_t ld,
                  float* sums, cudaStream_t stream) {
   if (columns == 0) return;
-  with_type(type, [&](auto tag) {
+  dispatch_element(type, "elementwise kernels", [&](auto tag) {
     using T = typename decltype(tag)::type;
     column_sums_kernel<T>
         <<<grid_for(columns), kThreads, 0, stream>>>(static_cast<const T*>(matrix), rows, columns, ld, sums);
@@ -87,7 +72,7 @@ void column_sums(Precision type, const void* matrix, std::int64_t rows, std::int
 
 void round_to(Precision type, const float* input, void* output, std::int64_t count, cudaStream_t stream) {
   if (count == 0) return;
-  with_type(type, [&](auto tag) {
+  dispatch_element(type, "elementwise kernels", [&](auto tag) {
     using T = typename decltype(tag)::type;
     round_kernel<T><<<grid_for(count), kThreads, 0, stream>>>(input, static_cast<T*>(output), count);
   });

@@ -257,22 +257,6 @@ void check_full_width(const QkNormRopeParams& p, const char* what) {
   }
 }
 
-// Calls f(ElementTag<T>{}) for the element type.
-template <typename F>
-void with_element_type(Precision type, const char* what, F&& f) {
-  switch (type) {
-    case Precision::fp32:
-      return f(ElementTag<float>{});
-    case Precision::bf16:
-      return f(ElementTag<__nv_bfloat16>{});
-    case Precision::fp16:
-      return f(ElementTag<__half>{});
-    case Precision::fp64:
-      break;
-  }
-  throw std::invalid_argument(std::string(what) + ": fp32, bf16 or fp16 only");
-}
-
 }  // namespace
 
 void qk_norm_rope_forward(const QkNormRopeParams& params, Precision type, void* qkv, cudaStream_t stream) {
@@ -281,21 +265,10 @@ void qk_norm_rope_forward(const QkNormRopeParams& params, Precision type, void* 
     throw std::invalid_argument("qk_norm_rope_forward: rms_full_width needs the all-reduced sums of squares");
   }
   if (params.tokens == 0) return;
-  switch (type) {
-    case Precision::fp32:
-      qk_norm_rope_forward_kernel<float><<<blocks_for(params), kThreads, 0, stream>>>(params, static_cast<float*>(qkv));
-      break;
-    case Precision::bf16:
-      qk_norm_rope_forward_kernel<__nv_bfloat16>
-          <<<blocks_for(params), kThreads, 0, stream>>>(params, static_cast<__nv_bfloat16*>(qkv));
-      break;
-    case Precision::fp16:
-      qk_norm_rope_forward_kernel<__half>
-          <<<blocks_for(params), kThreads, 0, stream>>>(params, static_cast<__half*>(qkv));
-      break;
-    case Precision::fp64:
-      throw std::invalid_argument("qk_norm_rope_forward: fp32, bf16 or fp16 only");
-  }
+  dispatch_element(type, "qk_norm_rope_forward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    qk_norm_rope_forward_kernel<T><<<blocks_for(params), kThreads, 0, stream>>>(params, static_cast<T*>(qkv));
+  });
   check_cuda(cudaGetLastError(), "qk_norm_rope_forward: launch");
 }
 
@@ -308,22 +281,11 @@ void qk_norm_rope_backward(const QkNormRopeParams& params, Precision type, const
         "an all-reduce, then qk_norm_full_width_backward");
   }
   if (params.tokens == 0) return;
-  switch (type) {
-    case Precision::fp32:
-      qk_norm_rope_backward_kernel<float><<<blocks_for(params), kThreads, 0, stream>>>(
-          params, d_q, d_q_stride, static_cast<float*>(d_qkv), d_q_norm, d_k_norm);
-      break;
-    case Precision::bf16:
-      qk_norm_rope_backward_kernel<__nv_bfloat16><<<blocks_for(params), kThreads, 0, stream>>>(
-          params, d_q, d_q_stride, static_cast<__nv_bfloat16*>(d_qkv), d_q_norm, d_k_norm);
-      break;
-    case Precision::fp16:
-      qk_norm_rope_backward_kernel<__half><<<blocks_for(params), kThreads, 0, stream>>>(
-          params, d_q, d_q_stride, static_cast<__half*>(d_qkv), d_q_norm, d_k_norm);
-      break;
-    case Precision::fp64:
-      throw std::invalid_argument("qk_norm_rope_backward: fp32, bf16 or fp16 only");
-  }
+  dispatch_element(type, "qk_norm_rope_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    qk_norm_rope_backward_kernel<T><<<blocks_for(params), kThreads, 0, stream>>>(
+        params, d_q, d_q_stride, static_cast<T*>(d_qkv), d_q_norm, d_k_norm);
+  });
   check_cuda(cudaGetLastError(), "qk_norm_rope_backward: launch");
 }
 
@@ -331,7 +293,7 @@ void qk_norm_full_width_sum_squares(const QkNormRopeParams& params, Precision ty
                                     float* q_sums, float* k_sums, cudaStream_t stream) {
   check_full_width(params, "qk_norm_full_width_sum_squares");
   if (params.tokens == 0) return;
-  with_element_type(type, "qk_norm_full_width_sum_squares", [&](auto tag) {
+  dispatch_element(type, "qk_norm_full_width_sum_squares", [&](auto tag) {
     using T = typename decltype(tag)::type;
     full_width_sum_squares_kernel<T><<<blocks_per_token(params), kThreads, 0, stream>>>(
         params, static_cast<const T*>(qkv), count_keys, q_sums, k_sums);
@@ -344,7 +306,7 @@ void qk_norm_full_width_dots(const QkNormRopeParams& params, Precision type, con
                              float* d_k_norm, cudaStream_t stream) {
   check_full_width(params, "qk_norm_full_width_dots");
   if (params.tokens == 0) return;
-  with_element_type(type, "qk_norm_full_width_dots", [&](auto tag) {
+  dispatch_element(type, "qk_norm_full_width_dots", [&](auto tag) {
     using T = typename decltype(tag)::type;
     full_width_dots_kernel<T><<<blocks_per_token(params), kThreads, 0, stream>>>(
         params, d_q, d_q_stride, static_cast<const T*>(d_qkv), unrotated, q_dots, k_dots, d_q_norm, d_k_norm);
@@ -357,7 +319,7 @@ void qk_norm_full_width_backward(const QkNormRopeParams& params, Precision type,
                                  cudaStream_t stream) {
   check_full_width(params, "qk_norm_full_width_backward");
   if (params.tokens == 0) return;
-  with_element_type(type, "qk_norm_full_width_backward", [&](auto tag) {
+  dispatch_element(type, "qk_norm_full_width_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     full_width_backward_kernel<T><<<blocks_for(params), kThreads, 0, stream>>>(
         params, unrotated, q_dots, k_dots, subtract_key_dot_term, static_cast<T*>(d_qkv));

@@ -1,7 +1,10 @@
 #include "reference/reference.hpp"
 
 #include <algorithm>
+#include <deque>
+#include <optional>
 #include <span>
+#include <utility>
 
 #include "core/errors/input_error.hpp"
 #include "core/tp/tp_shard.hpp"
@@ -82,11 +85,10 @@ bool first_of_replica_group(const TpPlan& plan, int rank) {
 // projections, the ranks' parts summed in rank order. Every query channel lives on one rank; a
 // replicated KV head's channels are on every rank of its replica group and are counted once, from the
 // group's first rank (counting them per replica would weigh them kv_replicas times).
-NormSums all_reduce_sum_squares(const Case& test_case, const TpPlan& plan, const TokenBlock& tokens) {
+NormSums all_reduce_sum_squares(const std::deque<RankShard>& shards, const TpPlan& plan, const TokenBlock& tokens) {
   NormSums total{.q = RowVector::Zero(tokens.x.rows()), .k = RowVector::Zero(tokens.x.rows())};
   for (int r = 0; r < plan.tp_size; ++r) {
-    const RankShard shard(test_case.weights, plan, r);
-    const NormSums part = rank_norm_sum_squares(shard.get(), tokens);
+    const NormSums part = rank_norm_sum_squares(shards[r].get(), tokens);
     total.q += part.q;
     if (first_of_replica_group(plan, r)) total.k += part.k;
   }
@@ -176,9 +178,16 @@ Result run_sharded(const Case& test_case, const TpPlan& plan, const RunOptions& 
       .batch = inputs.batch, .seq = inputs.seq, .x = as_matrix(inputs.x, tokens_count), .positions = inputs.positions};
   const ConstMatrixMap d_out = as_matrix(inputs.dout, tokens_count);
   const bool full_width = geometry.qk_norm_full_width();
+  // A whole-width norm's ranks meet at two all-reduces, so their shards are kept for all three passes
+  // (a deque: RankShard refers into itself and must not move); otherwise each rank's shard lives only
+  // while that rank runs.
+  std::deque<RankShard> width_shards;
+  if (full_width) {
+    for (int r = 0; r < plan.tp_size; ++r) width_shards.emplace_back(test_case.weights, plan, r);
+  }
   NormSums sum_squares;
   if (full_width) {
-    sum_squares = all_reduce_sum_squares(test_case, plan, tokens);
+    sum_squares = all_reduce_sum_squares(width_shards, plan, tokens);
     tokens.q_sum_squares = as_span(sum_squares.q);
     tokens.k_sum_squares = as_span(sum_squares.k);
   }
@@ -197,7 +206,9 @@ Result run_sharded(const Case& test_case, const TpPlan& plan, const RunOptions& 
   std::vector<RankForward> forwards;
   std::vector<RankBackward> backwards;
   for (int r = 0; r < plan.tp_size; ++r) {
-    const RankShard shard(test_case.weights, plan, r);
+    const std::optional<RankShard> own_shard =
+        full_width ? std::nullopt : std::optional<RankShard>(std::in_place, test_case.weights, plan, r);
+    const RankShard& shard = full_width ? width_shards[r] : *own_shard;
     const LocalHeads heads = LocalHeads::of(plan.ranks[r]);
     RankForward forward = rank_forward(geometry, heads, shard.get(), tokens, inputs.key_lengths);
     out += forward.partial_out;
@@ -220,14 +231,12 @@ Result run_sharded(const Case& test_case, const TpPlan& plan, const RunOptions& 
     // counts, replicas included: each holds a different share of its KV head's gradient.
     NormSums dots{.q = RowVector::Zero(tokens_count), .k = RowVector::Zero(tokens_count)};
     for (int r = 0; r < plan.tp_size; ++r) {
-      const RankShard shard(test_case.weights, plan, r);
-      const NormSums part = rank_norm_dots(shard.get(), forwards[r], backwards[r]);
+      const NormSums part = rank_norm_dots(width_shards[r].get(), forwards[r], backwards[r]);
       dots.q += part.q;
       dots.k += part.k;
     }
     for (int r = 0; r < plan.tp_size; ++r) {
-      const RankShard shard(test_case.weights, plan, r);
-      rank_backward_finish(geometry, LocalHeads::of(plan.ranks[r]), shard.get(), tokens, forwards[r], &dots,
+      rank_backward_finish(geometry, LocalHeads::of(plan.ranks[r]), width_shards[r].get(), tokens, forwards[r], &dots,
                            first_of_replica_group(plan, r), backwards[r]);
       dx += backwards[r].dx;
       assembler->add_rank(backwards[r].gradients);

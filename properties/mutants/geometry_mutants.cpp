@@ -8,17 +8,12 @@
 
 namespace attncheck::properties::mutants {
 
-namespace {
-
-// The reference-tp run of the same inputs and weights with another geometry spec.
 Result run_with_spec(const Case& test_case, const GeometrySpec& spec) {
   const Case mutated{.plan = make_tp_plan(resolve_geometry(spec), test_case.plan.tp_size),
                      .inputs = test_case.inputs,
                      .weights = test_case.weights};
   return reference::run_reference_tp(mutated);
 }
-
-}  // namespace
 
 // Scores scaled by (hidden_size / num_heads)^-0.5: the scale of a framework that derives head_dim from
 // the quotient. Where there is no such quotient, or it is head_dim, or the scale comes from

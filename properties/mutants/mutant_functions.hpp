@@ -5,10 +5,15 @@
 #pragma once
 
 #include "core/model/case.hpp"
+#include "core/model/geometry.hpp"
 #include "core/model/precision.hpp"
 #include "core/model/result.hpp"
 
 namespace attncheck::properties::mutants {
+
+// The reference-tp run of the same inputs and weights with another geometry spec: how a geometry bug
+// (a framework building the wrong layer) runs (geometry_mutants.cpp).
+Result run_with_spec(const Case& test_case, const GeometrySpec& spec);
 
 // Weights (weight_mutants.cpp)
 Result swapped_query_heads(const Case& test_case);    // query heads 0 and 1 exchange q_proj rows

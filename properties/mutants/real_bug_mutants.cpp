@@ -20,13 +20,6 @@ namespace attncheck::properties::mutants {
 
 namespace {
 
-Result run_with_spec(const Case& test_case, const GeometrySpec& spec) {
-  const Case mutated{.plan = make_tp_plan(resolve_geometry(spec), test_case.plan.tp_size),
-                     .inputs = test_case.inputs,
-                     .weights = test_case.weights};
-  return reference::run_reference_tp(mutated);
-}
-
 // transformers #48748: Doge's own mask, built without the causal constraint, made SDPA skip is_causal:
 // every token sees the whole sequence (padding and a window still applied).
 class CausalMaskDropped : public NaiveLayer {
