@@ -2,7 +2,7 @@
 # Regenerates the committed goldens in this folder. Usage, after building: golden/data/make_goldens.sh
 # [path/to/attncheck] (absolute, or relative to golden/data; default ../../build/cli/attncheck).
 # Weights are named by the generator and projection gradients sketched (golden/SCHEMA.md), except in
-# the two small_* goldens, which store everything in full as examples for readers. The model-shaped
+# the small_* goldens, which store everything in full as examples for readers. The model-shaped
 # ones: batch 2, 6 tokens, decoding 4 + 1 + 1. The long ones (seq 1024 and 2048) also name their inputs
 # and sketch out, grads/x and decode/out, so they cost kilobytes.
 # `attncheck golden coverage golden/data/*.h5 --require-all` shows which golden makes each feature bite.
@@ -51,6 +51,12 @@ variants=(--weights generated --inputs generated --sketch-gradients --sketch-act
 "$attncheck" golden make --hf-config $hf/google__gemma-3-4b-pt.json --hf-layer 5 --tp 2 "${variants[@]}" \
   -o gemma-3-4b_layer5_tp2.h5
 "$attncheck" golden make --hf-config $hf/microsoft__Phi-4-mini-instruct.json --tp 2 "${variants[@]}" -o phi-4-mini_tp2.h5
+# The same layer in a short conversation: one batch row, every position below 16, far below the
+# pretraining length (4096), so longrope's short factors are the right ones (llama.cpp #24823 used the long
+# ones whenever the allocated context was long: mutant-llama-cpp-24823-longrope-long-factors-always).
+"$attncheck" golden make --hf-config $hf/microsoft__Phi-4-mini-instruct.json --tp 2 --weights generated \
+  --inputs generated --sketch-gradients --sketch-activations --batch 1 --seq 6 --seed 2026 "${decode[@]}" \
+  -o phi-4-mini_tp2_short.h5
 "$attncheck" golden make --hf-config $hf/ibm-granite__granite-3.3-8b-instruct.json --tp 2 "${variants[@]}" \
   -o granite-3.3-8b_tp2.h5
 "$attncheck" golden make --hf-config $hf/HuggingFaceTB__SmolLM3-3B.json --hf-layer 3 --tp 2 "${variants[@]}" \
@@ -77,6 +83,11 @@ variants=(--weights generated --inputs generated --sketch-gradients --sketch-act
 "$attncheck" golden make --hidden 32 --heads 4 --kv-heads 1 --head-dim 16 --rotary-dim 8 --qk-norm rms --qkv-bias \
   --out-bias --sliding-window 3 --query-pre-attn-scalar 20 --tp 2 --batch 3 --seq 9 --key-lengths 9,4,0 \
   --position-gaps --decode 5,1,3 --seed 2026 -o small_window_masked_rows.h5
+# width_norm_replicated_kv: OLMo-2's whole-width QK-norm where TP (4) exceeds the KV heads (2), so each
+# KV head's k_norm channels sit on two ranks and must be counted once (SGLang #20967 cut that weight as
+# kv width / TP: mutant-sglang-20967-width-norm-shard-by-hidden).
+"$attncheck" golden make --hidden 32 --heads 4 --kv-heads 2 --head-dim 8 --qk-norm rms-full-width --tp 4 --batch 2 \
+  --seq 6 --decode 4,1,1 --seed 2026 -o small_width_norm_replicated_kv.h5
 
 # Store each golden's yardsticks for low-precision candidates (SCHEMA.md, "Stored yardsticks"), so that
 # checking one reads them instead of running the naive layer twelve times: fp32 with float32 and float64

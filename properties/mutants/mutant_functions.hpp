@@ -63,6 +63,11 @@ Result causal_limit_by_group(const Case& test_case);          // flash-attention
 Result keys_sliced_to_window(const Case& test_case);          // transformers #32522: keys cut to the last W
 Result gqa_groups_from_default(const Case& test_case);        // TransformerEngine #777: GQA + TP shape error
 Result gqa_fused_split_by_query_head(const Case& test_case);  // gpt-neox #1315: K/V from per-q-head fragments
+Result rolling_cache_read_from_past(const Case& test_case);   // transformers #47708: rolling read at past % W
+Result prefix_prefill_window_ignored(const Case& test_case);  // vllm #4405: cached prefix not windowed
+Result released_blocks_read(const Case& test_case);           // vllm #30887: V of released blocks: 0 * NaN
+Result width_norm_shard_by_hidden(const Case& test_case);     // sglang #20967: K norm cut as kv width / TP
+Result dq_accumulator_strides(const Case& test_case);         // flash-attention #2896: dQ rows at width 16 vs 32
 
 // Inside the layer (layer_mutants.cpp)
 // P.V, or the softmax row sum, accumulated key by key in `precision` (bf16, fp16), the layer otherwise

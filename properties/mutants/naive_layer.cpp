@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <span>
 
 #include "core/tp/tp_shard.hpp"
@@ -22,6 +23,18 @@ KeyRange NaiveLayer::visible_keys(const Geometry& geometry, const MaskQuery& que
   if (geometry.sliding_window()) keys.begin = std::max<std::int64_t>(0, aligned - *geometry.sliding_window() + 1);
   if (geometry.causal()) keys.end = std::min(keys.end, aligned + 1);
   return keys;
+}
+
+KeyRange NaiveLayer::cached_keys_seen(const Geometry&, const MaskQuery& query, KeyRange visible) const {
+  return {.begin = visible.begin, .end = std::min(visible.end, query.cached_keys)};
+}
+
+std::optional<std::int64_t> NaiveLayer::rolling_cache_slots(const Geometry& geometry) const {
+  return geometry.sliding_window();
+}
+
+std::int64_t NaiveLayer::rolling_read_start(std::int64_t past, std::int64_t kept, std::int64_t slots) const {
+  return (past - kept) % slots;
 }
 
 std::int64_t NaiveLayer::heads_per_norm(std::int64_t) const {
@@ -49,6 +62,10 @@ double NaiveLayer::softmax_shift(double row_maximum) const {
 RowMatrix NaiveLayer::head_context(const RowMatrix&, std::span<const KeyRange>, const ConstMatrixRef& v,
                                    const RowMatrix& probabilities) const {
   return probabilities * v;
+}
+
+void NaiveLayer::store_query_gradient(MatrixRef d_q_head, const RowMatrix& gradient) const {
+  d_q_head = gradient;
 }
 
 void NaiveLayer::add_kv_gradient(MatrixRef kv_gradient, const RowMatrix& head_share) const {
@@ -169,10 +186,13 @@ struct RankComputation {
     return p;
   }
 
-  // One query head over its KV head: q [seq_q, head_dim], k and v [seq_k, head_dim]. Returns the
-  // probabilities (and tanh, with a softcap) and writes the context [seq_q, head_dim].
+  // One query head over its KV head: q [seq_q, head_dim], k and v [seq_k, head_dim], the first
+  // cached_keys of them from the KV cache. Returns the probabilities (and tanh, with a softcap) and
+  // writes the context [seq_q, head_dim]. Each query's softmax runs over two runs of keys, the cached ones
+  // it sees (cached_keys_seen) and the call's own, as a prefix-prefill kernel loops over them.
   HeadAttention attend(const ConstMatrixRef& q, const ConstMatrixRef& k, const ConstMatrixRef& v,
-                       std::int64_t key_length, std::int64_t local_head, MatrixRef context) const {
+                       std::int64_t key_length, std::int64_t cached_keys, std::int64_t local_head,
+                       MatrixRef context) const {
     const std::optional<double> sink = layer.sink_logit(shard, local_head);
     const std::int64_t seq_q = q.rows(), seq_k = k.rows();
     HeadAttention head;
@@ -185,20 +205,37 @@ struct RankComputation {
     if (sink) head.sink_probability = Eigen::VectorXd::Ones(seq_q);
     std::vector<KeyRange> visible_keys(static_cast<std::size_t>(seq_q));
     for (std::int64_t i = 0; i < seq_q; ++i) {
-      const KeyRange keys = layer.visible_keys(
-          geometry,
-          {.query = i, .seq_q = seq_q, .seq_k = seq_k, .key_length = key_length, .rank = rank, .tp_size = tp_size});
+      const MaskQuery query{.query = i,
+                            .seq_q = seq_q,
+                            .seq_k = seq_k,
+                            .key_length = key_length,
+                            .cached_keys = cached_keys,
+                            .rank = rank,
+                            .tp_size = tp_size};
+      const KeyRange keys = layer.visible_keys(geometry, query);
       visible_keys[i] = keys;
-      if (keys.end <= keys.begin) {  // a query that sees no key: probabilities and context 0
+      const KeyRange runs[] = {layer.cached_keys_seen(geometry, query, keys),
+                               {.begin = std::max(keys.begin, cached_keys), .end = keys.end}};
+      double maximum = -std::numeric_limits<double>::infinity();
+      for (const KeyRange& run : runs) {
+        if (run.end > run.begin)
+          maximum = std::max(maximum, scores.row(i).segment(run.begin, run.end - run.begin).maxCoeff());
+      }
+      if (maximum ==
+          -std::numeric_limits<double>::infinity()) {  // a query that sees no key: probabilities and context 0
         layer.probabilities_without_keys(head.probabilities.row(i));
         continue;
       }
-      const auto visible = scores.row(i).segment(keys.begin, keys.end - keys.begin);
-      const double shift = layer.softmax_shift(sink ? std::max(visible.maxCoeff(), *sink) : visible.maxCoeff());
-      const RowVector exps = (visible.array() - shift).exp().matrix();
+      const double shift = layer.softmax_shift(sink ? std::max(maximum, *sink) : maximum);
       const double sink_term = sink ? std::exp(*sink - shift) : 0.0;
-      const double sum = exps.sum() + sink_term;
-      head.probabilities.row(i).segment(keys.begin, keys.end - keys.begin) = exps / sum;
+      double sum = sink_term;
+      for (const KeyRange& run : runs) {
+        if (run.end <= run.begin) continue;
+        auto exps = head.probabilities.row(i).segment(run.begin, run.end - run.begin);
+        exps = (scores.row(i).segment(run.begin, run.end - run.begin).array() - shift).exp().matrix();
+        sum += exps.sum();
+      }
+      head.probabilities.row(i) /= sum;
       if (sink) head.sink_probability(i) = sink_term / sum;
     }
     context = layer.head_context(scores, visible_keys, v, head.probabilities);
@@ -288,6 +325,13 @@ struct RankComputation {
 
   // The layer's steps, for the passes below.
   bool norm_before_rope() const { return layer.norm_before_rope(); }
+  void store_query_gradient(MatrixRef d_q_head, const RowMatrix& gradient) const {
+    layer.store_query_gradient(d_q_head, gradient);
+  }
+  std::optional<std::int64_t> rolling_cache_slots() const { return layer.rolling_cache_slots(geometry); }
+  std::int64_t rolling_read_start(std::int64_t past, std::int64_t kept, std::int64_t slots) const {
+    return layer.rolling_read_start(past, kept, slots);
+  }
   void add_kv_gradient(MatrixRef kv_gradient, const RowMatrix& head_share) const {
     layer.add_kv_gradient(kv_gradient, head_share);
   }
@@ -333,7 +377,7 @@ RankPass run_rank(const RankComputation& rank, const Inputs& inputs, const Width
   const auto attend = [&](std::int64_t b, std::int64_t h, MatrixRef head_context) {
     const std::int64_t kv = h / group;
     return rank.attend(p.q.block(b * seq, h * d, seq, d), p.k.block(b * seq, kv * d, seq, d),
-                       p.v.block(b * seq, kv * d, seq, d), inputs.key_lengths[b], h, head_context);
+                       p.v.block(b * seq, kv * d, seq, d), inputs.key_lengths[b], 0, h, head_context);
   };
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t h = 0; h < rank.heads; ++h) attend(b, h, context.block(b * seq, h * d, seq, d));
@@ -370,7 +414,7 @@ RankPass run_rank(const RankComputation& rank, const Inputs& inputs, const Width
         grads.sinks->values[h] -= head.sink_probability.dot(weighted);
       if (g.softcap()) d_scores = d_scores.cwiseProduct((1.0 - head.tanh.array().square()).matrix());
       d_scores *= g.scale();
-      d_q.block(b * seq, h * d, seq, d) = d_scores * p.k.block(b * seq, kv * d, seq, d);
+      rank.store_query_gradient(d_q.block(b * seq, h * d, seq, d), d_scores * p.k.block(b * seq, kv * d, seq, d));
       rank.add_kv_gradient(d_k.block(b * seq, kv * d, seq, d),
                            d_scores.transpose() * p.q.block(b * seq, h * d, seq, d));
     }
@@ -421,19 +465,23 @@ void finish_rank(const RankComputation& rank, const Inputs& inputs, const WidthS
 }
 
 // One rank's decoding of the schedule through its KV cache: its o_proj partials, [batch * total, hidden].
-// sum_squares: a whole-width norm's all-reduced sums for every row of x (empty otherwise).
+// sum_squares: a whole-width norm's all-reduced sums for every row of x (empty otherwise). Each call
+// attends over the cache's kept tokens, read in order, then its own; then writes its own into the cache
+// (a rolling cache: only the last `slots` of them).
 RowMatrix decode_rank(const RankComputation& rank, const Inputs& inputs, const WidthSums& sum_squares) {
   const std::int64_t batch = inputs.batch, seq = inputs.seq, d = rank.head_dim, total = inputs.decode.total();
-  const std::int64_t group = rank.heads / rank.kv_heads;
+  const std::int64_t group = rank.heads / rank.kv_heads, width = rank.kv_heads * d;
   std::vector<std::int64_t> calls;
   if (inputs.decode.prefill > 0) calls.push_back(inputs.decode.prefill);
   calls.insert(calls.end(), inputs.decode.steps.begin(), inputs.decode.steps.end());
 
+  const std::optional<std::int64_t> rolling = rank.rolling_cache_slots();
+  const std::int64_t slots = rolling ? *rolling : total;
   const RowMatrix x = as_matrix(inputs.x, batch * seq);
-  std::vector<RowMatrix> keys(batch, RowMatrix(total, rank.kv_heads * d));
-  std::vector<RowMatrix> values(batch, RowMatrix(total, rank.kv_heads * d));
+  std::vector<RowMatrix> keys(batch, RowMatrix::Zero(slots, width));
+  std::vector<RowMatrix> values(batch, RowMatrix::Zero(slots, width));
   RowMatrix partials = RowMatrix::Zero(batch * total, rank.geometry.hidden_size());
-  std::int64_t start = 0;
+  std::int64_t start = 0;  // tokens written so far (past)
   for (const std::int64_t count : calls) {
     const RowMatrix x_new = token_rows(x, batch, seq, start, count);
     std::vector<std::int64_t> positions(batch * count);
@@ -450,16 +498,27 @@ RowMatrix decode_rank(const RankComputation& rank, const Inputs& inputs, const W
       }
     }
     const Projected p = rank.project(x_new, positions, call_sums);
+    const std::int64_t kept = std::min(start, slots);
+    const std::int64_t read_start = rolling ? rank.rolling_read_start(start, kept, slots) : 0;
+    const std::int64_t first_kept = start - kept;  // the token the call's key 0 is
     RowMatrix context(batch * count, rank.heads * d);
+    RowMatrix call_keys(kept + count, width), call_values(kept + count, width);
     for (std::int64_t b = 0; b < batch; ++b) {
-      keys[b].middleRows(start, count) = p.k.middleRows(b * count, count);
-      values[b].middleRows(start, count) = p.v.middleRows(b * count, count);
-      const std::int64_t cached = start + count;
+      for (std::int64_t j = 0; j < kept; ++j) {
+        call_keys.row(j) = keys[b].row((read_start + j) % slots);
+        call_values.row(j) = values[b].row((read_start + j) % slots);
+      }
+      call_keys.bottomRows(count) = p.k.middleRows(b * count, count);
+      call_values.bottomRows(count) = p.v.middleRows(b * count, count);
       for (std::int64_t h = 0; h < rank.heads; ++h) {
         const std::int64_t kv = h / group;
-        rank.attend(p.q.block(b * count, h * d, count, d), keys[b].block(0, kv * d, cached, d),
-                    values[b].block(0, kv * d, cached, d), inputs.key_lengths[b], h,
+        rank.attend(p.q.block(b * count, h * d, count, d), call_keys.middleCols(kv * d, d),
+                    call_values.middleCols(kv * d, d), inputs.key_lengths[b] - first_kept, kept, h,
                     context.block(b * count, h * d, count, d));
+      }
+      for (std::int64_t j = std::max<std::int64_t>(0, count - slots); j < count; ++j) {
+        keys[b].row((start + j) % slots) = p.k.row(b * count + j);
+        values[b].row((start + j) % slots) = p.v.row(b * count + j);
       }
     }
     const RowMatrix partial = context * as_matrix(rank.shard.o_proj, rank.shard.o_proj.shape[0]).transpose();

@@ -19,7 +19,11 @@
 //   k, v, d_k, d_v              [tokens, local_kv_heads * head_dim]  local KV head g at columns g * head_dim
 //   probabilities, tanh         [seq_q, seq_k] of one (batch row, local query head) at a time: the backward
 //                               pass recomputes them, so memory stays at one head's whatever the length
-//   KV cache                    [decode.total(), local_kv_heads * head_dim] per batch row, rows filled so far
+//   KV cache                    [slots, local_kv_heads * head_dim] per batch row: slots = decode.total(),
+//                               token t in row t; a windowed layer's rolling cache: slots = W, token t in
+//                               row t % W (rolling_cache_slots)
+//   a decode call's keys, values  [cached + count, local_kv_heads * head_dim]: the cached tokens in order,
+//                               then the call's own
 //   width sums (whole-width norm) [tokens] for q and k: all-reduced sums of squares, then of dn * n
 #pragma once
 
@@ -51,6 +55,8 @@ struct MaskQuery {
   std::int64_t seq_q = 0;       // queries in the call
   std::int64_t seq_k = 0;       // keys that exist (when decoding: the cache's length)
   std::int64_t key_length = 0;  // keys >= key_length are padding
+  std::int64_t cached_keys =
+      0;  // keys [0, cached_keys) came from the KV cache (a decode call), the rest are the call's
   int rank = 0;
   int tp_size = 1;
 };
@@ -68,6 +74,16 @@ class NaiveLayer {
   virtual std::int64_t aligned_key(const MaskQuery& query) const;
   // The keys a query sees: the window before its aligned key, the aligned key itself if causal, padding.
   virtual KeyRange visible_keys(const Geometry& geometry, const MaskQuery& query) const;
+  // Of the keys a query sees (`visible`), those that came from the cache, which a prefix-prefill kernel
+  // masks in a loop of its own: visible keys below query.cached_keys. The rest of `visible` are the call's.
+  virtual KeyRange cached_keys_seen(const Geometry& geometry, const MaskQuery& query, KeyRange visible) const;
+  // Decoding: the slots of each batch row's KV cache when it is a rolling one, as Hugging Face's
+  // sliding-window caches are: a windowed layer keeps its last W tokens (token t in slot t % W; a query
+  // never sees a key W or more behind it). None (every token kept, in order): a layer without a window.
+  virtual std::optional<std::int64_t> rolling_cache_slots(const Geometry& geometry) const;
+  // The slot a rolling cache's oldest kept token sits in, where reading starts, when `past` tokens were
+  // written and min(past, slots) = `kept` remain: (past - kept) % slots.
+  virtual std::int64_t rolling_read_start(std::int64_t past, std::int64_t kept, std::int64_t slots) const;
   // How many of a token's local heads one QK-norm RMS covers: 1 (each head on its own). Not asked for a
   // whole-width norm (rms-full-width), which covers every head of every rank.
   virtual std::int64_t heads_per_norm(std::int64_t local_heads) const;
@@ -89,6 +105,8 @@ class NaiveLayer {
   // tiled layer (tiled_layer.hpp) computes it tile by tile instead.
   virtual RowMatrix head_context(const RowMatrix& scores, std::span<const KeyRange> visible, const ConstMatrixRef& v,
                                  const RowMatrix& probabilities) const;
+  // Stores one (batch row, query head)'s dQ, [seq, head_dim], into d_q_head: as it is.
+  virtual void store_query_gradient(MatrixRef d_q_head, const RowMatrix& gradient) const;
   // Adds one query head's share of its KV head's gradient (dK or dV rows of one batch row).
   virtual void add_kv_gradient(MatrixRef kv_gradient, const RowMatrix& head_share) const;
   // Each rank's gradients as its optimiser sees them, from every rank's partial gradients: the

@@ -14,6 +14,7 @@
 #include "core/tp/tp_shard.hpp"
 #include "properties/mutants/mutant_functions.hpp"
 #include "properties/mutants/naive_layer.hpp"
+#include "properties/mutants/tiled_layer.hpp"
 #include "reference/reference.hpp"
 
 namespace attncheck::properties::mutants {
@@ -147,6 +148,86 @@ class KeysSlicedToWindow : public NaiveLayer {
   }
 };
 
+// transformers #47708 (issue #37574): the sliding-window cache read its kept tokens starting at slot
+// past % W, right only once the cache holds a whole window: after a prefill shorter than W the next call
+// reads slots that were never written and the tokens out of order.
+class RollingCacheReadFromPast : public NaiveLayer {
+  std::int64_t rolling_read_start(std::int64_t past, std::int64_t, std::int64_t slots) const override {
+    return past % slots;
+  }
+};
+
+// vllm #4405: the prefix-prefill kernel (a call of several queries over a cached prefix) masked the cached
+// keys by the context length only, not by the window; its loop over the call's own keys applied the
+// window. A paged cache keeps the prefix whole (no rolling cache); a single-token call takes the decode
+// kernel, which windows correctly.
+class PrefixPrefillWindowIgnored : public NaiveLayer {
+  KeyRange cached_keys_seen(const Geometry& geometry, const MaskQuery& query, KeyRange visible) const override {
+    if (query.seq_q == 1) return NaiveLayer::cached_keys_seen(geometry, query, visible);
+    return {.begin = 0, .end = std::min({query.cached_keys, query.key_length, query.seq_k})};
+  }
+  std::optional<std::int64_t> rolling_cache_slots(const Geometry&) const override { return std::nullopt; }
+};
+
+// vllm #30887: the Triton kernels masked the scores of KV blocks outside the window but still loaded
+// their V and added p * V with p = 0. Blocks wholly before the window had been released, and what they
+// then hold (another sequence's values, NaN at worst, as the PR saw) reaches the output: 0 * NaN. Here
+// they hold NaN, the one content a masked product does not hide. The kernel is one pass over the blocks:
+// every piece's p * V reaches the row (a split-KV combine would drop a piece without keys). A paged
+// cache, not a rolling one.
+class ReleasedBlocksRead : public TiledLayer {
+  void skip_piece(SoftmaxState& state, const ConstMatrixRef& v_rows, bool released) const override {
+    if (!released) return;
+    const RowMatrix freed = RowMatrix::Constant(v_rows.rows(), v_rows.cols(), std::numeric_limits<double>::quiet_NaN());
+    accumulate(state, reference::RowVector::Zero(v_rows.rows()), freed);
+  }
+  reference::RowVector combine_pieces(std::span<const SoftmaxState> pieces,
+                                      std::span<const std::int64_t> visible_keys_per_piece) const override {
+    reference::RowVector context = TiledLayer::combine_pieces(pieces, visible_keys_per_piece);
+    for (const SoftmaxState& piece : pieces) {
+      if (piece.sum == 0.0) context += 0.0 * piece.accumulator;  // the masked blocks' p * V, p = 0
+    }
+    return context;
+  }
+  std::optional<std::int64_t> rolling_cache_slots(const Geometry&) const override { return std::nullopt; }
+};
+
+// sglang #20967: MiniMax's whole-width K norm cut its weight shard as (kv width) / TP channels at rank *
+// that, as if K's channels were divided among the ranks; at TP > KV heads a rank holds a whole replicated
+// head, so the cut falls mid-head (8 d / 16 = d / 2 at TP 16). Re-planted: the rank's norm weight is the
+// d * local_kv_heads channels from that offset (wrapping at the end), not its KV heads' own.
+class WidthNormShardByHidden : public NaiveLayer {
+  Parameters rank_shard(const Parameters& weights, const TpPlan& plan, int rank) const override {
+    Parameters shard = NaiveLayer::rank_shard(weights, plan, rank);
+    if (!plan.geometry.qk_norm_full_width() || plan.kv_replicas == 1) return shard;
+    const std::int64_t kv_width = plan.geometry.kv_width(), offset = rank * kv_width / plan.tp_size;
+    std::vector<double>& local = shard.k_norm->values;
+    for (std::size_t c = 0; c < local.size(); ++c) {
+      local[c] = weights.k_norm->values[static_cast<std::size_t>((offset + static_cast<std::int64_t>(c)) % kv_width)];
+    }
+    return shard;
+  }
+};
+
+// flash-attention #2896: the SM90 backward wrote each row of its dQ accumulator at a head width rounded
+// to 16 (72 -> 80) while the accumulator was allocated, zeroed and read back at one rounded to 32 (96):
+// the readback takes row r from the wrong place and the tail from never-written (zero) memory. Re-planted
+// per (batch row, query head) for any head_dim where the two roundings differ (d % 32 in 1 .. 16).
+class DqAccumulatorStrides : public NaiveLayer {
+  void store_query_gradient(MatrixRef d_q_head, const RowMatrix& gradient) const override {
+    const std::int64_t d = gradient.cols(), rows = gradient.rows();
+    const std::int64_t written = (d + 15) / 16 * 16, allocated = (d + 31) / 32 * 32;
+    if (written == allocated) return NaiveLayer::store_query_gradient(d_q_head, gradient);
+    std::vector<double> accumulator(static_cast<std::size_t>(rows * allocated), 0.0);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = 0; c < d; ++c) accumulator[static_cast<std::size_t>(r * written + c)] = gradient(r, c);
+    }
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = 0; c < d; ++c) d_q_head(r, c) = accumulator[static_cast<std::size_t>(r * allocated + c)];
+    }
+  }
+};
+
 }  // namespace
 
 // TransformerEngine #777: num_gqa_groups_per_partition computed from the default (num_heads) instead of
@@ -237,6 +318,21 @@ Result keys_sliced_to_window(const Case& test_case) {
 }
 Result gqa_fused_split_by_query_head(const Case& test_case) {
   return GqaFusedSplitByQueryHead().run(test_case);
+}
+Result rolling_cache_read_from_past(const Case& test_case) {
+  return RollingCacheReadFromPast().run(test_case);
+}
+Result prefix_prefill_window_ignored(const Case& test_case) {
+  return PrefixPrefillWindowIgnored().run(test_case);
+}
+Result released_blocks_read(const Case& test_case) {
+  return ReleasedBlocksRead().run(test_case);
+}
+Result width_norm_shard_by_hidden(const Case& test_case) {
+  return WidthNormShardByHidden().run(test_case);
+}
+Result dq_accumulator_strides(const Case& test_case) {
+  return DqAccumulatorStrides().run(test_case);
 }
 
 }  // namespace attncheck::properties::mutants

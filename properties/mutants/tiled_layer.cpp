@@ -42,6 +42,8 @@ void TiledLayer::rescale(SoftmaxState& state, double factor) const {
   state.accumulator *= factor;
 }
 
+void TiledLayer::skip_piece(SoftmaxState&, const ConstMatrixRef&, bool) const {}
+
 std::int64_t TiledLayer::first_key_tile(std::span<const KeyRange> block_rows) const {
   std::int64_t first = -1;
   for (const KeyRange& keys : block_rows) {
@@ -84,7 +86,12 @@ RowMatrix TiledLayer::head_context(const RowMatrix& scores, std::span<const KeyR
       for (std::int64_t piece = 0; piece < pieces; ++piece) {
         const std::int64_t begin = std::max(piece * kTileKeys, visible[i].begin);
         const std::int64_t end = std::min((piece + 1) * kTileKeys, visible[i].end);
-        if (begin >= end) continue;
+        if (begin >= end) {
+          const std::int64_t piece_end = std::min((piece + 1) * kTileKeys, seq_k);
+          skip_piece(states[piece], v.middleRows(piece * kTileKeys, piece_end - piece * kTileKeys),
+                     piece_end <= visible[0].begin);
+          continue;
+        }
         add_keys(states[piece], scores, i, v, begin, end);
         counts[piece] = end - begin;
       }

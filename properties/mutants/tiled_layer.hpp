@@ -52,6 +52,10 @@ class TiledLayer : public NaiveLayer {
   virtual reference::RowVector combine_pieces(std::span<const SoftmaxState> pieces,
                                               std::span<const std::int64_t> visible_keys_per_piece) const;
 
+  // Decoding: a piece of the cache none of whose keys the row sees is skipped, its V never read.
+  // `released`: the piece lies wholly before the window of the call's first query, so a paged cache
+  // holding it would have freed its blocks (v_rows is what the cache held there).
+  virtual void skip_piece(SoftmaxState& state, const ConstMatrixRef& v_rows, bool released) const;
   // Adds one tile's exp(score - maximum) (exps [keys]) and their products with v (v_rows [keys, head_dim])
   // to the row sum and the accumulator, in fp64 (a kernel's fp32 registers, exactly).
   virtual void accumulate(SoftmaxState& state, const reference::RowVector& exps, const ConstMatrixRef& v_rows) const;
