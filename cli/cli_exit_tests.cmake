@@ -28,6 +28,23 @@ attncheck_cli_case(missing_config 2 "^$" "--hf-config = '/nonexistent/config.jso
                    plan --hf-config /nonexistent/config.json)
 attncheck_cli_case(unknown_preset 2 "^$" "qwen3-0.6b" plan --preset qwen9)
 attncheck_cli_case(bad_integer 2 "^$" "--hidden" plan --hidden ten --heads 16)
+# Floating-point flags: empty, nan, inf or out of double's range are refused (they used to be dropped or
+# taken), as are seeds beyond 2^64 - 1 (they used to saturate).
+# (ctest cannot pass an empty argument; `--softcap ''` gives "--softcap: an empty value is not a number",
+# `--softcap=` CLI11's "1 required FLOAT missing": both exit 2 naming the flag.)
+attncheck_cli_case(empty_float_flag 2 "^$" "--softcap: 1 required FLOAT"
+                   plan --hidden 64 --heads 4 --softcap=)
+attncheck_cli_case(empty_rope_theta 2 "^$" "--rope-theta: 1 required FLOAT"
+                   plan --hidden 64 --heads 4 --rope-theta=)
+attncheck_cli_case(nan_float_flag 2 "^$" "--qk-norm-eps.*'nan' is not finite"
+                   plan --hidden 64 --heads 4 --qk-norm-eps nan)
+attncheck_cli_case(float_beyond_double 2 "^$" "--rotary-pct.*'1e999' is beyond the range of a double"
+                   plan --hidden 64 --heads 4 --rotary-pct 1e999)
+# A RoPE base at or below 1 is refused by name (4.9e-324 used to end in "non-finite value").
+attncheck_cli_case(rope_theta_tiny 2 "^$" "rope_theta = .*must be a finite number > 1"
+                   plan --hidden 64 --heads 4 --rope-theta 4.9e-324)
+attncheck_cli_case(seed_beyond_64_bits 2 "^$" "--seed.*'99999999999999999999999' is beyond 2\\^64 - 1"
+                   golden make --hidden 64 --heads 4 --seed 99999999999999999999999 -o unused.h5)
 # `run --list`: every implementation with its kind, what ci/gpu-check reads to find the device ones.
 if(ATTNCHECK_CUDA)
   set(device_listing "cuda-bf16-tp\tdevice")
@@ -112,6 +129,14 @@ attncheck_cli_case(run_small_folder 0 "pythia.h5 +reference +pass.*pythia.h5 +re
                    run --goldens ${run_dir})
 set_tests_properties(cli.run_small_folder PROPERTIES FIXTURES_REQUIRED golden_run_dir)
 attncheck_cli_case(run_missing_folder 2 "^$" "--goldens = /nonexistent: must be a folder" run --goldens /nonexistent)
+# Without --goldens, `run` reads golden/data of the folder it runs in (no build machine's path compiled
+# in); ctest runs this in build/cli, which has none.
+attncheck_cli_case(run_default_goldens_relative 2 "^$" "--goldens = golden/data: must be a folder.*repository's root"
+                   run)
+# Writing a candidate over the golden it was computed from is refused before anything is written.
+attncheck_cli_case(golden_run_output_is_input 2 "^$" "--output = .*small_window_masked_rows.h5: is the input file"
+                   golden run ${PROJECT_SOURCE_DIR}/golden/data/small_window_masked_rows.h5 --impl reference
+                   -o ${PROJECT_SOURCE_DIR}/golden/data/../data/small_window_masked_rows.h5)
 # Mutants against a committed golden: each must fail (exit 1) with the report naming where.
 set(qwen_golden ${PROJECT_SOURCE_DIR}/golden/data/qwen3-0.6b_tp2.h5)
 attncheck_cli_case(mutant_swap_query_heads 1 "grads/o_proj#sketch +MISMATCH.*query heads 0,1.*0 of 1 golden files pass" "^$"

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli/exit_codes.hpp"
+#include "cli/flag_validators.hpp"
 #include "cli/golden_command.hpp"
 #include "cli/html_report.hpp"
 #include "core/errors/input_error.hpp"
@@ -19,16 +20,21 @@ namespace attncheck::cli {
 
 namespace {
 
-// "i/n" with 0 <= i < n.
+// At most 2^20 shards: a case's index is i + k * n, and its size grows with the index, so a larger n
+// would reach absurd sizes (and overflow) within a few cases.
+constexpr std::int64_t kMostShards = std::int64_t{1} << 20;
+
+// "i/n" with 0 <= i < n <= kMostShards.
 std::pair<std::int64_t, std::int64_t> parse_shard(const std::string& text) {
   std::int64_t index = -1;
   std::int64_t count = 0;
   char slash = 0;
   std::istringstream stream(text);
   stream >> index >> slash >> count;
-  if (!stream || !stream.eof() || slash != '/' || count < 1 || index < 0 || index >= count) {
+  if (!stream || !stream.eof() || slash != '/' || count < 1 || count > kMostShards || index < 0 || index >= count) {
     ViolationList violations;
-    violations.add("--shard", text, "must be i/n with 0 <= i < n", "0/1, or 3/8 for the fourth of eight shards");
+    violations.add("--shard", text, "must be i/n with 0 <= i < n <= 1048576",
+                   "0/1, or 3/8 for the fourth of eight shards");
     violations.throw_if_any("invalid option");
   }
   return {index, count};
@@ -69,24 +75,37 @@ FuzzCommands add_fuzz_commands(CLI::App& app, FuzzCommandOptions& options) {
   FuzzCommands commands;
   commands.fuzz = app.add_subcommand("fuzz", "Fuzz an implementation against the reference; shrink the first failure");
   commands.fuzz->add_option("--impl", options.implementation, "implementation, or exec:COMMAND")->required();
-  auto* seconds = commands.fuzz->add_option("--seconds", options.seconds, "stop after this long (default 60)");
-  commands.fuzz->add_option("--cases", options.cases, "stop after this many cases")->excludes(seconds);
-  commands.fuzz->add_option("--seed", options.seed, "seed of the case sequence")->default_val(1);
+  auto* seconds = commands.fuzz->add_option("--seconds", options.seconds, "stop after this long (default 60)")
+                      ->check(seconds_validator());
+  commands.fuzz->add_option("--cases", options.cases, "stop after this many cases")
+      ->check(integer_validator())
+      ->excludes(seconds);
+  commands.fuzz->add_option("--seed", options.seed, "seed of the case sequence")
+      ->check(unsigned_validator())
+      ->default_val(1);
   commands.fuzz->add_option("--shard", options.shard, "run shard i of n of the seed's cases")->default_val("0/1");
   commands.fuzz->add_option("--profile", options.profile, "size profile: short (seq 3 .. 12) or long (48 .. 4096)")
       ->default_val("short");
-  commands.fuzz->add_option("--max-size", options.max_size, "scale every size bound by this factor")->default_val(1.0);
+  commands.fuzz->add_option("--max-size", options.max_size, "scale every size bound by this factor")
+      ->check(finite_number_validator())
+      ->default_val(1.0);
   commands.fuzz->add_option("--repro-dir", options.repro_dir, "folder for the repro file")->default_val(".");
-  commands.fuzz->add_option("--shrink-seconds", options.shrink_seconds, "time allowed for shrinking")->default_val(60);
+  commands.fuzz->add_option("--shrink-seconds", options.shrink_seconds, "time allowed for shrinking")
+      ->check(seconds_validator())
+      ->default_val(60);
   add_html_options(*commands.fuzz, options.html, options.html_all);
 
   commands.mutants = app.add_subcommand("mutants", "Fuzz every mutant of the catalog until the suite catches it");
   commands.mutants->add_option("--mutant", options.mutants, "only these mutants (default: all)");
-  commands.mutants->add_option("--seconds", options.seconds, "time allowed per mutant (default 60)");
-  commands.mutants->add_option("--seed", options.seed, "seed of the case sequence")->default_val(1);
+  commands.mutants->add_option("--seconds", options.seconds, "time allowed per mutant (default 60)")
+      ->check(seconds_validator());
+  commands.mutants->add_option("--seed", options.seed, "seed of the case sequence")
+      ->check(unsigned_validator())
+      ->default_val(1);
   commands.mutants->add_option("--repro-dir", options.repro_dir, "folder for the repro files")
       ->default_val("attncheck-mutants");
   commands.mutants->add_option("--shrink-seconds", options.shrink_seconds, "time allowed for each shrink")
+      ->check(seconds_validator())
       ->default_val(20);
   commands.mutants->add_flag("--json", options.json, "one JSON object instead of the table");
 

@@ -4,27 +4,13 @@
 
 #include <fmt/format.h>
 
+#include "cli/flag_validators.hpp"
 #include "core/config/hf_config.hpp"
 #include "core/config/neox_config.hpp"
 #include "core/config/presets.hpp"
 #include "core/errors/input_error.hpp"
 
 namespace attncheck::cli {
-
-const CLI::Validator& integer_validator() {
-  // CLI11 saturates out-of-range integers to INT64_MAX; refuse them (and anything not a plain
-  // integer) before conversion so the message shows what the user typed.
-  static const CLI::Validator validator(
-      [](std::string& text) -> std::string {
-        std::int64_t value = 0;
-        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-        if (error == std::errc::result_out_of_range) return "'" + text + "' is out of range for a 64-bit integer";
-        if (error != std::errc() || end != text.data() + text.size()) return "'" + text + "' is not an integer";
-        return {};
-      },
-      "INTEGER");
-  return validator;
-}
 
 void add_geometry_options(CLI::App& command, GeometryOptions& options) {
   const std::vector<std::string> names = preset_names();
@@ -50,10 +36,12 @@ void add_geometry_options(CLI::App& command, GeometryOptions& options) {
           ->check(integer_validator()),
       command.add_option("--head-dim", options.head_dim, "head_dim (default: derived as hidden / heads)")
           ->check(integer_validator()),
-      command.add_option("--rotary-pct", options.rotary_pct, "fraction of head_dim rotated (default 1)"),
+      command.add_option("--rotary-pct", options.rotary_pct, "fraction of head_dim rotated (default 1)")
+          ->check(finite_number_validator()),
       command.add_option("--rotary-dim", options.rotary_dim, "channels rotated (instead of --rotary-pct)")
           ->check(integer_validator()),
-      command.add_option("--rope-theta", options.rope_theta, "RoPE base (default 10000)"),
+      command.add_option("--rope-theta", options.rope_theta, "RoPE base (default 10000)")
+          ->check(finite_number_validator()),
       command.add_option("--rope-style", options.rope_style, "half-split (default) or interleaved")
           ->check(CLI::IsMember({"half-split", "interleaved"})),
       command
@@ -61,12 +49,15 @@ void add_geometry_options(CLI::App& command, GeometryOptions& options) {
                       "none (default), rms or rms-one-plus (Gemma's 1+w), per head; rms-full-width (OLMo-2: over the "
                       "whole q / k projection)")
           ->check(CLI::IsMember({"none", "rms", "rms-one-plus", "rms-full-width"})),
-      command.add_option("--qk-norm-eps", options.qk_norm_eps, "QK-norm epsilon (default 1e-6)"),
+      command.add_option("--qk-norm-eps", options.qk_norm_eps, "QK-norm epsilon (default 1e-6)")
+          ->check(finite_number_validator()),
       command.add_flag("--qkv-bias", options.qkv_bias, "q/k/v projections have biases"),
       command.add_flag("--out-bias", options.out_bias, "o_proj has a bias"),
-      command.add_option("--query-pre-attn-scalar", options.query_pre_attn_scalar,
-                         "scale = value^-0.5 instead of head_dim^-0.5"),
-      command.add_option("--softcap", options.softcap, "attention logit softcap"),
+      command
+          .add_option("--query-pre-attn-scalar", options.query_pre_attn_scalar,
+                      "scale = value^-0.5 instead of head_dim^-0.5")
+          ->check(finite_number_validator()),
+      command.add_option("--softcap", options.softcap, "attention logit softcap")->check(finite_number_validator()),
       command.add_option("--sliding-window", options.sliding_window, "keys each query sees, itself included")
           ->check(integer_validator()),
       command.add_flag("--non-causal", options.non_causal, "no causal mask"),

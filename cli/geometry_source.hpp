@@ -37,9 +37,6 @@ struct ResolvedGeometry {
   std::vector<std::string> not_modelled;  // what the source's layer does that the geometry leaves out
 };
 
-// Checks that an option's text is a 64-bit integer (CLI11 alone would saturate overflow).
-const CLI::Validator& integer_validator();
-
 // Adds the geometry options to a subcommand.
 void add_geometry_options(CLI::App& command, GeometryOptions& options);
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "cli/exit_codes.hpp"
+#include "cli/flag_validators.hpp"
 #include "cli/html_report.hpp"
 #include "cli/progress_line.hpp"
 #include "cli/yardstick_source.hpp"
@@ -62,8 +63,6 @@ std::string describe_geometry(const Geometry& g) {
       g.attention_sinks() ? ", attention sinks" : "", g.causal() ? "causal" : "bidirectional");
 }
 
-namespace {}  // namespace
-
 GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
   GoldenCommands commands;
   CLI::App* golden = app.add_subcommand("golden", "Make, inspect, run and check HDF5 golden files");
@@ -77,7 +76,9 @@ GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
   commands.make->add_option("--batch", options.batch, "batch rows")->check(integer_validator())->capture_default_str();
   commands.make->add_option("--seq", options.seq, "tokens per row")->check(integer_validator())->capture_default_str();
   commands.make->add_option("--decode", options.decode, "KV-cache schedule PREFILL,STEP,STEP,...");
-  commands.make->add_option("--seed", options.seed, "input and weight seed")->capture_default_str();
+  commands.make->add_option("--seed", options.seed, "input and weight seed")
+      ->check(unsigned_validator())
+      ->capture_default_str();
   commands.make->add_option("--activations", options.activations, "x and dout distribution")
       ->check(CLI::IsMember({"uniform", "heavy-tailed", "outliers"}))
       ->capture_default_str();
@@ -236,7 +237,23 @@ int run_golden_inspect(const GoldenOptions& options, std::ostream& out) {
   return kExitOk;
 }
 
+namespace {
+
+// An output path that names the input file (the same file under any path or link) is refused before
+// anything is read or written: `golden run G -o G` used to replace the golden by a candidate.
+void refuse_overwriting_input(const std::string& output, const std::string& input) {
+  std::error_code error;
+  if (!std::filesystem::equivalent(output, input, error) || error) return;
+  ViolationList violations;
+  violations.add("--output", output, fmt::format("is the input file {}: writing it would destroy the input", input),
+                 "another path, e.g. candidate.h5");
+  violations.throw_if_any("invalid option");
+}
+
+}  // namespace
+
 int run_golden_expand(const GoldenOptions& options, std::ostream& out) {
+  refuse_overwriting_input(options.output, options.golden_file);
   golden::Golden golden = golden::read_golden(options.golden_file);  // regenerates named weights
   golden.weights_by_generator = false;
   golden.inputs_by_generator = false;
@@ -247,6 +264,7 @@ int run_golden_expand(const GoldenOptions& options, std::ostream& out) {
 }
 
 int run_golden_run(const GoldenOptions& options, std::ostream& out) {
+  refuse_overwriting_input(options.output, options.golden_file);
   const Case test_case = golden::read_case(options.golden_file);  // a golden or a case file
   const auto implementation = impl::open_implementation(options.implementation);
   const NamedTensors result = implementation->run(test_case);  // before sharded()/precision(): a worker

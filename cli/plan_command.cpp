@@ -1,5 +1,6 @@
 #include "cli/plan_command.hpp"
 
+#include "cli/flag_validators.hpp"
 #include "cli/plan_report.hpp"
 
 namespace attncheck::cli {

@@ -106,13 +106,16 @@ PairOutcome judge_pair(const std::string& path, const golden::Golden& golden, im
 
 }  // namespace
 
+constexpr std::string_view kDefaultGoldenDir = "golden/data";
+
 CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
   CLI::App* command = app.add_subcommand(
       "run",
       "Check every default implementation (or those named by --impl) against every golden file; print one "
       "summary table");
-  command->add_option("--goldens", options.golden_dir, "folder of golden files (*.h5)")
-      ->default_str(ATTNCHECK_GOLDEN_DIR);
+  command->add_option("--goldens", options.golden_dir,
+                      "folder of golden files (*.h5); default golden/data of the current folder (the repository's "
+                      "committed goldens, from its root)");
   command->add_option("--impl", options.implementations,
                       "implementations (default: every one of kind default; see --list)");
   command->add_option(
@@ -137,11 +140,15 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
     return 0;
   }
   check_html_path(options.html);
-  const std::string directory = options.golden_dir.empty() ? std::string(ATTNCHECK_GOLDEN_DIR) : options.golden_dir;
+  // No path of the machine that built the binary is compiled in: the default is relative to where it runs.
+  const std::string directory = options.golden_dir.empty() ? std::string(kDefaultGoldenDir) : options.golden_dir;
   std::error_code error;
   if (!std::filesystem::is_directory(directory, error)) {
     ViolationList violations;
-    violations.add("--goldens", directory, "must be a folder of golden files", "golden/data");
+    violations.add("--goldens", directory, "must be a folder of golden files",
+                   options.golden_dir.empty() ? "run from the attncheck repository's root (golden/data), or name a "
+                                                "folder with --goldens"
+                                              : "golden/data");
     violations.throw_if_any("invalid option");
   }
   std::vector<std::string> goldens;

@@ -9,11 +9,14 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #include "golden/golden_file.hpp"
 #include "reference/reference.hpp"
@@ -22,15 +25,49 @@ namespace attncheck::impl {
 
 namespace {
 
+constexpr int kDefaultTimeoutSeconds = 300;
+constexpr int kLongestTimeoutSeconds = 86400;
+
+// ATTNCHECK_WORKER_TIMEOUT: unset means 300 s; anything else must be a whole number of seconds in
+// [1, 86400], or it is bad input (never silently the default).
 int timeout_seconds() {
   const char* text = std::getenv("ATTNCHECK_WORKER_TIMEOUT");
-  const int value = text ? std::atoi(text) : 0;
-  return value > 0 ? value : 300;
+  if (text == nullptr) return kDefaultTimeoutSeconds;
+  const std::string_view value_text(text);
+  int value = 0;
+  const auto [end, error] = std::from_chars(value_text.data(), value_text.data() + value_text.size(), value);
+  if (value_text.empty() || error != std::errc() || end != value_text.data() + value_text.size() || value < 1 ||
+      value > kLongestTimeoutSeconds) {
+    ViolationList violations;
+    violations.add("ATTNCHECK_WORKER_TIMEOUT", std::string(value_text.substr(0, 100)),
+                   "must be a whole number of seconds in [1, 86400]", "300 (the default, when it is unset)");
+    violations.throw_if_any("invalid environment variable");
+  }
+  return value;
+}
+
+// Whether a line greets with protocol 1: the words "attncheck-worker" and "1", exactly, then optionally a
+// space and free text (a description; the word "sharded" among it is noted). "attncheck-worker 10" and
+// "attncheck-worker 1junk" are not protocol 1.
+bool is_greeting(const std::string& line) {
+  constexpr std::string_view kGreeting = "attncheck-worker 1";
+  return line == kGreeting || line.starts_with(std::string(kGreeting) + " ");
+}
+
+// Whether the greeting's free text holds the word "sharded".
+bool greets_sharded(const std::string& line) {
+  std::istringstream words(line);
+  std::string word;
+  while (words >> word) {
+    if (word == "sharded") return true;
+  }
+  return false;
 }
 
 class Worker : public Implementation {
  public:
-  explicit Worker(const std::string& command) : name_(std::string(kExecPrefix) + command) {
+  explicit Worker(const std::string& command)
+      : name_(std::string(kExecPrefix) + command), timeout_seconds_(timeout_seconds()) {
     signal(SIGPIPE, SIG_IGN);  // a dead worker is an error on write, not the end of attncheck
     char directory_template[] = "/tmp/attncheck-worker-XXXXXX";
     if (mkdtemp(directory_template) == nullptr) throw std::runtime_error("cannot create a folder in /tmp");
@@ -41,6 +78,7 @@ class Worker : public Implementation {
     pid_ = fork();
     if (pid_ < 0) throw std::runtime_error("fork() failed");
     if (pid_ == 0) {
+      setpgid(0, 0);  // its own process group: stop() ends the worker and whatever it started
       dup2(to_worker[0], STDIN_FILENO);
       dup2(from_worker[1], STDOUT_FILENO);
       close(to_worker[0]);
@@ -50,45 +88,50 @@ class Worker : public Implementation {
       execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
+    setpgid(pid_, pid_);  // also here, so that the group exists before either side goes on
     close(to_worker[0]);
     close(from_worker[1]);
     to_worker_ = to_worker[1];
     from_worker_ = from_worker[0];
     const std::optional<std::string> greeting = read_line();
-    if (!greeting || !greeting->starts_with("attncheck-worker 1")) {
+    if (!greeting || !is_greeting(*greeting)) {
+      clean_up();  // the destructor does not run for a constructor that throws
       ViolationList violations;
-      violations.add("--impl", name_, "must start a process that first prints 'attncheck-worker 1'",
-                     greeting ? fmt::format("it printed '{}'", greeting->substr(0, 200)) : "it printed nothing");
+      violations.add("--impl", name_,
+                     "must start a process that first prints 'attncheck-worker 1', alone or followed by a space "
+                     "and a description",
+                     greeting ? fmt::format("it printed '{}'", greeting->substr(0, 200))
+                              : fmt::format("it printed nothing within {} s", timeout_seconds_));
       violations.throw_if_any("not an attncheck worker");
     }
-    sharded_ = greeting->find("sharded") != std::string::npos;  // until a candidate declares its tp_size
+    sharded_ = greets_sharded(*greeting);  // until a candidate declares its tp_size
   }
 
-  ~Worker() override {
+  ~Worker() override { clean_up(); }
+
+  // Stops the worker and removes its folder.
+  void clean_up() {
     stop();
     std::error_code ignored;
     std::filesystem::remove_all(directory_, ignored);
   }
 
-  // Closes the worker's stdin (EOF: it exits), waits up to 5 s, then kills it.
+  // Closes the worker's stdin (EOF: it exits), waits up to 5 s for it, then kills its process group (the
+  // worker, if it is still running, and anything it started and left behind), then reaps it. The exit
+  // is observed without reaping (WNOWAIT), so that the group's id cannot be reused before the kill.
   void stop() {
     if (to_worker_ >= 0) close(to_worker_);
     if (from_worker_ >= 0) close(from_worker_);
     to_worker_ = from_worker_ = -1;
-    if (pid_ > 0) {
-      for (int waited = 0; waited < 50; ++waited) {
-        if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-          pid_ = -1;
-          break;
-        }
-        usleep(100000);
-      }
-      if (pid_ > 0) {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, nullptr, 0);
-        pid_ = -1;
-      }
+    if (pid_ <= 0) return;
+    for (int waited = 0; waited < 50; ++waited) {
+      siginfo_t info{};
+      if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid_) break;
+      usleep(100000);
     }
+    kill(-pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
   }
 
   const std::string& name() const override { return name_; }
@@ -117,7 +160,7 @@ class Worker : public Implementation {
     if (!reply) {
       stop();  // a late reply would be taken for the next case's
       throw std::runtime_error(
-          fmt::format("{}: the worker exited or gave no answer within {} s", name_, timeout_seconds()));
+          fmt::format("{}: the worker exited or gave no answer within {} s", name_, timeout_seconds_));
     }
     if (reply->starts_with("unsupported"))
       throw Unsupported(name_, reply->substr(std::min<std::size_t>(12, reply->size())));
@@ -164,7 +207,7 @@ class Worker : public Implementation {
 
   // The next line from the worker (without the newline), or nullopt on EOF or timeout.
   std::optional<std::string> read_line() {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds_);
     while (true) {
       const std::size_t newline = buffer_.find('\n');
       if (newline != std::string::npos) {
@@ -189,6 +232,7 @@ class Worker : public Implementation {
   }
 
   std::string name_;
+  int timeout_seconds_;  // ATTNCHECK_WORKER_TIMEOUT, read once
   std::string directory_;
   bool sharded_ = false;  // what its latest candidate declared (the greeting before any)
   Precision precision_ = Precision::fp64;

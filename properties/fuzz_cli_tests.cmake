@@ -21,8 +21,30 @@ attncheck_fuzz_case(bad_profile 2 "^$" "--profile = medium: must name a size pro
                     fuzz --impl reference --profile medium)
 attncheck_fuzz_case(bad_shard 2 "^$" "--shard = 2/2: must be i/n with 0 <= i < n" 60
                     fuzz --impl reference --shard 2/2)
-attncheck_fuzz_case(not_a_worker 2 "^$" "must start a process that first prints 'attncheck-worker 1'" 60
+attncheck_fuzz_case(not_a_worker 2 "^$" "must start a process that first prints 'attncheck-worker 1', alone" 60
                     fuzz --impl exec:true --cases 1)
+# The greeting is matched exactly, not as a prefix (protocol 10 is not protocol 1).
+attncheck_fuzz_case(greeting_matched_exactly 2 "^$" "prints 'attncheck-worker 1', alone.*printed 'attncheck-worker 10'" 60
+                    fuzz --impl "exec:echo attncheck-worker 10" --cases 1)
+attncheck_fuzz_case(greeting_with_junk 2 "^$" "printed 'attncheck-worker 1junk'" 60
+                    fuzz --impl "exec:echo attncheck-worker 1junk" --cases 1)
+# ATTNCHECK_WORKER_TIMEOUT that is not a whole number of seconds in [1, 86400] is refused, not 300 s.
+attncheck_fuzz_case(worker_timeout_not_a_number 2 "^$" "ATTNCHECK_WORKER_TIMEOUT = abc: must be a whole number" 60
+                    fuzz --impl "exec:echo attncheck-worker 1" --cases 1)
+set_tests_properties(fuzz.worker_timeout_not_a_number PROPERTIES ENVIRONMENT "ATTNCHECK_WORKER_TIMEOUT=abc")
+# A worker that never answers: killed with what it started, its folder removed.
+add_test(NAME fuzz.worker_timeout_cleans_up
+         COMMAND sh ${PROJECT_SOURCE_DIR}/impl/testing/worker_cleanup_test.sh $<TARGET_FILE:attncheck>
+                 ${fuzz_dir}/stuck_worker)
+set_tests_properties(fuzz.worker_timeout_cleans_up PROPERTIES LABELS property PASS_REGULAR_EXPRESSION "^PASS")
+# Time flags are finite and within a year; shard counts within 2^20 (a case's size grows with its index).
+attncheck_fuzz_case(seconds_nan 2 "^$" "--seconds.*'nan' is not finite" 60 fuzz --impl reference --seconds nan)
+attncheck_fuzz_case(seconds_huge 2 "^$" "--seconds.*must lie in \\(0, 31536000\\]" 60
+                    fuzz --impl reference --seconds 1e308)
+attncheck_fuzz_case(max_size_nan 2 "^$" "--max-size.*'nan' is not finite" 60 fuzz --impl reference --max-size nan)
+attncheck_fuzz_case(shard_count_huge 2 "^$" "--shard = 1/1152921504606846976: must be i/n with 0 <= i < n <= 1048576" 60
+                    fuzz --impl reference --shard 1/1152921504606846976)
+attncheck_fuzz_case(seed_negative 2 "^$" "--seed.*'-1' is negative" 60 fuzz --impl reference --seed=-1)
 attncheck_fuzz_case(unknown_implementation 2 "^$" "--impl = torch-cpu: must name an implementation.*mutant-kv-head-modulo" 60
                     fuzz --impl torch-cpu --cases 1)
 

@@ -64,11 +64,15 @@ const nlohmann::json* ConfigReader::find(std::string_view key) {
 std::optional<std::int64_t> ConfigReader::integer(std::string_view key) {
   const nlohmann::json* value = find(key);
   if (value == nullptr) return std::nullopt;
-  if (value->is_number_integer()) return value->get<std::int64_t>();
+  // nlohmann::json counts an unsigned value as is_number_integer() too: test it first, or
+  // 18446744073709551615 would read as -1.
   if (value->is_number_unsigned()) {
     const auto unsigned_value = value->get<std::uint64_t>();
     if (unsigned_value <= static_cast<std::uint64_t>(INT64_MAX)) return static_cast<std::int64_t>(unsigned_value);
+    reject(key, describe(*value), "is beyond a 64-bit signed integer", "write the value the model has, e.g. 1024");
+    return std::nullopt;
   }
+  if (value->is_number_integer()) return value->get<std::int64_t>();
   // 1024.0 is accepted as 1024; 1024.5 and 1e30 are not integers of any use here.
   if (value->is_number_float()) {
     const double number_value = value->get<double>();

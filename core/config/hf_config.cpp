@@ -217,15 +217,31 @@ RopeSettings rope_for(ConfigReader& reader, HfFamily family, LayerKind kind, Imp
   RopeSettings rope;
   std::optional<double> theta;
   if (const nlohmann::json* parameters = reader.find("rope_parameters")) {
-    // transformers v5: {"rope_type", "rope_theta", ...}, or one such object per layer kind.
+    // transformers v5: {"rope_type", "rope_theta", ...}, or one such object per layer kind. Anything
+    // else is refused, never read as "no RoPE settings" (a base of 10000 where the file says 1e6).
     const nlohmann::json* chosen = parameters;
     std::string key = "rope_parameters";
     if (parameters->is_object() && parameters->contains(to_string(kind))) {
       chosen = &(*parameters)[std::string(to_string(kind))];
       key = fmt::format("rope_parameters.{}", to_string(kind));
     }
+    if (!chosen->is_object()) {
+      reader.reject(key, ConfigReader::describe(*chosen), "must be an object of RoPE settings",
+                    "e.g. {\"rope_type\": \"default\", \"rope_theta\": 1000000.0}");
+      reader.finish();
+    }
     ConfigReader nested = reader.child(*chosen, key);
     theta = nested.number("rope_theta");
+    // A file may also state rope_theta beside rope_parameters (v4 style): used when the object omits it,
+    // refused when the two disagree.
+    const std::optional<double> outer_theta = reader.number("rope_theta");
+    if (!theta) {
+      theta = outer_theta;
+    } else if (outer_theta && *outer_theta != *theta) {
+      reader.reject("rope_theta", format_number(*outer_theta),
+                    fmt::format("disagrees with {}.rope_theta = {}", key, format_number(*theta)),
+                    "state the RoPE base once, or the same in both places");
+    }
     rope.partial_rotary_factor = nested.number("partial_rotary_factor");
     rope.scaling = read_rope_scaling(reader, *chosen, key, family);
   } else if (gemma_local) {
@@ -249,6 +265,9 @@ void apply_defaults(nlohmann::json& config, const HfArchitecture& architecture, 
   std::vector<std::string> filled;
   for (const auto& [key, value] : architecture.defaults().items()) {
     if (config.contains(key)) continue;
+    // transformers v5 keeps the RoPE base inside rope_parameters: a default beside it would read as a
+    // second, disagreeing statement of the base.
+    if (key == "rope_theta" && config.contains("rope_parameters")) continue;
     config[key] = value;
     filled.push_back(fmt::format("{} {}", key, value.dump()));
   }
@@ -322,6 +341,11 @@ ImportedConfig import_hf_config_text(const std::string& text, const std::string&
   spec.head_dim = reader.integer("head_dim");
 
   const std::int64_t layers = reader.integer("num_hidden_layers").value_or(INT64_MAX);
+  if (layers < 1) {
+    reader.violations().add("num_hidden_layers", std::to_string(layers), "must be at least 1 (a model has layers)",
+                            "the model's layer count, e.g. 28");
+    reader.finish();
+  }
   if (options.layer < 0 || options.layer >= layers) {
     reader.violations().add("layer", std::to_string(options.layer),
                             fmt::format("must be a layer index in [0, {})", layers), "nearby valid: layer = 0");

@@ -342,6 +342,31 @@ TEST(HfConfig, RopeParametersOfTransformersV5AreRead) {
   EXPECT_THROW(resolve_geometry(yarn.spec), InputError);
 }
 
+// Malformed values are refused, never dropped: a rope_parameters that is not an object used to read as
+// "no RoPE settings" (base 10000 where the file says 1e6), and an unsigned 2^64 - 1 wrapped to -1.
+TEST(HfConfig, MalformedValuesAreRefusedNotDropped) {
+  for (const char* parameters : {"5", R"("abc")", "[]", "true"}) {
+    const std::string text = std::string(R"({"model_type": "qwen3", "hidden_size": 64, "num_attention_heads": 4,
+        "rope_theta": 1000000.0, "rope_parameters": )") +
+                             parameters + "}";
+    EXPECT_TRUE(import_rejection(text).names_field("rope_parameters")) << parameters;
+  }
+  // An object without rope_theta takes the file's outer rope_theta; two that disagree are refused.
+  const ImportedConfig outer = import_hf_config_text(R"({"model_type": "qwen3", "hidden_size": 64,
+      "num_attention_heads": 4, "rope_theta": 1000000.0, "rope_parameters": {"rope_type": "default"}})",
+                                                     "outer");
+  EXPECT_EQ(outer.spec.rope_theta, 1e6);
+  EXPECT_TRUE(import_rejection(R"({"model_type": "qwen3", "hidden_size": 64, "num_attention_heads": 4,
+      "rope_theta": 1000000.0, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}})")
+                  .names_field("rope_theta"));
+  EXPECT_TRUE(import_rejection(R"({"model_type": "qwen2", "hidden_size": 64, "num_attention_heads": 4,
+      "use_sliding_window": true, "sliding_window": 8, "max_window_layers": 18446744073709551615})")
+                  .names_field("max_window_layers"));
+  EXPECT_TRUE(import_rejection(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+      "num_hidden_layers": -1})")
+                  .names_field("num_hidden_layers"));
+}
+
 TEST(HfConfig, LayerOutOfRangeAndSlidingLayerWithoutWindow) {
   EXPECT_TRUE(import_rejection(
                   R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2})",

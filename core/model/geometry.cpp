@@ -280,7 +280,12 @@ Geometry resolve_geometry(const GeometrySpec& spec) {
     }
   }
 
-  check_positive_finite(violations, "rope_theta", spec.rope_theta, "nearby valid: rope_theta = 10000");
+  // A base at or below 1 makes no frequency slower than one radian per position, and one near 0 (4.9e-324)
+  // overflows the frequencies themselves; real models use 1e4 .. 1e7.
+  if (!(std::isfinite(spec.rope_theta) && spec.rope_theta > 1.0)) {
+    violations.add("rope_theta", format_number(spec.rope_theta), "must be a finite number > 1",
+                   "nearby valid: rope_theta = 10000 (real models use 1e4 .. 1e7)");
+  }
   check_positive_finite(violations, "query_pre_attn_scalar", spec.query_pre_attn_scalar,
                         "nearby valid: omit it (scale = head_dim^-0.5) or use head_dim");
   check_positive_finite(violations, "attention_multiplier", spec.attention_multiplier,
