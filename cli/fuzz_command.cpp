@@ -1,9 +1,12 @@
 #include "cli/fuzz_command.hpp"
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <sstream>
 
 #include "cli/exit_codes.hpp"
@@ -40,8 +43,23 @@ std::pair<std::int64_t, std::int64_t> parse_shard(const std::string& text) {
   return {index, count};
 }
 
+// The repro folder is made (or found) and checked writable before any case runs: a fuzz that finds a
+// failure after an hour must not then fail to write it (`--repro-dir /dev/null` used to end in an
+// internal filesystem error).
+void check_repro_dir(const std::string& directory, ViolationList& violations) {
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  if (!std::filesystem::is_directory(directory) || access(directory.c_str(), W_OK | X_OK) != 0) {
+    violations.add("--repro-dir", directory,
+                   error ? fmt::format("must be a folder attncheck can create and write ({})", error.message())
+                         : "must be a folder attncheck can write",
+                   "a writable folder, e.g. ./attncheck-repros");
+  }
+}
+
 properties::FuzzOptions fuzz_options(const FuzzCommandOptions& options) {
   ViolationList violations;
+  check_repro_dir(options.repro_dir, violations);
   const std::optional<properties::SizeProfile> profile = properties::parse_size_profile(options.profile);
   if (!profile) {
     violations.add("--profile", options.profile, "must name a size profile",
@@ -157,6 +175,9 @@ int run_fuzz(const FuzzCommandOptions& options, std::ostream& out) {
 }
 
 int run_mutants(const FuzzCommandOptions& options, std::ostream& out) {
+  ViolationList violations;
+  check_repro_dir(options.repro_dir, violations);
+  violations.throw_if_any("invalid option");
   FuzzCommandOptions per_mutant = options;
   if (!per_mutant.seconds) per_mutant.seconds = 60.0;
   properties::FuzzOptions fuzz = fuzz_options(per_mutant);

@@ -166,8 +166,7 @@ std::string read_version_2_geometry(const H5::H5File& file, const H5::Group& gro
 }
 
 TpPlan read_plan(const H5::H5File& file, const std::string& file_name, std::int64_t version) {
-  if (!exists(file, "/geometry")) fail(file_name, "/geometry", "missing", "the schema requires this group", "");
-  const H5::Group group = file.openGroup("/geometry");
+  const H5::Group group = open_group(file, "/geometry", file_name);
   GeometrySpec spec;
   spec.hidden_size = required_integer(group, "hidden_size", file_name);
   spec.num_heads = required_integer(group, "num_attention_heads", file_name);
@@ -488,8 +487,7 @@ static Golden read_case_part(const H5::H5File& file, const std::string& path) {
   Case& test_case = golden.test_case;
   const Geometry& geometry = test_case.geometry();
   Inputs& inputs = test_case.inputs;
-  if (!exists(file, "/inputs")) fail(path, "/inputs", "missing", "the schema requires this group", "");
-  const H5::Group input_group = file.openGroup("/inputs");
+  const H5::Group input_group = open_group(file, "/inputs", path);
   if (const auto input_generator = read_string_attribute(input_group, "generator", path)) {
     read_generated_inputs(file, input_group, *input_generator, path, golden);
   } else {
@@ -517,8 +515,7 @@ static Golden read_case_part(const H5::H5File& file, const std::string& path) {
     inputs.decode.prefill = schedule.front();
     inputs.decode.steps.assign(schedule.begin() + 1, schedule.end());
   }
-  if (!exists(file, "/weights")) fail(path, "/weights", "missing", "the schema requires this group", "");
-  const H5::Group weight_group = file.openGroup("/weights");
+  const H5::Group weight_group = open_group(file, "/weights", path);
   if (const auto weight_generator = read_string_attribute(weight_group, "generator", path)) {
     if (*weight_generator != kWeightGenerator) {
       fail(path, "/weights@generator", *weight_generator, fmt::format("this attncheck knows {}", kWeightGenerator),
@@ -526,6 +523,13 @@ static Golden read_case_part(const H5::H5File& file, const std::string& path) {
     }
     const auto weight_seed = read_integer_attribute(weight_group, "seed", path);
     if (!weight_seed) fail(path, "/weights@seed", "absent", "a generated-weights file must name its seed", "");
+    // Weights named by the generator and also stored: which would count? Neither silently.
+    if (weight_group.getNumObjs() > 0) {
+      const std::string stored = weight_group.getObjnameByIdx(0);
+      fail(path, "/weights/" + stored, "present",
+           "a file whose /weights names a generator stores no weights (they would be ignored)",
+           "drop the datasets, or the generator attributes (attncheck golden expand stores them all)");
+    }
     try {
       test_case.weights = generate_weights(geometry, static_cast<std::uint64_t>(*weight_seed));
     } catch (const InputError& error) {
@@ -606,6 +610,14 @@ static Golden read_golden_unchecked(const std::string& path) {
   if (!inputs.decode.empty()) {
     const Shape decode_shape{inputs.batch, inputs.decode.total(), geometry.hidden_size()};
     expected.decode_out = read_activation("decode/out", decode_shape);
+  } else {
+    // Expected decoding without a schedule would never be compared: the file disagrees with itself.
+    for (const char* stored : {"/expected/decode/out", "/expected/sketches/decode/out"}) {
+      if (exists(file, stored)) {
+        fail(path, stored, "present", "there is no /inputs/decode_schedule, so nothing decodes",
+             "restore /inputs/decode_schedule, or drop the expected decoding");
+      }
+    }
   }
   // Decoding reproduces the first rows of the full forward (up to fp64 rounding); sketched, the first
   // rows' sketches (a token's sketch depends on that token's row alone). Not when a longrope call chooses
@@ -630,6 +642,19 @@ static Golden read_golden_unchecked(const std::string& path) {
     }
   }
   const TpPlan& plan = test_case.plan;
+  // Per-rank gradients exist for ranks 0 .. tp_size - 1 of a TP > 1 golden, and nowhere else: any other
+  // would go unchecked (a tp_size edited to 1 must not silently drop them).
+  for (const std::string ranks : {"/expected/ranks", "/expected/sketches/ranks"}) {
+    if (plan.tp_size == 1 && exists(file, ranks)) {
+      fail(path, ranks, "present", "/geometry@tp_size is 1: a golden without TP holds no per-rank gradients",
+           "restore /geometry@tp_size, or drop " + ranks);
+    }
+    if (plan.tp_size > 1 && exists(file, fmt::format("{}/{}", ranks, plan.tp_size))) {
+      fail(path, fmt::format("{}/{}", ranks, plan.tp_size), "present",
+           fmt::format("/geometry@tp_size is {}: ranks are 0 .. {}", plan.tp_size, plan.tp_size - 1),
+           "restore /geometry@tp_size, or drop the extra ranks");
+    }
+  }
   if (plan.tp_size > 1) {
     // Each rank's gradients have the shapes of what it holds under the golden's TP convention.
     std::vector<RankHoldings> holdings;
@@ -679,9 +704,10 @@ static void write_candidate_unchecked(const std::string& path, const NamedTensor
 
 static CandidateDeclaration read_declaration(const H5::H5File& file, const std::string& path) {
   if (!exists(file, "/result")) {
-    fail(path, "/result", "missing", "a candidate file keeps its tensors under /result", "see golden/SCHEMA.md");
+    fail(path, "/result", absence(file, "/result"), "a candidate file keeps its tensors under /result",
+         "see golden/SCHEMA.md");
   }
-  const H5::Group group = file.openGroup("/result");
+  const H5::Group group = open_group(file, "/result", path);
   CandidateDeclaration declaration;
   const std::string precision = read_string_attribute(group, "precision", path).value_or("");
   const auto parsed = parse_precision(precision);

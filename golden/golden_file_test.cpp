@@ -574,6 +574,44 @@ TEST(GoldenFile, StraySketchesAreRefused) {
   expect_input_error_naming(projection, "/expected/sketches/grads/k_proj");
 }
 
+// A file that disagrees with itself is refused, never read with a check silently dropped: per-rank
+// gradients in a golden whose tp_size was edited to 1 (or a rank beyond tp_size), expected decoding
+// without a schedule, weights both named by the generator and stored.
+TEST(GoldenFile, FilesThatDisagreeWithThemselvesAreRefused) {
+  const std::string tp4 = written("ranks_consistent", make_golden(kSpec, 4, 21));
+  ASSERT_NO_THROW(read_golden(tp4));
+  {
+    H5::H5File file(tp4, H5F_ACC_RDWR);
+    H5::Group geometry = file.openGroup("/geometry");
+    geometry.removeAttr("tp_size");
+    write_attribute(geometry, "tp_size", std::int64_t{1});
+  }
+  expect_input_error_naming(tp4, "/expected/ranks");
+
+  const std::string extra_rank = written("ranks_extra", make_golden(kSpec, 2, 22));
+  {
+    H5::H5File file(extra_rank, H5F_ACC_RDWR);
+    file.createGroup("/expected/ranks/2");
+  }
+  expect_input_error_naming(extra_rank, "/expected/ranks/2");
+
+  const std::string no_schedule = edited("decode_without_schedule", [](H5::H5File& file) {
+    ASSERT_GE(H5Ldelete(file.getId(), "/inputs/decode_schedule", H5P_DEFAULT), 0);
+  });
+  expect_input_error_naming(no_schedule, "/expected/decode/out");
+
+  Golden generated = make_golden(kSpec, 1, 23);
+  generated.weights_by_generator = true;
+  const std::string named_and_stored = written("weights_named_and_stored", generated);
+  ASSERT_NO_THROW(read_golden(named_and_stored));
+  {
+    H5::H5File file(named_and_stored, H5F_ACC_RDWR);
+    H5::Group weights = file.openGroup("/weights");
+    write_tensor(weights, "q_proj", Tensor({24, 10}));
+  }
+  expect_input_error_naming(named_and_stored, "/weights/q_proj");
+}
+
 TEST(GoldenFile, MissingDatasetIsNamed) {
   const std::string path = edited(
       "missing", [](H5::H5File& file) { ASSERT_GE(H5Ldelete(file.getId(), "/weights/k_proj", H5P_DEFAULT), 0); });

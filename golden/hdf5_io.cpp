@@ -60,11 +60,30 @@ Shape extent(const H5::DataSpace& space, const std::string& file_name, const std
   return Shape(dims.begin(), dims.end());
 }
 
+// Every filter of a dataset's pipeline must be one this HDF5 library has (h5py's lzf is not): otherwise
+// the data cannot be decoded, which must not read as "truncated or corrupt".
+void check_filters(const H5::DSetCreatPropList& properties, const std::string& file_name, const std::string& path) {
+  for (int i = 0; i < properties.getNfilters(); ++i) {
+    unsigned int flags = 0, filter_config = 0;
+    std::size_t parameters = 0;
+    char name[128] = {};
+    const H5Z_filter_t filter = properties.getFilter(i, flags, parameters, nullptr, sizeof name, name, filter_config);
+    // Optional ones too: h5py marks lzf optional, and a chunk it compressed still cannot be read.
+    if (H5Zfilter_avail(filter) <= 0) {
+      fail(file_name, path, fmt::format("filter {} ({})", static_cast<int>(filter), name[0] != 0 ? name : "unnamed"),
+           "is a compression filter this HDF5 library does not have, so the data cannot be decoded",
+           "store it uncompressed, or with gzip or Fletcher-32 (h5py: compression='gzip')");
+    }
+  }
+}
+
 // Opens a dataset and checks its type class, size and shape.
 H5::DataSet open_dataset(const H5::H5File& file, const std::string& path, const std::string& file_name,
                          H5T_class_t type_class, const std::optional<Shape>& expected_shape, Shape& shape) {
-  if (!exists(file, path)) {
-    fail(file_name, path, "missing", "the schema requires this dataset", "see golden/SCHEMA.md");
+  if (!exists(file, path))
+    fail(file_name, path, absence(file, path), "the schema requires this dataset", "see golden/SCHEMA.md");
+  if (file.childObjType(path) != H5O_TYPE_DATASET) {
+    fail(file_name, path, "a group", "the schema requires a dataset here", "see golden/SCHEMA.md");
   }
   try {
     H5::DataSet dataset = file.openDataSet(path);
@@ -75,6 +94,7 @@ H5::DataSet open_dataset(const H5::H5File& file, const std::string& path, const 
     }
     // Plain storage only: a virtual or external-storage dataset would read other files.
     const H5::DSetCreatPropList properties = dataset.getCreatePlist();
+    check_filters(properties, file_name, path);
     const H5D_layout_t layout = properties.getLayout();
     if ((layout != H5D_CONTIGUOUS && layout != H5D_CHUNKED && layout != H5D_COMPACT) ||
         properties.getExternalCount() != 0) {
@@ -139,6 +159,33 @@ bool exists(const H5::H5Location& location, const std::string& name) {
     start = end + 1;
   }
   return true;
+}
+
+std::string absence(const H5::H5Location& location, const std::string& name) {
+  std::string prefix = name.front() == '/' ? "/" : "";
+  std::size_t start = prefix.size();
+  while (start <= name.size()) {
+    const std::size_t end = name.find('/', start);
+    prefix += name.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (H5Lexists(location.getId(), prefix.c_str(), H5P_DEFAULT) <= 0) return "missing";
+    H5L_info_t info;  // HDF5 1.10 API
+    if (H5Lget_info(location.getId(), prefix.c_str(), &info, H5P_DEFAULT) < 0) return "missing";
+    if (info.type == H5L_TYPE_SOFT) return fmt::format("{}: a soft link (links are not followed)", prefix);
+    if (info.type != H5L_TYPE_HARD) return fmt::format("{}: an external link (links are not followed)", prefix);
+    if (end == std::string::npos) break;
+    prefix += '/';
+    start = end + 1;
+  }
+  return "present";
+}
+
+H5::Group open_group(const H5::H5File& file, const std::string& path, const std::string& file_name) {
+  if (!exists(file, path))
+    fail(file_name, path, absence(file, path), "the schema requires this group", "see golden/SCHEMA.md");
+  if (file.childObjType(path) != H5O_TYPE_GROUP) {
+    fail(file_name, path, "a dataset", "the schema requires a group here", "see golden/SCHEMA.md");
+  }
+  return file.openGroup(path);
 }
 
 // Every dataset is one chunk with a Fletcher-32 checksum, so a flipped bit in the data is a read error

@@ -27,6 +27,10 @@ H5::H5File open_for_reading(const std::string& path);
 H5::H5File create_for_writing(const std::string& path);
 
 bool exists(const H5::H5Location& location, const std::string& name);  // link exists (no error if not)
+// Why exists() is false, for messages: "missing", or which component is a soft or external link.
+std::string absence(const H5::H5Location& location, const std::string& name);
+// Opens a group the schema requires: InputError when it is missing, a link, or a dataset.
+H5::Group open_group(const H5::H5File& file, const std::string& path, const std::string& file_name);
 
 // Datasets. Values are stored as little-endian IEEE float64 (or int64) whatever the machine.
 void write_tensor(H5::Group& group, const std::string& name, const Tensor& tensor);

@@ -44,6 +44,11 @@ attncheck_fuzz_case(seconds_huge 2 "^$" "--seconds.*must lie in \\(0, 31536000\\
 attncheck_fuzz_case(max_size_nan 2 "^$" "--max-size.*'nan' is not finite" 60 fuzz --impl reference --max-size nan)
 attncheck_fuzz_case(shard_count_huge 2 "^$" "--shard = 1/1152921504606846976: must be i/n with 0 <= i < n <= 1048576" 60
                     fuzz --impl reference --shard 1/1152921504606846976)
+# The repro folder is checked before any case runs (it used to be an internal error at the first failure).
+attncheck_fuzz_case(repro_dir_not_a_folder 2 "^$" "--repro-dir = /dev/null: must be a folder attncheck can" 60
+                    fuzz --impl reference --cases 1 --repro-dir /dev/null)
+attncheck_fuzz_case(mutants_repro_dir_not_a_folder 2 "^$" "--repro-dir = /dev/null: must be a folder" 60
+                    mutants --mutant mutant-quotient-scale --repro-dir /dev/null)
 attncheck_fuzz_case(seed_negative 2 "^$" "--seed.*'-1' is negative" 60 fuzz --impl reference --seed=-1)
 attncheck_fuzz_case(unknown_implementation 2 "^$" "--impl = torch-cpu: must name an implementation.*mutant-kv-head-modulo" 60
                     fuzz --impl torch-cpu --cases 1)

@@ -365,6 +365,10 @@ def _read_weights(h5, geometry, path):
         if named != GENERATOR:
             raise BadInput(f"{path}: /weights@generator is '{named}'; known: {GENERATOR}")
         seed = _unsigned_seed(h5["weights"].attrs, "/weights", path)
+        stored = sorted(h5["weights"].keys())
+        if stored:
+            raise BadInput(f"{path}: /weights names a generator and also stores {stored[0]} "
+                           "(the file disagrees with itself: the stored weights would be ignored)")
         return generator.generate_weights_numpy(dict(geometry, head_dim=resolved_head_dim(geometry)), seed)
     if "weights" not in h5:
         raise BadInput(f"{path}: group /weights is missing")
