@@ -175,27 +175,18 @@ NamedTensors rank_tensors(const Parameters& parameters, int rank, const std::vec
 }
 
 // Off: a rank's gradients of what it shares with other ranks (a replicated KV head; q_norm and k_norm)
-// are its own partial sums, the all-reduce missing. The partials come from the reference's own rank
-// layer (reference/rank_layer.hpp) on each rank's shard: one pass over the ranks, as reference-tp runs.
+// are its own partial sums, the all-reduce missing. The partials come from reference-tp's own pass over
+// the ranks (reference::rank_partial_gradients: a whole-width norm's all-reduces of the forward kept).
 std::vector<FeatureBite> rank_reductions(const Case& test_case, const NamedTensors& base, FeatureBite replication,
                                          FeatureBite norms, const StoredForm& stored) {
   const TpPlan& plan = test_case.plan;
-  const Geometry& g = test_case.geometry();
-  const Inputs& in = test_case.inputs;
-  const std::int64_t tokens_count = in.batch * in.seq;
-  const reference::TokenBlock tokens{
-      .batch = in.batch, .seq = in.seq, .x = reference::as_matrix(in.x, tokens_count), .positions = in.positions};
-  const reference::ConstMatrixMap d_out = reference::as_matrix(in.dout, tokens_count);
   const std::vector<Parameters> full = rank_slices(reference::run_reference(test_case).gradients->params, plan);
-  const std::vector<Parameters> shards = rank_slices(test_case.weights, plan);
+  const std::vector<Parameters> partials = reference::rank_partial_gradients(test_case);
   const std::vector<std::string> kv_names = {"k_proj", "v_proj", "k_bias", "v_bias"};
   const std::vector<std::string> norm_names = {"q_norm", "k_norm"};
   NamedTensors base_ranks = base, kv_alternative, norm_alternative;
   for (int r = 0; r < plan.tp_size; ++r) {
-    const auto heads = reference::LocalHeads::of(plan.ranks[r]);
-    const auto forward = reference::rank_forward(g, heads, shards[r], tokens, in.key_lengths);
-    const Parameters partial =
-        reference::rank_backward(g, heads, shards[r], tokens, in.key_lengths, forward, d_out).gradients;
+    const Parameters& partial = partials[static_cast<std::size_t>(r)];
     for (auto& entry : rank_tensors(full[r], r, kv_names)) base_ranks.insert(entry);
     for (auto& entry : rank_tensors(full[r], r, norm_names)) base_ranks.insert(entry);
     for (auto& entry : rank_tensors(partial, r, kv_names)) kv_alternative.insert(entry);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <span>
 #include <utility>
@@ -167,8 +168,11 @@ void check_result_finite(const Result& result) {
       "no valid reference result exists for this case");
 }
 
+// Called with each rank's own gradients (its shard's layout) before any reduction across ranks.
+using RankPartialSink = std::function<void(int rank, const Parameters& partial)>;
+
 Result run_sharded(const Case& test_case, const TpPlan& plan, const RunOptions& options, const char* name,
-                   bool report_rank_gradients) {
+                   bool report_rank_gradients, const RankPartialSink& on_rank_partial = {}) {
   validate_case(test_case);
   const Geometry& geometry = plan.geometry;
   const Inputs& inputs = test_case.inputs;
@@ -223,6 +227,7 @@ Result run_sharded(const Case& test_case, const TpPlan& plan, const RunOptions& 
       const RankBackward backward =
           rank_backward(geometry, heads, shard.get(), tokens, inputs.key_lengths, forward, d_out);
       dx += backward.dx;
+      if (on_rank_partial) on_rank_partial(r, backward.gradients);
       assembler->add_rank(backward.gradients);
     }
   }
@@ -239,6 +244,7 @@ Result run_sharded(const Case& test_case, const TpPlan& plan, const RunOptions& 
       rank_backward_finish(geometry, LocalHeads::of(plan.ranks[r]), width_shards[r].get(), tokens, forwards[r], &dots,
                            first_of_replica_group(plan, r), backwards[r]);
       dx += backwards[r].dx;
+      if (on_rank_partial) on_rank_partial(r, backwards[r].gradients);
       assembler->add_rank(backwards[r].gradients);
     }
   }
@@ -263,6 +269,13 @@ Result run_reference(const Case& test_case, const RunOptions& options) {
 
 Result run_reference_tp(const Case& test_case, const RunOptions& options) {
   return run_sharded(test_case, test_case.plan, options, "reference-tp", true);
+}
+
+std::vector<Parameters> rank_partial_gradients(const Case& test_case) {
+  std::vector<Parameters> partials(static_cast<std::size_t>(test_case.plan.tp_size));
+  run_sharded(test_case, test_case.plan, {.gradients = true, .intermediates = false, .decode = false}, "reference-tp",
+              false, [&](int rank, const Parameters& partial) { partials[static_cast<std::size_t>(rank)] = partial; });
+  return partials;
 }
 
 }  // namespace attncheck::reference

@@ -6,6 +6,8 @@
 // Both validate the case first (InputError on bad input) and run the decode schedule when present.
 #pragma once
 
+#include <vector>
+
 #include "core/model/case.hpp"
 #include "core/model/result.hpp"
 
@@ -19,5 +21,9 @@ struct RunOptions {
 
 Result run_reference(const Case& test_case, const RunOptions& options = {});
 Result run_reference_tp(const Case& test_case, const RunOptions& options = {});
+// Each rank's own gradients under the case's TP plan (its shard's layout, rank order) before any
+// reduction across ranks (replica groups, norms), with every all-reduce of the forward in place: what a
+// layer that skips those reductions reports (golden coverage measures that such a layer is caught).
+std::vector<Parameters> rank_partial_gradients(const Case& test_case);
 
 }  // namespace attncheck::reference
