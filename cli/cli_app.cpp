@@ -2,6 +2,9 @@
 
 #include <exception>
 #include <iostream>
+#include <limits>
+#include <new>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
@@ -12,6 +15,7 @@
 #include "cli/progress_line.hpp"
 #include "cli/run_command.hpp"
 #include "core/errors/input_error.hpp"
+#include "core/resources/memory_room.hpp"
 
 namespace attncheck::cli {
 
@@ -22,6 +26,15 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       "attncheck"};
   app.set_version_flag("--version", "attncheck " ATTNCHECK_VERSION);
   app.require_subcommand(1);
+  // Global, and accepted after the subcommand too (fallthrough, set before the subcommands exist).
+  app.fallthrough();
+  std::optional<std::uint64_t> max_memory;
+  app.add_option("--max-memory", max_memory,
+                 "refuse work estimated to need more memory than this (e.g. 4G, 512M); default: what the machine, "
+                 "its cgroup and ulimit -v leave")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(
+          CLI::Range(std::uint64_t{1} << 20, std::numeric_limits<std::uint64_t>::max()).description("at least 1 MiB"));
   PlanOptions plan_options;
   CLI::App* plan = add_plan_command(app, plan_options);
   GoldenOptions golden_options;
@@ -37,6 +50,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return app.exit(error, out, err) == 0 ? kExitOk : kExitBadInput;  // help and version exit 0
   }
 
+  set_max_memory(max_memory);
   std::string name = app.get_subcommands().front()->get_name();
   if (!app.get_subcommands().front()->get_subcommands().empty()) {
     name += " " + app.get_subcommands().front()->get_subcommands().front()->get_name();  // "golden make"
@@ -47,7 +61,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       run_options.progress = terminal_progress() && &err == &std::cerr;  // a test's stream is no terminal
       return run_run(run_options, out, err);
     }
-    if (golden.make->parsed()) return run_golden_make(golden_options, out);
+    if (golden.make->parsed()) return run_golden_make(golden_options, out, err);
     if (golden.inspect->parsed()) return run_golden_inspect(golden_options, out);
     if (golden.expand->parsed()) return run_golden_expand(golden_options, out);
     if (golden.run->parsed()) return run_golden_run(golden_options, out);
@@ -64,6 +78,14 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return kExitOk;
   } catch (const InputError& error) {
     err << "attncheck " << name << ": error: " << error.what() << '\n';
+    return kExitBadInput;
+  } catch (const std::bad_alloc&) {
+    // What the estimates before each large allocation (core/resources/memory_room.hpp) did not foresee:
+    // other processes took the memory meanwhile, or an estimate fell short (then please report it).
+    const MemoryRoom room = memory_room();
+    err << "attncheck " << name << ": error: out of memory: this request needed more memory than the process "
+        << "could take (now " << describe_bytes(room.bytes) << ", limited by " << room.limited_by
+        << "); ask for a smaller case, or free memory. If attncheck estimated that it would fit, please report it\n";
     return kExitBadInput;
   } catch (const std::exception& error) {
     err << "attncheck " << name << ": internal error (please report): " << error.what() << '\n';

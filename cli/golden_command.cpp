@@ -9,6 +9,7 @@
 
 #include "cli/exit_codes.hpp"
 #include "cli/flag_validators.hpp"
+#include "cli/heartbeat.hpp"
 #include "cli/html_report.hpp"
 #include "cli/progress_line.hpp"
 #include "cli/yardstick_source.hpp"
@@ -16,9 +17,11 @@
 #include "core/compare/heatmap.hpp"
 #include "core/errors/input_error.hpp"
 #include "core/generation/input_generation.hpp"
+#include "core/resources/memory_room.hpp"
 #include "core/tp/tp_convention.hpp"
 #include "golden/golden_file.hpp"
 #include "impl/registry.hpp"
+#include "reference/memory_estimate.hpp"
 #include "reference/reference.hpp"
 #include "reference/yardstick.hpp"
 
@@ -159,7 +162,44 @@ std::vector<std::string> rank_gradient_notes(const golden::Golden& golden, const
   return {};
 }
 
-int run_golden_make(const GoldenOptions& options, std::ostream& out) {
+namespace {
+
+// Refuses, before anything is generated, a golden this process could not hold: the estimate of the
+// case and its reference run (reference/memory_estimate.hpp) against memory_room(). The suggestion is
+// the longest --seq (or, failing that, the largest --batch at seq 1) that would fit.
+void require_golden_make_memory(const Geometry& geometry, const GoldenOptions& options) {
+  if (options.batch < 1 || options.seq < 1) return;  // generate_case names those
+  const auto estimate = [&](std::int64_t batch, std::int64_t seq) {
+    return reference::golden_make_peak_bytes(geometry, {.batch = batch, .seq = seq, .tp_size = options.tp_size});
+  };
+  // The largest n in [1, limit] with fits(n), or 0 when even 1 does not fit (fits is monotone in n).
+  const auto largest = [](std::int64_t limit, const auto& fits) {
+    std::int64_t low = 0, high = limit;
+    while (low < high) {
+      const std::int64_t middle = low + (high - low + 1) / 2;
+      if (fits(middle)) {
+        low = middle;
+      } else {
+        high = middle - 1;
+      }
+    }
+    return low;
+  };
+  require_memory("golden make", estimate(options.batch, options.seq), [&](std::uint64_t room) -> std::string {
+    const std::int64_t seq = largest(options.seq, [&](std::int64_t n) { return estimate(options.batch, n) <= room; });
+    if (seq > 0) return fmt::format("--seq {} fits with --batch {}", seq, options.batch);
+    const std::int64_t batch = largest(options.batch, [&](std::int64_t n) { return estimate(n, 1) <= room; });
+    if (batch > 0) return fmt::format("--batch {} fits with --seq 1", batch);
+    return fmt::format(
+        "even --batch 1 --seq 1 needs {}: the layer's weights alone are too large for this "
+        "machine; fewer heads, a smaller head_dim or hidden_size, or a larger --max-memory",
+        describe_bytes(estimate(1, 1)));
+  });
+}
+
+}  // namespace
+
+int run_golden_make(const GoldenOptions& options, std::ostream& out, std::ostream& err) {
   const ResolvedGeometry source = resolve_geometry_source(options.geometry);
   if (!source.not_modelled.empty()) {
     ViolationList violations;
@@ -170,6 +210,8 @@ int run_golden_make(const GoldenOptions& options, std::ostream& out) {
     violations.throw_if_any("cannot make a golden of this layer");
   }
   const auto activations = parse_activation_distribution(options.activations);
+  require_golden_make_memory(source.geometry, options);
+  const Heartbeat heartbeat(err, "golden make: generating the case, running the fp64 reference, writing the file");
   const Case test_case = generate_case(source.geometry, {.seed = options.seed,
                                                          .batch = options.batch,
                                                          .seq = options.seq,

@@ -81,7 +81,8 @@ std::vector<std::string> rank_gradient_notes(const golden::Golden& golden, const
                                              bool sharded, TpConvention convention);
 
 // Each returns the exit code; InputError propagates (exit 2).
-int run_golden_make(const GoldenOptions& options, std::ostream& out);
+// Progress of a long reference run (a line every 30 s) goes to err.
+int run_golden_make(const GoldenOptions& options, std::ostream& out, std::ostream& err);
 int run_golden_inspect(const GoldenOptions& options, std::ostream& out);
 int run_golden_expand(const GoldenOptions& options, std::ostream& out);
 int run_golden_run(const GoldenOptions& options, std::ostream& out);

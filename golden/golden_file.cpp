@@ -12,6 +12,7 @@
 #include "core/errors/input_error.hpp"
 #include "core/generation/input_generation.hpp"
 #include "core/model/rope_frequencies.hpp"
+#include "core/resources/memory_room.hpp"
 #include "core/tp/tp_convention.hpp"
 #include "core/tp/tp_shard.hpp"
 #include "golden/hdf5_io.hpp"
@@ -344,6 +345,10 @@ void read_generated_inputs(const H5::H5File& file, const H5::Group& group, const
     fail(path, "/inputs/position_ids", to_string(position_shape),
          fmt::format("generated x would hold more than 2^28 values (hidden_size {})", hidden), "a shorter sequence");
   }
+  // x and dout are generated, not read: not counted by open_for_reading's bound on declared data.
+  require_memory(path + ": /inputs (generated x and dout)",
+                 2 * 8 * static_cast<std::uint64_t>(position_shape[0] * position_shape[1] * hidden),
+                 [](std::uint64_t) { return std::string("a golden of fewer tokens (smaller position_ids)"); });
   inputs.batch = position_shape[0];
   inputs.seq = position_shape[1];
   inputs.positions = positions;
@@ -530,6 +535,13 @@ static Golden read_case_part(const H5::H5File& file, const std::string& path) {
            "a file whose /weights names a generator stores no weights (they would be ignored)",
            "drop the datasets, or the generator attributes (attncheck golden expand stores them all)");
     }
+    // Generated, not read: not counted by open_for_reading's bound on declared data.
+    const long double projection_values =
+        static_cast<long double>(geometry.hidden_size()) *
+        static_cast<long double>(2 * geometry.query_width() + 2 * geometry.kv_width());
+    require_memory(path + ": /weights (generated)",
+                   static_cast<std::uint64_t>(std::min(projection_values * 8, static_cast<long double>(1ULL << 62))),
+                   [](std::uint64_t) { return std::string("a golden of a smaller layer"); });
     try {
       test_case.weights = generate_weights(geometry, static_cast<std::uint64_t>(*weight_seed));
     } catch (const InputError& error) {

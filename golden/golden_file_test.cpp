@@ -15,6 +15,7 @@
 #include "core/compare/sketch.hpp"
 #include "core/errors/input_error.hpp"
 #include "core/generation/input_generation.hpp"
+#include "core/resources/memory_room.hpp"
 #include "golden/hdf5_io.hpp"
 #include "reference/reference.hpp"
 
@@ -556,6 +557,46 @@ TEST(GoldenFile, ArrayAttributesMissingRequiredOnesAndHugeShapesAreRefused) {
     ASSERT_GE(H5Lcreate_soft("/inputs/x", file.getId(), "/inputs/dout", H5P_DEFAULT, H5P_DEFAULT), 0);
   });
   expect_input_error_naming(soft, "/inputs/dout");
+}
+
+// Each dataset within its own bound, the file as a whole beyond the memory this process may take: the
+// sum of every declared shape is checked when the file opens, before any dataset is read (issue 20:
+// four datasets of 2^28 values in a 475 KB golden reached 4.5 GB before a refusal). --max-memory's
+// bound (set_max_memory) stands in for a small machine.
+TEST(GoldenFile, DeclaredShapesBeyondTheRoomAreRefusedBeforeReading) {
+  const auto redeclared = [](const std::string& name, const std::vector<std::string>& paths) {
+    return edited(name, [&](H5::H5File& file) {
+      for (const std::string& path : paths) {
+        ASSERT_GE(H5Ldelete(file.getId(), path.c_str(), H5P_DEFAULT), 0);
+        const hsize_t dims[3] = {1, hsize_t{1} << 22, 64};  // 2^28 values: the per-dataset bound exactly
+        const hsize_t chunk[3] = {1, 1024, 64};
+        H5::DSetCreatPropList properties;
+        properties.setChunk(3, chunk);
+        file.createDataSet(path, H5::PredType::IEEE_F64LE, H5::DataSpace(3, dims), properties);
+      }
+    });
+  };
+  const std::string four =
+      redeclared("declared_8_gib", {"/inputs/x", "/inputs/dout", "/expected/out", "/expected/grads/x"});
+  EXPECT_LT(std::filesystem::file_size(four), std::uintmax_t{1} << 20);
+  set_max_memory(std::uint64_t{4} << 30);
+  try {
+    read_golden(four);
+    ADD_FAILURE() << "a golden declaring 8 GiB was read under a 4 GiB bound";
+  } catch (const InputError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("not enough memory"), std::string::npos) << message;
+    EXPECT_NE(message.find("8.0 GiB"), std::string::npos) << message;
+    EXPECT_NE(message.find("limited by --max-memory"), std::string::npos) << message;
+  }
+  // The same bound for a candidate file, which goes through the same opening.
+  try {
+    read_candidate(four, {});
+    ADD_FAILURE() << "a file declaring 8 GiB was read as a candidate under a 4 GiB bound";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("not enough memory"), std::string::npos) << error.what();
+  }
+  set_max_memory(std::nullopt);
 }
 
 TEST(GoldenFile, StraySketchesAreRefused) {

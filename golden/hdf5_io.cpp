@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "core/errors/input_error.hpp"
+#include "core/resources/memory_room.hpp"
 
 namespace attncheck::golden {
 
@@ -114,6 +115,46 @@ H5::DataSet open_dataset(const H5::H5File& file, const std::string& path, const 
 
 }  // namespace
 
+namespace {
+
+// Sums the values every dataset of the file declares (each object once, reached by hard links only:
+// H5Ovisit neither follows soft nor external links), saturating at 2^60.
+herr_t add_declared_values(hid_t object, const char* name, const H5O_info_t* info, void* total) {
+  if (info->type != H5O_TYPE_DATASET) return 0;
+  const hid_t dataset = H5Dopen2(object, name, H5P_DEFAULT);
+  if (dataset < 0) return -1;
+  const hid_t space = H5Dget_space(dataset);
+  const hssize_t points = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
+  if (space >= 0) H5Sclose(space);
+  H5Dclose(dataset);
+  if (points < 0) return -1;
+  // One dataset beyond the per-dataset bound is refused by name when it is read (open_dataset), before
+  // anything is allocated; it is left out here so that the message names it rather than the file.
+  if (points > kMaxDatasetElements) return 0;
+  auto& sum = *static_cast<std::uint64_t*>(total);
+  sum = std::min<std::uint64_t>(sum + static_cast<std::uint64_t>(points), std::uint64_t{1} << 60);
+  return 0;
+}
+
+// Every dataset a file declares is read into 8-byte values at most once per schema path; their sum
+// must fit in memory_room() before any is read: a small file can declare shapes of many gigabytes,
+// and the per-dataset bound (kMaxDatasetElements) alone let a 475 KB golden take 4.5 GB.
+void require_room_for_declared_data(const H5::H5File& file, const std::string& path) {
+  std::uint64_t values = 0;
+  if (H5Ovisit2(file.getId(), H5_INDEX_NAME, H5_ITER_NATIVE, add_declared_values, &values, H5O_INFO_BASIC) < 0) {
+    fail(path, "file", "damaged", "every object of the HDF5 file must be readable (truncated or corrupt?)",
+         "regenerate it with `attncheck golden make`");
+  }
+  require_memory(fmt::format("HDF5 file '{}'", path), values * 8, [](std::uint64_t room) {
+    return fmt::format(
+        "its datasets together declare more values than fit in {}; a golden or candidate of a "
+        "smaller case (or a larger --max-memory)",
+        describe_bytes(room));
+  });
+}
+
+}  // namespace
+
 H5::H5File open_for_reading(const std::string& path) {
   silence_hdf5_once();
   std::error_code error;
@@ -124,11 +165,14 @@ H5::H5File open_for_reading(const std::string& path) {
     fail(path, "file", "not HDF5", "must be an HDF5 file (signature missing: truncated or not HDF5)",
          "regenerate it with `attncheck golden make`");
   }
+  H5::H5File file;
   try {
-    return H5::H5File(path, H5F_ACC_RDONLY);
+    file.openFile(path, H5F_ACC_RDONLY);
   } catch (const H5::Exception& exception) {
     fail(path, "file", "damaged", "the HDF5 file must open (truncated or corrupt?)", exception.getDetailMsg());
   }
+  require_room_for_declared_data(file, path);
+  return file;
 }
 
 H5::H5File create_for_writing(const std::string& path) {

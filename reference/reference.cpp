@@ -8,8 +8,10 @@
 #include <utility>
 
 #include "core/errors/input_error.hpp"
+#include "core/resources/memory_room.hpp"
 #include "core/tp/tp_shard.hpp"
 #include "reference/kv_cache.hpp"
+#include "reference/memory_estimate.hpp"
 #include "reference/rank_layer.hpp"
 
 namespace attncheck::reference {
@@ -176,6 +178,9 @@ Result run_sharded(const Case& test_case, const TpPlan& plan, const RunOptions& 
   validate_case(test_case);
   const Geometry& geometry = plan.geometry;
   const Inputs& inputs = test_case.inputs;
+  require_memory("the fp64 reference run",
+                 reference_run_bytes(geometry, {.batch = inputs.batch, .seq = inputs.seq, .tp_size = plan.tp_size}),
+                 [](std::uint64_t) { return std::string("a case with fewer tokens (batch * seq) or fewer heads"); });
   const std::int64_t tokens_count = inputs.batch * inputs.seq;
   const std::int64_t hidden = geometry.hidden_size();
   TokenBlock tokens{
