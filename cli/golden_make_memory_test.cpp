@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/cli_app.hpp"
+#include "cli/cli_run_for_tests.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/geometry_source.hpp"
 #include "reference/memory_estimate.hpp"
@@ -125,18 +126,6 @@ TEST_P(GoldenMakeMemory, PeakStaysWithinTheEstimate) {
 
 INSTANTIATE_TEST_SUITE_P(Geometries, GoldenMakeMemory, ::testing::ValuesIn(memory_cases()),
                          [](const auto& test_info) { return test_info.param.name; });
-
-struct CliRun {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
-
-CliRun run(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int exit_code = run_cli(args, out, err);
-  return {exit_code, out.str(), err.str()};
-}
 
 // The reproducers: within the documented limits, but beyond this process's room (set small by
 // --max-memory so that the result does not depend on the machine): exit 2 naming the estimate, the

@@ -9,22 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_app.hpp"
+#include "cli/cli_run_for_tests.hpp"
 #include "cli/exit_codes.hpp"
 
 namespace attncheck::cli {
 namespace {
-
-struct CliRun {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
-
-CliRun run(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int exit_code = run_cli(args, out, err);
-  return {exit_code, out.str(), err.str()};
-}
 
 nlohmann::json run_json(std::vector<std::string> args) {
   args.push_back("--json");
