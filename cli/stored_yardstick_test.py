@@ -50,7 +50,7 @@ with tempfile.TemporaryDirectory() as folder:
     expect("stored yardstick bf16.float64.replicated-kv" in stored_output, "golden yardstick names what it stored")
     with h5py.File(golden, "r") as file:
         group = file["yardstick/bf16.float64.replicated-kv"]
-        expect(group.attrs["version"] == "attncheck-yardstick-v1", "version attribute")
+        expect(group.attrs["version"] == "attncheck-yardstick-v2", "version attribute")
         expect(re.fullmatch(r"[0-9a-f]{16}", group.attrs["case_digest"]) is not None, "case_digest: 16 hex digits")
         for name in ("out", "grads/x", "ranks/1/grads/q_norm"):
             expect(name in group.attrs and group.attrs[name] > 0, f"stored error for {name}")

@@ -20,6 +20,7 @@
 #include "core/model/rope_frequencies.hpp"
 #include "core/tp/tp_shard.hpp"
 #include "reference/attention_head.hpp"
+#include "reference/fixed_order_product.hpp"
 
 namespace attncheck::reference {
 
@@ -77,6 +78,13 @@ struct Storage {
     return matrix;
   }
 };
+
+// Every matrix product of the layer: the same operations on every machine (fixed_order_product.hpp), so
+// that a yardstick stored in a golden is the one any machine recomputes.
+template <typename Lhs, typename Rhs>
+auto product(const Eigen::MatrixBase<Lhs>& lhs, const Eigen::MatrixBase<Rhs>& rhs) {
+  return fixed_order_product<typename Lhs::Scalar>(lhs, rhs);
+}
 
 template <typename S>
 Mat<S> load(const Tensor& tensor, std::int64_t rows) {
@@ -192,7 +200,7 @@ class EmulatedLayer {
  private:
   // x @ w^T + b, each product accumulated in S, the result stored.
   Mat<S> linear(const Mat<S>& x, const Tensor& weight, const std::optional<Tensor>& bias) const {
-    Mat<S> out = x * load<S>(weight, weight.shape[0]).transpose();
+    Mat<S> out = product(x, load<S>(weight, weight.shape[0]).transpose());
     if (bias) out.rowwise() += load<S>(*bias, 1).row(0);
     return store_(std::move(out));
   }
@@ -288,7 +296,7 @@ class EmulatedLayer {
         const std::int64_t kv = h / g_.group_size();
         const Mat<S> q = f.q.block(b * seq, h * d_, seq, d_);
         const Mat<S> k = f.k.block(b * seq, kv * d_, seq, d_);
-        Mat<S> scores = store_(Mat<S>(q * k.transpose() * S(g_.scale())));
+        Mat<S> scores = store_(Mat<S>(product(q, k.transpose()) * S(g_.scale())));
         Mat<S> tanh_values;
         Mat<S> p = Mat<S>::Zero(seq, seq);
         // With sinks: the head's logit joins each row's maximum and sum (a row without keys: all on it).
@@ -316,13 +324,13 @@ class EmulatedLayer {
           }
           p = store_(std::move(p));
         }
-        f.context.block(b * seq, h * d_, seq, d_) = store_(Mat<S>(p * f.v.block(b * seq, kv * d_, seq, d_)));
+        f.context.block(b * seq, h * d_, seq, d_) = store_(product(p, f.v.block(b * seq, kv * d_, seq, d_)));
         f.p.push_back(std::move(p));
         f.tanh.push_back(std::move(tanh_values));
         f.p_sink.push_back(std::move(p_sink));
       }
     }
-    f.out = store_(Mat<S>(f.context * load<S>(w.o_proj, w.o_proj.shape[0]).transpose()));
+    f.out = store_(product(f.context, load<S>(w.o_proj, w.o_proj.shape[0]).transpose()));
     if (w.o_bias) f.out = store_(Mat<S>(f.out.rowwise() + load<S>(*w.o_bias, 1).row(0)));
     return f;
   }
@@ -350,9 +358,9 @@ class EmulatedLayer {
     const std::int64_t batch = c_.inputs.batch, seq = c_.inputs.seq;
     const Mat<S> d_out = load<S>(c_.inputs.dout, tokens_);
     Parameters grads;
-    grads.o_proj = save<S>(store_(Mat<S>(d_out.transpose() * f.context)), w.o_proj.shape);
+    grads.o_proj = save<S>(store_(product(d_out.transpose(), f.context)), w.o_proj.shape);
     if (w.o_bias) grads.o_bias = save_row<S>(store_(Mat<S>(d_out.colwise().sum())).row(0));
-    const Mat<S> d_context = store_(Mat<S>(d_out * load<S>(w.o_proj, w.o_proj.shape[0])));
+    const Mat<S> d_context = store_(product(d_out, load<S>(w.o_proj, w.o_proj.shape[0])));
     Mat<S> d_q = Mat<S>::Zero(tokens_, g_.query_width());
     Mat<S> d_k = Mat<S>::Zero(tokens_, g_.kv_width());
     Mat<S> d_v = Mat<S>::Zero(tokens_, g_.kv_width());
@@ -364,8 +372,8 @@ class EmulatedLayer {
         const Mat<S>& p = f.p[index];
         const Mat<S> dc = d_context.block(b * seq, h * d_, seq, d_);
         const Mat<S> v = f.v.block(b * seq, kv * d_, seq, d_);
-        d_v.block(b * seq, kv * d_, seq, d_) += store_(Mat<S>(p.transpose() * dc));
-        const Mat<S> dp = store_(Mat<S>(dc * v.transpose()));
+        d_v.block(b * seq, kv * d_, seq, d_) += store_(product(p.transpose(), dc));
+        const Mat<S> dp = store_(product(dc, v.transpose()));
         Mat<S> ds;
         {
           const RoundingScope directed(rounding_, store_.precision);  // the softmax chain's backward
@@ -376,8 +384,8 @@ class EmulatedLayer {
           if (g_.softcap()) ds = Mat<S>(ds.array() * (S(1) - f.tanh[index].array().square()));
           ds = store_(Mat<S>(ds * S(g_.scale())));
         }
-        d_q.block(b * seq, h * d_, seq, d_) = store_(Mat<S>(ds * f.k.block(b * seq, kv * d_, seq, d_)));
-        d_k.block(b * seq, kv * d_, seq, d_) += store_(Mat<S>(ds.transpose() * f.q.block(b * seq, h * d_, seq, d_)));
+        d_q.block(b * seq, h * d_, seq, d_) = store_(product(ds, f.k.block(b * seq, kv * d_, seq, d_)));
+        d_k.block(b * seq, kv * d_, seq, d_) += store_(product(ds.transpose(), f.q.block(b * seq, h * d_, seq, d_)));
       }
     }
     d_k = store_(std::move(d_k));
@@ -394,9 +402,9 @@ class EmulatedLayer {
     Mat<S> dx = Mat<S>::Zero(tokens_, g_.hidden_size());
     const auto projection = [&](const Mat<S>& d, const Tensor& weight, Tensor& d_weight,
                                 const std::optional<Tensor>& bias, std::optional<Tensor>& d_bias) {
-      d_weight = save<S>(store_(Mat<S>(d.transpose() * x_)), weight.shape);
+      d_weight = save<S>(store_(product(d.transpose(), x_)), weight.shape);
       if (bias) d_bias = save_row<S>(store_(Mat<S>(d.colwise().sum())).row(0));
-      dx += d * load<S>(weight, weight.shape[0]);
+      dx += product(d, load<S>(weight, weight.shape[0]));
     };
     projection(d_q, w.q_proj, grads.q_proj, w.q_bias, grads.q_bias);
     projection(d_k, w.k_proj, grads.k_proj, w.k_bias, grads.k_bias);

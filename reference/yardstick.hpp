@@ -14,7 +14,7 @@ namespace attncheck::reference {
 // version they were computed with: change this whenever a change to emulated_layer.cpp or
 // yardstick.cpp can change any error, and recompute the committed goldens' (golden/data/make_goldens.sh).
 // ctest golden.stored_yardsticks_current recomputes them and fails when they differ under this version.
-inline constexpr const char* kYardstickVersion = "attncheck-yardstick-v1";
+inline constexpr const char* kYardstickVersion = "attncheck-yardstick-v2";
 
 // Errors of the emulated layer in `precision` against `expected` (tensors under golden names, sketched
 // where `expected` holds sketches): fp32, one run per IEEE rounding mode of the softmax chain and 8
