@@ -2,9 +2,16 @@
 #                     [ENVIRONMENT <VAR=value>])
 # One GoogleTest executable; each TEST becomes its own ctest entry (discovered when ctest runs, so the
 # build does not execute test binaries), labelled for `ctest -L`.
+# ATTNCHECK_GTEST_EXECUTABLES, when set, names the only executables made and registered (the asan preset:
+# ci/test's sanitizer stage builds and runs those, not the rest); callers guard their own settings on a
+# test executable with if(TARGET ...).
+set(ATTNCHECK_GTEST_EXECUTABLES "" CACHE STRING "Only these GoogleTest executables (empty: all)")
 function(attncheck_add_gtest name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBRARIES;LABELS;ENVIRONMENT" ${ARGN})
   if(NOT BUILD_TESTING)
+    return()
+  endif()
+  if(ATTNCHECK_GTEST_EXECUTABLES AND NOT name IN_LIST ATTNCHECK_GTEST_EXECUTABLES)
     return()
   endif()
   add_executable(${name} ${ARG_SOURCES})
