@@ -64,6 +64,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (golden.make->parsed()) return run_golden_make(golden_options, out, err);
     if (golden.inspect->parsed()) return run_golden_inspect(golden_options, out);
     if (golden.expand->parsed()) return run_golden_expand(golden_options, out);
+    if (golden.seal->parsed()) return run_golden_seal(golden_options, out);
     if (golden.run->parsed()) return run_golden_run(golden_options, out);
     if (golden.check->parsed()) {
       golden_options.progress = terminal_progress() && &err == &std::cerr;

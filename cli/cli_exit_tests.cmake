@@ -66,6 +66,12 @@ attncheck_cli_case(golden_make_wrong_scale 0 "wrote" "^$"
 set_tests_properties(cli.golden_make cli.golden_make_wrong_scale PROPERTIES FIXTURES_SETUP golden_small)
 attncheck_cli_case(golden_inspect 0 "head_dim 6 \\(explicit\\).*ranks/3/grads/q_proj +\\[6, 12\\]" "^$"
                    golden inspect ${golden_dir}/small.h5)
+# Integrity digests (golden/SCHEMA.md): a committed golden reads verified; `golden seal` checks the schema
+# before sealing (a file that is not a golden is exit 2, not sealed).
+attncheck_cli_case(golden_inspect_integrity 0 "integrity: attncheck-integrity-v1 digest verified" "^$"
+                   golden inspect ${PROJECT_SOURCE_DIR}/golden/data/small_softcap_padding.h5)
+attncheck_cli_case(golden_seal_not_a_golden 2 "^$" "not-a-golden.h5.*(missing|no such|not)"
+                   golden seal ${golden_dir}/not-a-golden.h5)
 # Ranks listed in numeric order (0, 1, 2, ..., 9, 10), not as strings sort (0, 1, 10, ...).
 attncheck_cli_case(golden_inspect_ranks_in_order 0 "ranks/1/grads/v_proj#sketch +\\[128, 4\\][^a-z]+ranks/2/grads/k_norm.*ranks/9/grads/v_proj#sketch +\\[128, 4\\][^a-z]+ranks/10/grads/k_norm" "^$"
                    golden inspect ${PROJECT_SOURCE_DIR}/golden/data/qwen3-32b_tp16.h5)

@@ -20,6 +20,7 @@
 #include "core/resources/memory_room.hpp"
 #include "core/tp/tp_convention.hpp"
 #include "golden/golden_file.hpp"
+#include "golden/integrity.hpp"
 #include "impl/registry.hpp"
 #include "reference/memory_estimate.hpp"
 #include "reference/reference.hpp"
@@ -64,6 +65,14 @@ std::string describe_geometry(const Geometry& g) {
       g.softcap() ? fmt::format(", softcap {}", *g.softcap()) : "",
       g.sliding_window() ? fmt::format(", window {}", *g.sliding_window()) : "",
       g.attention_sinks() ? ", attention sinks" : "", g.causal() ? "causal" : "bidirectional");
+}
+
+std::string integrity_note(const golden::Golden& golden, const std::string& path) {
+  if (golden.integrity == golden::Integrity::verified) return "";
+  return fmt::format(
+      "note: {} carries no integrity digest (written before {}, or by another writer): a damaged "
+      "copy cannot be told from the original; `attncheck golden seal {}` adds one\n",
+      path, golden::kIntegrityVersion, path);
 }
 
 GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
@@ -118,6 +127,10 @@ GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
 
   commands.inspect = golden->add_subcommand("inspect", "Print a golden file's geometry, inputs and tensors");
   commands.inspect->add_option("file", options.golden_file, "golden file")->required();
+
+  commands.seal = golden->add_subcommand(
+      "seal", "Write goldens' integrity digests (after a deliberate edit, or into files written before them)");
+  commands.seal->add_option("files", options.files, "golden files")->required();
 
   commands.expand = golden->add_subcommand("expand", "Rewrite a golden with its generated weights and inputs stored");
   commands.expand->add_option("file", options.golden_file, "golden file")->required();
@@ -262,6 +275,11 @@ int run_golden_inspect(const GoldenOptions& options, std::ostream& out) {
   if (golden.test_case.plan.tp_size > 1) {
     out << fmt::format("per-rank gradients held as {} (TP convention)\n", to_string(golden.tp_convention));
   }
+  if (golden.integrity == golden::Integrity::verified) {
+    out << fmt::format("integrity: {} digest verified\n", golden::kIntegrityVersion);
+  } else {
+    out << integrity_note(golden, options.golden_file);
+  }
   out << "geometry: " << describe_geometry(test_case.geometry()) << '\n';
   out << fmt::format("tp_size {}, batch {}, seq {}, key_lengths [{}], positions from {}", test_case.plan.tp_size,
                      inputs.batch, inputs.seq, fmt::join(inputs.key_lengths, ", "), inputs.positions.front());
@@ -305,6 +323,16 @@ int run_golden_expand(const GoldenOptions& options, std::ostream& out) {
   return kExitOk;
 }
 
+int run_golden_seal(const GoldenOptions& options, std::ostream& out) {
+  for (const std::string& file : options.files) {
+    // Every check of the schema first (a file that is not a valid golden is not sealed), but not the
+    // digest being replaced.
+    golden::read_golden(file, golden::IntegrityCheck::skip);
+    out << fmt::format("sealed {}: {}\n", file, golden::seal_integrity(file));
+  }
+  return kExitOk;
+}
+
 int run_golden_run(const GoldenOptions& options, std::ostream& out) {
   refuse_overwriting_input(options.output, options.golden_file);
   const Case test_case = golden::read_case(options.golden_file);  // a golden or a case file
@@ -335,6 +363,7 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostre
   for (const std::string& file : options.files) {
     progress.status(fmt::format("reading {}", file));
     const golden::Golden golden = golden::read_golden(file);
+    out << integrity_note(golden, file);
     NamedTensors actual;
     try {
       progress.status(fmt::format("{} on {}: running", options.implementation, file));
@@ -408,6 +437,7 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostre
 int run_compare(const GoldenOptions& options, std::ostream& out) {
   check_html_path(options.html);
   const golden::Golden golden = golden::read_golden(options.golden_file);
+  out << integrity_note(golden, options.golden_file);
   const golden::CandidateDeclaration declared = golden::read_candidate_declaration(options.candidate);
   // Only a candidate that declares itself unsharded (/result@tp_size = 1) is excused from the per-rank
   // gradients; leaving them out without saying so is a failure, not a way around the check.

@@ -1,6 +1,7 @@
 // `attncheck golden make|inspect|run|check` and `attncheck compare`: golden files (golden/SCHEMA.md).
 //   golden make     generate a case, run the fp64 reference (reference-tp when --tp > 1), write a golden
 //   golden inspect  print a golden's geometry, inputs and tensors
+//   golden seal     write goldens' integrity digests (golden/integrity.hpp)
 //   golden expand   rewrite a golden whose weights are named by the generator with stored weights
 //   golden run      run an implementation on a golden's inputs and write a candidate file
 //   golden check    run an implementation on goldens' inputs and compare with their expected values
@@ -63,6 +64,7 @@ struct GoldenCommands {
   CLI::App* make = nullptr;
   CLI::App* inspect = nullptr;
   CLI::App* expand = nullptr;
+  CLI::App* seal = nullptr;
   CLI::App* run = nullptr;
   CLI::App* check = nullptr;
   CLI::App* compare = nullptr;
@@ -71,6 +73,9 @@ struct GoldenCommands {
 };
 
 GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options);
+
+// "" for a golden whose integrity digest was verified; else a note line saying it has none.
+std::string integrity_note(const golden::Golden& golden, const std::string& path);
 
 // A geometry in one line, as the check and compare reports head each golden.
 std::string describe_geometry(const Geometry& geometry);
@@ -85,6 +90,7 @@ std::vector<std::string> rank_gradient_notes(const golden::Golden& golden, const
 int run_golden_make(const GoldenOptions& options, std::ostream& out, std::ostream& err);
 int run_golden_inspect(const GoldenOptions& options, std::ostream& out);
 int run_golden_expand(const GoldenOptions& options, std::ostream& out);
+int run_golden_seal(const GoldenOptions& options, std::ostream& out);
 int run_golden_run(const GoldenOptions& options, std::ostream& out);
 int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostream& err);
 int run_compare(const GoldenOptions& options, std::ostream& out);

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """ctest cli.stored_yardstick: a golden's stored yardstick (golden/SCHEMA.md, "Stored yardsticks") end to end.
 A bf16 candidate (mutant-bf16-row-sum-accumulation, which passes a short case) is judged the same with the
-yardstick stored and computed; `golden yardstick --verify` passes on a fresh store, calls a changed case
-stale (exit 1), and a stored error that is not a finite non-negative number is bad input (exit 2).
+yardstick stored and computed; `golden yardstick --verify` passes on a fresh store, refuses an edited
+golden until `golden seal` (exit 2: its integrity digest), then calls the changed case's yardstick stale
+(exit 1), and a stored error that is not a finite non-negative number is bad input (exit 2).
 
     stored_yardstick_test.py ATTNCHECK"""
 import pathlib
@@ -69,6 +70,11 @@ with tempfile.TemporaryDirectory() as folder:
         values = x[...]
         values[0, 0, 0] += 0.25
         x[...] = values
+    # Edited, the golden no longer matches its integrity digest: refused until it is sealed again.
+    edited = run("golden", "yardstick", "--verify", "--precision", "bf16", "--rope-angles", "float64", str(golden),
+                 code=2)
+    expect("changed after it was written" in edited, "an edited golden is refused by its integrity digest")
+    run("golden", "seal", str(golden), code=0)
     stale = run("golden", "yardstick", "--verify", "--precision", "bf16", "--rope-angles", "float64", str(golden),
                 code=1)
     expect("absent or stale" in stale, "--verify calls a changed case's yardstick stale")

@@ -16,6 +16,7 @@
 #include "core/tp/tp_convention.hpp"
 #include "core/tp/tp_shard.hpp"
 #include "golden/hdf5_io.hpp"
+#include "golden/integrity.hpp"
 
 namespace attncheck::golden {
 
@@ -562,7 +563,7 @@ static Golden read_case_part(const H5::H5File& file, const std::string& path) {
   return golden;
 }
 
-static Golden read_golden_unchecked(const std::string& path) {
+static Golden read_golden_unchecked(const std::string& path, IntegrityCheck integrity_check) {
   const H5::H5File file = open_for_reading(path);
   Golden golden = read_case_part(file, path);
   const Case& test_case = golden.test_case;
@@ -682,6 +683,8 @@ static Golden read_golden_unchecked(const std::string& path) {
                                                         fmt::format("ranks/{}/grads/", r), sketches));
     }
   }
+  // Last, after the schema's own checks, whose messages name what is wrong more precisely.
+  golden.integrity = integrity_check == IntegrityCheck::skip ? Integrity::absent : verify_integrity(file, path);
   return golden;
 }
 
@@ -836,23 +839,33 @@ auto translating_hdf5_errors(const std::string& path, const char* action, Functi
 }
 
 void write_golden(const std::string& path, const Golden& golden) {
-  translating_hdf5_errors(path, "write failed", [&] { write_golden_unchecked(path, golden); });
+  translating_hdf5_errors(path, "write failed", [&] {
+    write_golden_unchecked(path, golden);  // closes the file
+    seal_integrity(path);
+  });
 }
 
 void write_case(const std::string& path, const Case& test_case, const std::string& generator) {
   translating_hdf5_errors(path, "write failed", [&] {
-    H5::H5File file = create_for_writing(path);
-    write_case_part(file, Golden{.test_case = test_case, .expected = {}, .generator = generator});
+    {
+      H5::H5File file = create_for_writing(path);
+      write_case_part(file, Golden{.test_case = test_case, .expected = {}, .generator = generator});
+    }
+    seal_integrity(path);
   });
 }
 
-Golden read_golden(const std::string& path) {
-  return translating_hdf5_errors(path, "read failed", [&] { return read_golden_unchecked(path); });
+Golden read_golden(const std::string& path, IntegrityCheck integrity_check) {
+  return translating_hdf5_errors(path, "read failed", [&] { return read_golden_unchecked(path, integrity_check); });
 }
 
 Case read_case(const std::string& path) {
-  return translating_hdf5_errors(path, "read failed",
-                                 [&] { return read_case_part(open_for_reading(path), path).test_case; });
+  return translating_hdf5_errors(path, "read failed", [&] {
+    const H5::H5File file = open_for_reading(path);
+    Case test_case = read_case_part(file, path).test_case;
+    verify_integrity(file, path);  // after the schema's own checks, whose messages are more specific
+    return test_case;
+  });
 }
 
 void write_candidate(const std::string& path, const NamedTensors& tensors, const CandidateDeclaration& declaration,

@@ -13,6 +13,7 @@
 #include "core/model/precision.hpp"
 #include "core/model/result.hpp"
 #include "core/tp/tp_convention.hpp"
+#include "golden/integrity.hpp"
 
 namespace attncheck::golden {
 
@@ -58,6 +59,9 @@ struct Golden {
   // /geometry@tp_convention: how expected.rank_gradients (and their sketches) are held, which shapes
   // them (core/tp/tp_convention.hpp; SCHEMA.md "TP conventions"). replicated-kv when the file omits it.
   TpConvention tp_convention = TpConvention::replicated_kv;
+  // Set by read_golden: verified when the file carries an integrity digest (golden/integrity.hpp), which
+  // then matched; absent when it carries none (an older or another writer's file: read as before).
+  Integrity integrity = Integrity::absent;
 };
 
 // What a golden holds an implementation to: named_tensors(expected), with sketches in place of the
@@ -77,13 +81,16 @@ void write_golden(const std::string& path, const Golden& golden);
 // in another process is given, so that it never sees the answers (SCHEMA.md, "Case files").
 void write_case(const std::string& path, const Case& test_case, const std::string& generator);
 
-// Reads and checks the case of a case file or a golden file (its /expected, if any, is not read).
+// Reads and checks the case of a case file or a golden file (its /expected, if any, is not read; its
+// integrity digest, which covers /expected too, is verified when present).
 Case read_case(const std::string& path);
 
 // Reads and checks a golden file: every required object present with the schema's type and shape,
-// values finite, the geometry valid and its scale equal to the stored one, the TP size valid.
+// values finite, the geometry valid and its scale equal to the stored one, the TP size valid, and its
+// integrity digest, when it carries one, equal to the file's (skip: `golden seal`, which replaces it).
 // Throws InputError naming the file and the first problem of each kind.
-Golden read_golden(const std::string& path);
+enum class IntegrityCheck { verify, skip };
+Golden read_golden(const std::string& path, IntegrityCheck integrity_check = IntegrityCheck::verify);
 
 // A candidate file: an implementation's results under /result (same names as /expected) with what it
 // declares about them (SCHEMA.md, "Candidate files").

@@ -387,6 +387,8 @@ def _schema_version(h5, path):
 
 
 def _read_open_case(h5, path):
+    from attncheck.integrity import verify_integrity
+
     geometry = _read_geometry(h5, path, _schema_version(h5, path))
     x, positions, dout = _read_inputs(h5, geometry, path)
     batch, seq = x.shape[:2]
@@ -401,5 +403,8 @@ def _read_open_case(h5, path):
         if min(schedule) < 1 or sum(schedule) > seq:
             raise BadInput(f"{path}: /inputs/decode_schedule {schedule}: counts must be ≥ 1 and sum to at most seq {seq}")
     weights = _read_weights(h5, geometry, path)
+    # Last, as attncheck does: the schema's checks name what is wrong more precisely. A digest, when the
+    # file carries one, must be the file's (golden/SCHEMA.md, "Integrity digest").
+    verify_integrity(h5, path)
     return Case(path=path, geometry=geometry, x=x, position_ids=positions, dout=dout, key_lengths=key_lengths,
                 decode_schedule=schedule, weights=weights)

@@ -15,7 +15,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import attncheck  # noqa: E402
-from attncheck import sharding  # noqa: E402
+from attncheck import integrity, sharding  # noqa: E402
 
 GOLDENS = os.environ.get("ATTNCHECK_GOLDENS",
                          os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "golden", "data"))
@@ -85,6 +85,18 @@ class ReadingCases(unittest.TestCase):
                     damage(h5)
                 with self.assertRaisesRegex(attncheck.BadInput, re.escape(message)):
                     attncheck.read_case(path)
+            # A changed value the schema allows (rope_theta one bit off: another layer) is refused by the
+            # integrity digest; after `attncheck golden seal` (a deliberate edit) it reads.
+            path = os.path.join(folder, "flipped.h5")
+            with open(source, "rb") as original, open(path, "wb") as copy:
+                copy.write(original.read())
+            with h5py.File(path, "r+") as h5:
+                h5["geometry"].attrs["rope_theta"] = np.nextafter(h5["geometry"].attrs["rope_theta"], np.inf)
+            with self.assertRaisesRegex(attncheck.BadInput, "changed after it was written"):
+                attncheck.read_case(path)
+            with h5py.File(path, "r+") as h5:
+                h5.attrs["integrity"] = integrity.integrity_digest(h5, path)
+            self.assertEqual(attncheck.read_case(path).geometry["rope_theta"], np.nextafter(10000.0, np.inf))
             with open(os.path.join(folder, "text.h5"), "w") as text:
                 text.write("not hdf5")
             with self.assertRaisesRegex(attncheck.BadInput, "cannot be read as HDF5"):
