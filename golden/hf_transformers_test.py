@@ -113,6 +113,17 @@ def refused(work_dir, golden, name, reason, damage_h5=None, damage_file=None):
     os.remove(path)
 
 
+def deliberately(edit):
+    """An edit the schema allows, sealed again as `attncheck golden seal` does, so that the adapter's own
+    refusal is what is tested, not the integrity digest's (golden/SCHEMA.md, "Integrity digest")."""
+    from attncheck.integrity import integrity_digest
+
+    def apply(h5):
+        edit(h5)
+        h5.attrs["integrity"] = integrity_digest(h5, h5.filename)
+    return apply
+
+
 def truncate(path):
     size = os.path.getsize(path)
     with open(path, "r+b") as file:
@@ -135,7 +146,7 @@ def bad_inputs(work_dir, small_golden):
             lambda h5: replace_dataset(h5, "inputs/position_ids", np.zeros((1, 2), dtype=np.int64)))
     refused(work_dir, small_golden, "missing_scale", "scale", lambda h5: h5["geometry"].attrs.__delitem__("scale"))
     refused(work_dir, small_golden, "interleaved_rope", "rope_style 'interleaved'",
-            lambda h5: h5["geometry"].attrs.__setitem__("rope_style", "interleaved"))
+            deliberately(lambda h5: h5["geometry"].attrs.__setitem__("rope_style", "interleaved")))
 
 
 def queries_without_keys(golden):
