@@ -306,3 +306,15 @@ set_tests_properties(cli.rope_frequencies_transformers PROPERTIES LABELS unit)
 add_test(NAME cli.stored_yardstick
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/stored_yardstick_test.py $<TARGET_FILE:attncheck>)
 set_tests_properties(cli.stored_yardstick PROPERTIES LABELS unit)
+
+# Backends are loaded only when used (impl/plugin_loader.hpp): the light commands map neither LibTorch nor
+# CUDA, a torch-* name loads the torch plugin, and a missing, foreign or stale plugin is exit 2 naming it.
+# The stale one is a plugin built with another ABI tag (impl/testing/stale_plugin.cpp).
+add_library(attncheck_stale_test_plugin MODULE ${PROJECT_SOURCE_DIR}/impl/testing/stale_plugin.cpp)
+target_link_libraries(attncheck_stale_test_plugin PRIVATE attncheck_impl attncheck_flags)
+set_target_properties(attncheck_stale_test_plugin PROPERTIES
+  OUTPUT_NAME attncheck_torch LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/stale_plugin)
+add_test(NAME cli.starts_without_backends
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/backend_loading_test.py $<TARGET_FILE:attncheck>
+                 $<IF:$<BOOL:${ATTNCHECK_TORCH}>,ON,OFF> ${CMAKE_CURRENT_BINARY_DIR}/stale_plugin)
+set_tests_properties(cli.starts_without_backends PROPERTIES LABELS unit)

@@ -15,25 +15,15 @@
 // and none run each rank's phases back to back, with no all-reduce between them.
 #pragma once
 
-#include <optional>
 #include <stdexcept>
 #include <string>
-#include <vector>
 
 #include "core/model/case.hpp"
 #include "core/model/result.hpp"
 #include "cuda_impl/attention_params.hpp"
+#include "cuda_impl/cuda_options.hpp"
 
 namespace attncheck::cuda_impl {
-
-struct CudaOptions {
-  Precision precision = Precision::bf16;
-  bool sharded = false;  // -tp: run the case's TP plan and report per-rank gradients; else one rank
-};
-
-// cuda-{fp32,bf16,fp16} and cuda-{fp32,bf16,fp16}-tp.
-std::vector<std::string> cuda_implementation_names();
-std::optional<CudaOptions> parse_cuda_implementation(const std::string& name);
 
 // No usable device (no GPU, no driver): the implementation is unavailable, not wrong.
 class CudaUnavailable : public std::runtime_error {

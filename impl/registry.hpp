@@ -4,7 +4,9 @@
 // properties/mutants/mutant_implementations.cpp). Those files are built as object libraries and linked
 // into every program through the interface target attncheck_implementations
 // (cmake/AttncheckImplementations.cmake), so a backend that is built is registered and one that is not
-// (no LibTorch, no nvcc) is simply absent: the registry itself knows no backend.
+// (no LibTorch, no nvcc) is simply absent: the registry itself knows no backend. The torch and CUDA
+// registrations are their plugins' manifests: names only, each opened through impl/plugin_loader, so a
+// program loads LibTorch or CUDA only when it opens one of theirs.
 #pragma once
 
 #include <functional>
