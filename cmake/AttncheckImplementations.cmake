@@ -15,8 +15,8 @@
 #   attncheck_add_backend_plugin(<plugin> SOURCES <files> LIBRARIES <libraries>)
 #
 # builds the MODULE build/lib/attncheck/libattncheck_<plugin>.so (impl/plugin_abi.hpp: two exported C
-# symbols, everything else local). PLUGINS makes every program that registers the backend depend on its
-# plugin, so building a program builds what it loads. Programs link no backend library: `attncheck plan`
+# symbols, everything else local). PLUGINS makes the link of every program that registers the backend depend on its
+# plugin file, so building a program builds what it loads. Programs link no backend library: `attncheck plan`
 # maps neither LibTorch nor CUDA (cli.starts_without_backends).
 add_library(attncheck_implementations INTERFACE)
 
@@ -53,8 +53,12 @@ function(attncheck_register_implementations target)
   add_library(${target} OBJECT ${ARG_SOURCES})
   target_link_libraries(${target} PUBLIC attncheck_impl ${ARG_LIBRARIES} PRIVATE attncheck_flags)
   target_link_libraries(attncheck_implementations INTERFACE ${target} $<TARGET_OBJECTS:${target}>)
+  # A program's link step depends on each plugin file, so building any program that registers the
+  # backend (`--target attncheck`, as ci/demo builds) builds the plugin it will load. (add_dependencies
+  # would not: Ninja orders object files only after their dependencies' compiles, not their links.)
   foreach(plugin IN LISTS ARG_PLUGINS)
-    add_dependencies(${target} attncheck_${plugin}_plugin)
+    set_property(TARGET attncheck_implementations APPEND PROPERTY
+                 INTERFACE_LINK_DEPENDS $<TARGET_FILE:attncheck_${plugin}_plugin>)
   endforeach()
 endfunction()
 
