@@ -2,11 +2,13 @@
 # found). CI machines have the CUDA 13 toolkit (nvcc, cuBLASLt, NCCL) but no GPU; CUDA targets build
 # there and their tests report "Not Run" without a device.
 include(CheckLanguage)
-check_language(CUDA)
-if(CMAKE_CUDA_COMPILER)
-  set(_attncheck_cuda_found ON)
-else()
-  set(_attncheck_cuda_found OFF)
+set(_attncheck_cuda_found OFF)
+# Switched off with -D (the asan and fuzz presets): nvcc is not probed.
+if(NOT (DEFINED CACHE{ATTNCHECK_CUDA} AND NOT ATTNCHECK_CUDA))
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(_attncheck_cuda_found ON)
+  endif()
 endif()
 option(ATTNCHECK_CUDA "Build CUDA code (needs nvcc; default: whether it was found)" ${_attncheck_cuda_found})
 

@@ -9,11 +9,16 @@
 # at the wheels' folders so that those, not the toolkit's, resolve libtorch_cuda's references; at run
 # time libtorch_cuda's own RPATH ($ORIGIN/../../nvidia/...) finds them.
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
-execute_process(
-  COMMAND ${Python3_EXECUTABLE} -c "import torch, os; print(torch.utils.cmake_prefix_path); print(os.path.dirname(os.path.dirname(torch.__file__)))"
-  OUTPUT_VARIABLE _attncheck_torch_paths RESULT_VARIABLE _attncheck_torch_status ERROR_QUIET
-  OUTPUT_STRIP_TRAILING_WHITESPACE)
 set(_attncheck_torch_found OFF)
+set(_attncheck_torch_status 1)
+# Switched off with -D (the asan and fuzz presets): no probe. Importing torch and TorchConfig's CUDA
+# detection cost 10-30 s of each configure.
+if(NOT (DEFINED CACHE{ATTNCHECK_TORCH} AND NOT ATTNCHECK_TORCH))
+  execute_process(
+    COMMAND ${Python3_EXECUTABLE} -c "import torch, os; print(torch.utils.cmake_prefix_path); print(os.path.dirname(os.path.dirname(torch.__file__)))"
+    OUTPUT_VARIABLE _attncheck_torch_paths RESULT_VARIABLE _attncheck_torch_status ERROR_QUIET
+    OUTPUT_STRIP_TRAILING_WHITESPACE)
+endif()
 if(_attncheck_torch_status EQUAL 0)
   string(REPLACE "\n" ";" _attncheck_torch_paths "${_attncheck_torch_paths}")
   list(GET _attncheck_torch_paths 0 _attncheck_torch_prefix)
