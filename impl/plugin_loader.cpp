@@ -35,6 +35,11 @@ constexpr const char* kPluginDirVariable = "ATTNCHECK_PLUGIN_DIR";
   std::abort();  // throw_if_any threw: there is a violation
 }
 
+// libattncheck_PLUGIN.so in plugin_directory(): the one place the file name is formed.
+std::filesystem::path plugin_file(const std::string& plugin) {
+  return plugin_directory() / fmt::format("libattncheck_{}.so", plugin);
+}
+
 using AbiFunction = const char* (*)();
 using OpenFunction = Implementation* (*)(const char*);
 
@@ -49,7 +54,7 @@ LoadedPlugin load(const std::string& plugin) {
   const std::lock_guard lock(mutex);
   if (const auto found = loaded.find(plugin); found != loaded.end()) return found->second;
 
-  const std::filesystem::path file = plugin_directory() / fmt::format("libattncheck_{}.so", plugin);
+  const std::filesystem::path file = plugin_file(plugin);
   std::error_code error;
   if (!std::filesystem::is_regular_file(file, error)) refuse(plugin, file, "must be a file (it is absent)");
   // RTLD_LOCAL: the plugin's symbols never serve another plugin; RTLD_NOW: a missing library or symbol is
@@ -100,8 +105,7 @@ std::unique_ptr<Implementation> open_plugin_implementation(const std::string& pl
   const LoadedPlugin loaded = load(plugin);
   std::unique_ptr<Implementation> implementation(loaded.open(name.c_str()));
   if (implementation == nullptr) {
-    refuse(plugin, plugin_directory() / fmt::format("libattncheck_{}.so", plugin),
-           fmt::format("must provide the implementation '{}' its manifest names", name));
+    refuse(plugin, plugin_file(plugin), fmt::format("must provide the implementation '{}' its manifest names", name));
   }
   return implementation;
 }
