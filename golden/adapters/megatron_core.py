@@ -63,6 +63,8 @@ except ImportError:  # run from a checkout without installing it
 from attncheck import BadInput, RankResult, Unsupported
 
 CONVENTION = "megatron-equal-block"
+# Imported once by the fork server the ranks start from (megatron_imports.py: Megatron-Core's modules).
+PRELOAD = ["megatron_imports"]
 FAMILIES = "qkv"
 
 # ---------------------------------------------------------------------------------------------
@@ -487,7 +489,8 @@ class LazyPool:
         from attncheck.distributed import RankPool
 
         if self.pool is None:
-            self.pool = RankPool(self.ranks, "gloo", run_rank, functools.partial(setup, options=self.options))
+            self.pool = RankPool(self.ranks, "gloo", run_rank, functools.partial(setup, options=self.options),
+                                 preload=PRELOAD)
         return self
 
     def run(self, case, tp_size, convention):
@@ -543,7 +546,7 @@ def main():
             parser.error("--worker reads its cases from stdin; give no GOLDEN or --output-dir")
         return attncheck.serve_sharded(run_rank, description(options), arguments.ranks or 4, convention=CONVENTION,
                                        check=lambda case: check(case, options),
-                                       setup=functools.partial(setup, options=options))
+                                       setup=functools.partial(setup, options=options), preload=PRELOAD)
     if not arguments.goldens or not arguments.output_dir:
         parser.error("give GOLDEN... with --output-dir DIR (or --worker)")
     ranks = arguments.ranks or max(golden_tp_size(path) for path in arguments.goldens)

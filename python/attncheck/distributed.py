@@ -3,8 +3,8 @@ does, judged case by case through attncheck's worker protocol.
 
     serve_sharded(run_rank, description, ranks=4, convention="replicated-kv", check=..., setup=...)
 
-starts `ranks` processes once (torch.multiprocessing, spawn), which form one torch.distributed world
-(gloo on the CPU, NCCL with backend="nccl") and keep it for every case: process groups are made once
+starts `ranks` processes once (torch.multiprocessing: forked from a fork server for gloo, spawned for
+nccl), which form one torch.distributed world (gloo on the CPU, NCCL with backend="nccl") and keep it for every case: process groups are made once
 per TP size and cached, not per case. The calling process speaks the protocol; for each case it reads
 the case file once (attncheck.case), asks check(case) whether the layer can express it (raise
 Unsupported), and hands rank r < tp_size its shard (attncheck.sharding, under `convention`) and a
@@ -19,6 +19,7 @@ rank stuck in a collective cannot hang later cases.
 import dataclasses
 import os
 import queue
+import sys
 import tempfile
 import traceback
 from typing import Any
@@ -72,7 +73,6 @@ class RankResult:
 
 def _rank_main(rank, world, init_file, backend, commands, results, run_rank, setup):
     import datetime
-    import sys
 
     os.dup2(2, 1)  # fd 1 is the protocol's pipe, inherited: nothing a rank prints may reach it
     sys.stdout = sys.stderr
@@ -108,18 +108,51 @@ def _rank_main(rank, world, init_file, backend, commands, results, run_rank, set
     dist.destroy_process_group()
 
 
-class RankPool:
-    """`ranks` processes in one torch.distributed world, started once."""
+def _start_context(backend, preload):
+    """The multiprocessing context the ranks start from. gloo: a fork server that has imported torch,
+    torch.distributed, the main script and `preload` once, so that each rank is a fork of it rather than
+    a fresh interpreter importing them again (torch and Megatron-Core: ~7 CPU-s per process; a pool of 16
+    on 2 cores spent ~100 s starting). Its fd 1 is made stderr while it starts: it and every rank inherit
+    that, and fd 1 of the serving process is the protocol's pipe. nccl: spawn, since a process forked from
+    one that touched CUDA cannot use CUDA, and importing a user's modules may touch it."""
+    import multiprocessing.forkserver
 
-    def __init__(self, ranks, backend, run_rank, setup):
+    import torch.multiprocessing as mp
+
+    if backend == "nccl":
+        return mp.get_context("spawn")
+    context = mp.get_context("forkserver")
+    context.set_forkserver_preload(["__main__", "torch", "torch.distributed", *preload])
+    # The server finds the preloaded modules on this process's sys.path: Python 3.11's fork server is
+    # handed sys.path but does not apply it (a preload it cannot import is skipped silently, and every
+    # rank would import it again), so it starts with sys.path as its PYTHONPATH.
+    saved_fd, saved_path = os.dup(1), os.environ.get("PYTHONPATH")
+    try:
+        os.dup2(2, 1)
+        os.environ["PYTHONPATH"] = os.pathsep.join(entry for entry in sys.path if entry)
+        multiprocessing.forkserver.ensure_running()  # no-op when this process already started it
+    finally:
+        os.dup2(saved_fd, 1)
+        os.close(saved_fd)
+        if saved_path is None:
+            os.environ.pop("PYTHONPATH")
+        else:
+            os.environ["PYTHONPATH"] = saved_path
+    return context
+
+
+class RankPool:
+    """`ranks` processes in one torch.distributed world, started once. preload: modules every rank
+    needs, imported once by the fork server the ranks start from (gloo only)."""
+
+    def __init__(self, ranks, backend, run_rank, setup, preload=()):
         self.ranks, self.backend, self.run_rank, self.setup = ranks, backend, run_rank, setup
+        self.preload = list(preload)
         self.processes = []
         self.start()
 
     def start(self):
-        import torch.multiprocessing as mp
-
-        context = mp.get_context("spawn")
+        context = _start_context(self.backend, self.preload)
         handle, self.init_file = tempfile.mkstemp(prefix="attncheck-rendezvous-")
         os.close(handle)
         os.unlink(self.init_file)  # the file store creates it
@@ -224,14 +257,16 @@ def run_case_sharded(pool, case_path, candidate_path, description, convention, c
                               declined=declined or None)
 
 
-def serve_sharded(run_rank, description, ranks, convention="replicated-kv", check=None, setup=None, backend="gloo"):
+def serve_sharded(run_rank, description, ranks, convention="replicated-kv", check=None, setup=None, backend="gloo",
+                  preload=()):
     """Serves the worker protocol with a pool of `ranks` processes; returns the exit status (0).
     run_rank(case, context) -> RankResult runs in each rank process (a module-level function, for spawn);
     setup(rank, device) runs once per process and its value is context.state; check(case), in the
-    serving process, raises Unsupported for what the layer cannot express before any rank starts."""
+    serving process, raises Unsupported for what the layer cannot express before any rank starts.
+    preload: modules to import once before the ranks start (gloo: in the fork server they are forked from)."""
     if backend not in ("gloo", "nccl"):
         raise BadInput(f"backend '{backend}'; valid: gloo (CPU), nccl (GPU)")
-    pool = RankPool(ranks, backend, run_rank, setup)
+    pool = RankPool(ranks, backend, run_rank, setup, preload)
     try:
         return worker.serve(lambda case_path, candidate_path: run_case_sharded(
             pool, case_path, candidate_path, description, convention, check),

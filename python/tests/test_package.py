@@ -226,6 +226,17 @@ def doubling_rank(case, context):
                                 declined={"decode": "the toy has no cache"} if case.decode_schedule else {})
 
 
+def noisy_rank(case, context):
+    """The toy layer, printing to stdout and writing to fd 1 (the serving process's protocol pipe, had the
+    rank inherited it); rank 1 fails every TP 2 case, after the all-reduce (so that rank 0 answers)."""
+    print("a rank's print")
+    os.write(1, b"a rank's write to fd 1\n")
+    result = doubling_rank(case, context)
+    if context.tp_size == 2 and context.rank == 1:
+        raise ValueError("rank 1 refuses TP 2")
+    return result
+
+
 class ShardedWorker(unittest.TestCase):
     """A pool of 4 gloo processes, made once, runs cases at TP 4, 2 and 1 (one group per size, cached)."""
 
@@ -257,6 +268,36 @@ class ShardedWorker(unittest.TestCase):
                                                  "replicated-kv", None)
         finally:
             pool.stop()
+
+    def test_failed_rank_restarts_the_pool_and_ranks_never_write_to_the_protocol(self):
+        from attncheck import distributed
+
+        with tempfile.TemporaryDirectory() as folder:
+            protocol = os.path.join(folder, "fd1")
+            saved = os.dup(1)
+            try:
+                # fd 1 stands for the protocol's pipe from before the pool (and its fork server) start
+                with open(protocol, "wb") as sink:
+                    sys.stdout.flush()
+                    os.dup2(sink.fileno(), 1)
+                pool = distributed.RankPool(2, "gloo", noisy_rank, None)
+                try:
+                    path = os.path.join(folder, "candidate.h5")
+                    with self.assertRaisesRegex(RuntimeError, "rank 1 of 2 failed: ValueError: rank 1 refuses TP 2"):
+                        distributed.run_case_sharded(pool, os.path.join(GOLDENS, "qwen3-0.6b_tp2.h5"), path, "toy",
+                                                     "megatron-equal-block", None)
+                    case_path = os.path.join(GOLDENS, "qwen3-0.6b_tp1.h5")
+                    distributed.run_case_sharded(pool, case_path, path, "toy", "megatron-equal-block", None)
+                    with h5py.File(path) as h5:
+                        np.testing.assert_array_equal(h5["result/out"][()], attncheck.read_case(case_path).x)
+                finally:
+                    pool.stop()
+            finally:
+                sys.stdout.flush()
+                os.dup2(saved, 1)
+                os.close(saved)
+            with open(protocol, "rb") as written:
+                self.assertEqual(written.read(), b"")
 
 
 if __name__ == "__main__":
