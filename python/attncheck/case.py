@@ -134,7 +134,7 @@ class Case:
     """One case. geometry: /geometry's attributes as stored (head_dim absent when the case omits it);
     x, dout: float64 [batch, seq, hidden_size]; position_ids: int64 [batch, seq]; key_lengths: int64
     [batch] (seq where the file has none); decode_schedule: [prefill, step, ...] or None; weights:
-    {name: float64 array in SCHEMA's shape}."""
+    {name: float64 array in SCHEMA's shape} (None when read with read_case(path, weights=False))."""
 
     path: str
     geometry: dict
@@ -251,15 +251,18 @@ def _dataset(h5, path, dtype, shape, file_path):
     return values
 
 
-def read_case(path):
-    """The Case in a case file or golden at `path`; BadInput for anything SCHEMA.md does not allow."""
+def read_case(path, weights=True):
+    """The Case in a case file or golden at `path`; BadInput for anything SCHEMA.md does not allow.
+    weights=False leaves Case.weights None (the file's /weights still checked against the schema, but
+    generated ones not rebuilt): for looking at a case's geometry and inputs, such as its masks, without
+    rebuilding gigabytes of weights."""
     import h5py
 
     if not os.path.isfile(path):
         raise BadInput(f"{path}: no such file")
     try:
         with h5py.File(path, "r") as h5:
-            return _read_open_case(h5, path)
+            return _read_open_case(h5, path, weights)
     except OSError as error:  # not HDF5, truncated, checksum failure
         raise BadInput(f"{path}: cannot be read as HDF5 ({error})") from error
 
@@ -358,7 +361,8 @@ def _read_inputs(h5, geometry, path):
             generator.generate_activations_numpy(seed, "dout", shape, distribution))
 
 
-def _read_weights(h5, geometry, path):
+def _read_weights(h5, geometry, path, with_weights):
+    """{name: values}, or None when not with_weights (stored weights are checked all the same)."""
     shapes = weight_shapes(geometry)
     named = attribute_value(h5["weights"].attrs.get("generator", "")) if "weights" in h5 else ""
     if named:
@@ -369,6 +373,8 @@ def _read_weights(h5, geometry, path):
         if stored:
             raise BadInput(f"{path}: /weights names a generator and also stores {stored[0]} "
                            "(the file disagrees with itself: the stored weights would be ignored)")
+        if not with_weights:
+            return None
         return generator.generate_weights_numpy(dict(geometry, head_dim=resolved_head_dim(geometry)), seed)
     if "weights" not in h5:
         raise BadInput(f"{path}: group /weights is missing")
@@ -376,7 +382,8 @@ def _read_weights(h5, geometry, path):
     if extra:
         raise BadInput(f"{path}: /weights stores {', '.join(extra)}, which this geometry does not have "
                        "(the file disagrees with itself)")
-    return {name: _dataset(h5, f"weights/{name}", "<f8", shape, path) for name, shape in shapes.items()}
+    stored = {name: _dataset(h5, f"weights/{name}", "<f8", shape, path) for name, shape in shapes.items()}
+    return stored if with_weights else None
 
 
 def _schema_version(h5, path):
@@ -386,7 +393,7 @@ def _schema_version(h5, path):
     return version
 
 
-def _read_open_case(h5, path):
+def _read_open_case(h5, path, with_weights=True):
     from attncheck.integrity import verify_integrity
 
     geometry = _read_geometry(h5, path, _schema_version(h5, path))
@@ -402,7 +409,7 @@ def _read_open_case(h5, path):
         schedule = [int(count) for count in _dataset(h5, "inputs/decode_schedule", "<i8", None, path)]
         if min(schedule) < 1 or sum(schedule) > seq:
             raise BadInput(f"{path}: /inputs/decode_schedule {schedule}: counts must be ≥ 1 and sum to at most seq {seq}")
-    weights = _read_weights(h5, geometry, path)
+    weights = _read_weights(h5, geometry, path, with_weights)
     # Last, as attncheck does: the schema's checks name what is wrong more precisely. A digest, when the
     # file carries one, must be the file's (golden/SCHEMA.md, "Integrity digest").
     verify_integrity(h5, path)

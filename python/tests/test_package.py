@@ -46,6 +46,24 @@ class ReadingCases(unittest.TestCase):
         self.assertEqual(long.x.shape, (1, 1024, 1024))
         self.assertEqual(long.decode_schedule, [1000, 1, 16, 7])
 
+    def test_without_weights_reads_the_rest_and_checks_the_file(self):
+        generated = os.path.join(GOLDENS, "qwen3-32b_tp16.h5")
+        light = attncheck.read_case(generated, weights=False)
+        self.assertIsNone(light.weights)
+        np.testing.assert_array_equal(light.x, attncheck.read_case(generated).x)
+        stored = os.path.join(GOLDENS, "small_softcap_padding.h5")
+        self.assertIsNone(attncheck.read_case(stored, weights=False).weights)
+        self.assertTrue(attncheck.read_case(os.path.join(GOLDENS, "small_window_masked_rows.h5"),
+                                            weights=False).queries_seeing_no_key())
+        with tempfile.TemporaryDirectory() as folder:  # the schema's checks of /weights still apply
+            path = os.path.join(folder, "damaged.h5")
+            with open(stored, "rb") as original, open(path, "wb") as copy:
+                copy.write(original.read())
+            with h5py.File(path, "r+") as h5:
+                h5["weights/q_proj"][0, 0] = np.nan
+            with self.assertRaisesRegex(attncheck.BadInput, "weights/q_proj holds NaN"):
+                attncheck.read_case(path, weights=False)
+
     def test_omitted_head_dim_is_kept_absent(self):
         case = attncheck.read_case(os.path.join(GOLDENS, "pythia-410m_tp2_seq2048.h5"))
         self.assertNotIn("head_dim", case.geometry)
