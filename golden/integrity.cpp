@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <bit>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,13 +14,14 @@
 #include <string_view>
 
 #include "golden/hdf5_io.hpp"
+#include "golden/length_prefixed_fields.hpp"
 
 namespace attncheck::golden {
 namespace {
 
-// SHA-256 (OpenSSL's EVP interface) over length-prefixed fields, as SCHEMA.md specifies: each field is its
-// length as 8 little-endian bytes, then its bytes, so that ("ab", "c") and ("a", "bc") differ.
-class Sha256Fields {
+// SHA-256 (OpenSSL's EVP interface) over length-prefixed fields, as SCHEMA.md specifies
+// (length_prefixed_fields.hpp).
+class Sha256Fields : public LengthPrefixedFields<Sha256Fields> {
  public:
   Sha256Fields() : context_(EVP_MD_CTX_new(), &EVP_MD_CTX_free) {
     if (!context_ || EVP_DigestInit_ex(context_.get(), EVP_sha256(), nullptr) != 1) {
@@ -31,14 +31,6 @@ class Sha256Fields {
   void bytes(const void* data, std::size_t size) {
     if (size > 0 && EVP_DigestUpdate(context_.get(), data, size) != 1)
       throw std::runtime_error("OpenSSL: SHA-256 update");
-  }
-  void field(std::string_view text) {
-    const std::uint64_t size = text.size();  // little-endian (static_assert below)
-    bytes(&size, sizeof size);
-    bytes(text.data(), text.size());
-  }
-  void field(const std::vector<unsigned char>& raw) {
-    field(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()));
   }
   std::string hex() {
     unsigned char value[EVP_MAX_MD_SIZE];
@@ -52,8 +44,6 @@ class Sha256Fields {
  private:
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context_;
 };
-static_assert(std::endian::native == std::endian::little, "fields are prefixed by little-endian lengths");
-
 // Values per read when a dataset is streamed into the digest (8 MiB as float64).
 constexpr hsize_t kValuesPerSlab = hsize_t{1} << 20;
 

@@ -1,0 +1,33 @@
+// Fields framed for a digest as golden/SCHEMA.md specifies: each field is its length as 8 little-endian
+// bytes, then its bytes, so that ("ab", "c") and ("a", "bc") differ. The integrity digest (SHA-256,
+// integrity.cpp) and the stored yardsticks' case digest (FNV-1a, fnv_digest.hpp) frame fields alike;
+// Hasher derives from LengthPrefixedFields<Hasher> and supplies bytes(data, size).
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace attncheck::golden {
+
+static_assert(std::endian::native == std::endian::little, "fields are prefixed by little-endian lengths");
+
+template <class Hasher>
+class LengthPrefixedFields {
+ public:
+  void field(std::string_view text) {
+    const std::uint64_t size = text.size();
+    hasher().bytes(&size, sizeof size);
+    hasher().bytes(text.data(), text.size());
+  }
+  void field(const std::vector<unsigned char>& raw) {
+    field(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()));
+  }
+
+ private:
+  Hasher& hasher() { return static_cast<Hasher&>(*this); }
+};
+
+}  // namespace attncheck::golden
