@@ -13,8 +13,9 @@ out, grads/x and decode/out from rank 0, each rank's held gradients under /resul
 gradients put back together from the held rows. A TP 1 case runs on rank 0 alone and is written as
 unsharded (tp_size 1). A case whose tp_size exceeds `ranks` is unsupported (start the worker with more).
 
-If a rank fails, the case's answer is "error" naming the rank, and the pool is restarted, so that a
-rank stuck in a collective cannot hang later cases.
+If a rank fails, the case's answer is "error" naming the rank as soon as that rank reports (not when
+the others give up waiting in a collective it never joined), and the pool is restarted, so that a rank
+stuck in a collective cannot hang later cases.
 """
 import dataclasses
 import os
@@ -187,6 +188,8 @@ class RankPool:
         self.start()
 
     def _collect(self, count, what):
+        """{rank: (status, detail)} from ranks 0 … count−1; returned early, incomplete, at the first rank that
+        failed or declined: the others may wait in a collective it never joins (the caller restarts the pool)."""
         timeout = float(os.environ.get("ATTNCHECK_WORKER_TIMEOUT", 300)) - 10
         answers = {}
         while len(answers) < count:
@@ -197,6 +200,8 @@ class RankPool:
                 raise RuntimeError(f"ranks {sorted(set(range(count)) - set(answers))} gave no answer while {what} "
                                    f"within {timeout:.0f} s" + (f" (ranks {dead} died)" if dead else "")) from None
             answers[rank] = (status, detail)
+            if status in ("error", "unsupported"):
+                break
         return answers
 
     def run(self, case, tp_size, convention):

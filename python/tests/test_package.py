@@ -9,6 +9,7 @@ import re
 import sys
 import tempfile
 import unittest
+import unittest.mock
 
 import h5py
 import numpy as np
@@ -246,13 +247,12 @@ def doubling_rank(case, context):
 
 def noisy_rank(case, context):
     """The toy layer, printing to stdout and writing to fd 1 (the serving process's protocol pipe, had the
-    rank inherited it); rank 1 fails every TP 2 case, after the all-reduce (so that rank 0 answers)."""
+    rank inherited it); rank 1 fails every TP 2 case before the all-reduce, which rank 0 then waits in."""
     print("a rank's print")
     os.write(1, b"a rank's write to fd 1\n")
-    result = doubling_rank(case, context)
     if context.tp_size == 2 and context.rank == 1:
         raise ValueError("rank 1 refuses TP 2")
-    return result
+    return doubling_rank(case, context)
 
 
 class ShardedWorker(unittest.TestCase):
@@ -290,6 +290,11 @@ class ShardedWorker(unittest.TestCase):
     def test_failed_rank_restarts_the_pool_and_ranks_never_write_to_the_protocol(self):
         from attncheck import distributed
 
+        # The failure is reported when rank 1 fails, not when rank 0 gives up waiting in the all-reduce:
+        # had the pool waited for rank 0, this case would end in "gave no answer" after 50 s.
+        patched = unittest.mock.patch.dict(os.environ, {"ATTNCHECK_WORKER_TIMEOUT": "60"})
+        patched.start()
+        self.addCleanup(patched.stop)
         with tempfile.TemporaryDirectory() as folder:
             protocol = os.path.join(folder, "fd1")
             saved = os.dup(1)
