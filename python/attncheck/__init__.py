@@ -7,8 +7,8 @@
 - sharding: what each TP rank holds under attncheck's replicated-KV or Megatron's equal-block convention.
 - write_candidate(path, tensors, ...): a candidate file for `attncheck compare`.
 - serve(run_case, description): the exec: worker protocol for a single-process layer.
-- serve_sharded(run_rank, description, ranks=P, ...): the protocol for a layer running one process per
-  rank under torch.distributed (gloo on CPU, NCCL on GPU).
+- serve_sharded(run_rank, description, ranks=P, ..., preload=[modules]): the protocol for a layer running
+  one process per rank under torch.distributed (gloo on CPU, NCCL on GPU).
 
 See README "Checking your own attention layer" and golden/SCHEMA.md.
 """
