@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -12,8 +11,6 @@
 #include "golden/length_prefixed_fields.hpp"
 
 namespace attncheck::golden {
-
-static_assert(std::endian::native == std::endian::little, "the digest hashes little-endian values");
 
 class FnvDigest : public LengthPrefixedFields<FnvDigest> {
  public:

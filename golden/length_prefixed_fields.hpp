@@ -12,7 +12,8 @@
 
 namespace attncheck::golden {
 
-static_assert(std::endian::native == std::endian::little, "fields are prefixed by little-endian lengths");
+// Lengths are written, and the digests' callers hash numbers, as they lie in memory: little-endian.
+static_assert(std::endian::native == std::endian::little, "the digests hash little-endian lengths and values");
 
 template <class Hasher>
 class LengthPrefixedFields {

@@ -5,8 +5,8 @@ does, judged case by case through attncheck's worker protocol.
 
 starts `ranks` processes once (torch.multiprocessing: forked from a fork server for gloo, spawned for
 nccl), which form one torch.distributed world (gloo on the CPU, NCCL with backend="nccl") and keep it
-for every case: process groups are made once per TP size and cached, not per case. The calling process speaks the protocol; for each case it reads
-the case file once (attncheck.case), asks check(case) whether the layer can express it (raise
+for every case: process groups are made once per TP size and cached, not per case. The calling process
+speaks the protocol; for each case it reads the case file once (attncheck.case), asks check(case) whether the layer can express it (raise
 Unsupported), and hands rank r < tp_size its shard (attncheck.sharding, under `convention`) and a
 RankContext. Each rank runs run_rank(case, context) -> RankResult; the caller writes the candidate:
 out, grads/x and decode/out from rank 0, each rank's held gradients under /result/ranks, and the full

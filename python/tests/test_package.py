@@ -6,6 +6,7 @@ import io
 import itertools
 import os
 import re
+import shutil
 import sys
 import tempfile
 import unittest
@@ -57,9 +58,7 @@ class ReadingCases(unittest.TestCase):
         self.assertTrue(attncheck.read_case(os.path.join(GOLDENS, "small_window_masked_rows.h5"),
                                             weights=False).queries_seeing_no_key())
         with tempfile.TemporaryDirectory() as folder:  # the schema's checks of /weights still apply
-            path = os.path.join(folder, "damaged.h5")
-            with open(stored, "rb") as original, open(path, "wb") as copy:
-                copy.write(original.read())
+            path = shutil.copyfile(stored, os.path.join(folder, "damaged.h5"))
             with h5py.File(path, "r+") as h5:
                 h5["weights/q_proj"][0, 0] = np.nan
             with self.assertRaisesRegex(attncheck.BadInput, "weights/q_proj holds NaN"):
