@@ -28,6 +28,18 @@
 //   names included) is read into GeometrySpec::rope_scaling as transformers reads it; dynamic NTK and
 //   other types, unknown scaling keys, and layer kinds other than full/sliding attention are rejected
 //   rather than silently dropped. Granite's attention_multiplier is its score scale.
+// - A RoPE object whose scaling parameters (factor, long_factor, ...) have no type, or type "default",
+//   is refused (transformers 5.24.0 runs plain RoPE and only warns); {} or a base alone is plain RoPE. A
+//   type that is null, not a string, or stated as rope_type and type differently is refused.
+// - rope_scaling beside rope_parameters: transformers reads rope_scaling in their place, so every key on
+//   which they differ is refused (different values, or a key only rope_parameters states), like
+//   rope_theta stated twice; the same statements twice are accepted.
+// - A null is never read as a default where transformers does not read it so: inside a RoPE object
+//   (truncate: null is false there) and for rope_theta, rope_local_base_freq, rotary_emb_base,
+//   (original_)max_position_embeddings of a scaled layer, rms_norm_eps, query_pre_attn_scalar,
+//   attention_multiplier, max_window_layers, no_rope_layer_interval, sliding_window_pattern and
+//   num_hidden_layers. Nulls transformers reads as absent (head_dim, sliding_window,
+//   num_key_value_heads, attn_logit_softcapping, rope_scaling) still are.
 // - Biases: attention_bias covers q, k, v and o; Qwen2 hard-codes q/k/v bias on and o bias off.
 #pragma once
 

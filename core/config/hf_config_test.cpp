@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "core/errors/input_error.hpp"
@@ -25,6 +26,21 @@ InputError import_rejection(const std::string& text, const HfImportOptions& opti
   }
   ADD_FAILURE() << "config was accepted: " << text;
   return InputError("none", {});
+}
+
+// The rule of the violation naming `field` ("" when none does), to pin which rule fired.
+std::string rule_of(const InputError& error, const std::string& field) {
+  for (const Violation& violation : error.violations()) {
+    if (violation.field == field) return violation.rule;
+  }
+  ADD_FAILURE() << "no violation names " << field << ": " << error.what();
+  return "";
+}
+
+// A small Llama-shaped config with `extra` (JSON members, comma-led) appended.
+std::string llama_with(const std::string& extra) {
+  return R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 131072)" +
+         extra + "}";
 }
 
 struct OfficialConfig {
@@ -365,6 +381,251 @@ TEST(HfConfig, MalformedValuesAreRefusedNotDropped) {
   EXPECT_TRUE(import_rejection(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
       "num_hidden_layers": -1})")
                   .names_field("num_hidden_layers"));
+}
+
+// Issue items 5 and 6 of the hostile-input campaign. transformers 5.24.0 reads a RoPE object without
+// rope_type and type as "default" and only logs "Unrecognized keys" for its factor: Llama 3.1's llama3
+// x8, gpt-oss's yarn and Phi's longrope lists would run as plain RoPE. attncheck refuses, naming the key.
+TEST(HfConfig, ScalingParametersWithoutATypeAreRefused) {
+  const std::string llama31 =
+      R"("factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192)";
+  const InputError untyped = import_rejection(llama_with(R"(, "rope_scaling": {)" + llama31 + "}"));
+  EXPECT_NE(rule_of(untyped, "rope_scaling.rope_type")
+                .find("is required, as the object states scaling parameters "
+                      "(factor, high_freq_factor, low_freq_factor, "
+                      "original_max_position_embeddings)"),
+            std::string::npos);
+  ASSERT_EQ(untyped.violations().size(), 1u) << untyped.what();
+  EXPECT_EQ(untyped.violations().front().value, "absent");
+  // transformers v5's rope_parameters, a multimodal text_config, gpt-oss's yarn, Phi's longrope lists.
+  EXPECT_TRUE(import_rejection(llama_with(R"(, "rope_parameters": {"rope_theta": 500000.0, "factor": 8.0})"))
+                  .names_field("rope_parameters.rope_type"));
+  EXPECT_TRUE(import_rejection(R"({"model_type": "gemma3", "text_config": {"model_type": "gemma3_text",
+      "hidden_size": 2560, "rope_scaling": {"factor": 8.0}}})",
+                               {.layer = 5})
+                  .names_field("text_config.rope_scaling.rope_type"));
+  EXPECT_TRUE(import_rejection(llama_with(R"(, "rope_scaling": {"factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+      "original_max_position_embeddings": 4096, "truncate": false})"))
+                  .names_field("rope_scaling.rope_type"));
+  EXPECT_TRUE(import_rejection(R"({"model_type": "phi3", "hidden_size": 3072, "num_attention_heads": 32,
+      "rope_scaling": {"short_factor": [1.0, 1.0], "long_factor": [2.0, 2.0]}})")
+                  .names_field("rope_scaling.rope_type"));
+  // An explicit "default" beside scaling parameters drops them just the same.
+  const InputError plain = import_rejection(llama_with(R"(, "rope_scaling": {"rope_type": "default", "factor": 8.0})"));
+  EXPECT_NE(rule_of(plain, "rope_scaling.rope_type")
+                .find("names plain RoPE, yet the object states scaling parameters (factor)"),
+            std::string::npos);
+  EXPECT_TRUE(import_rejection(llama_with(R"(, "rope_scaling": {"type": "default", "factor": 8.0})"))
+                  .names_field("rope_scaling.type"));
+}
+
+// A null or non-string type loads in transformers and fails building the model (ROPE_INIT_FUNCTIONS[None]);
+// rope_type and type disagreeing is read as rope_type alone there. All refused.
+TEST(HfConfig, ATypeThatIsNullNotAStringOrStatedTwiceDifferentlyIsRefused) {
+  for (const char* key : {"rope_type", "type"}) {
+    const InputError null_type =
+        import_rejection(llama_with(fmt::format(R"(, "rope_scaling": {{"{}": null, "factor": 8.0}})", key)));
+    ASSERT_EQ(null_type.violations().size(), 1u) << null_type.what();
+    EXPECT_EQ(null_type.violations().front().field, fmt::format("rope_scaling.{}", key));
+    EXPECT_EQ(null_type.violations().front().value, "null");
+    EXPECT_NE(null_type.violations().front().rule.find("must be a string naming the RoPE type"), std::string::npos);
+  }
+  EXPECT_NE(rule_of(import_rejection(llama_with(R"(, "rope_parameters": {"rope_type": 5, "factor": 8.0})")),
+                    "rope_parameters.rope_type")
+                .find("must be a string"),
+            std::string::npos);
+  const InputError twice =
+      import_rejection(llama_with(R"(, "rope_scaling": {"rope_type": "linear", "type": "yarn", "factor": 8.0})"));
+  EXPECT_NE(rule_of(twice, "rope_scaling.type").find("disagrees with rope_type \"linear\""), std::string::npos);
+  // The same type under both spellings is one statement.
+  EXPECT_EQ(import_hf_config_text(
+                llama_with(R"(, "rope_scaling": {"rope_type": "linear", "type": "linear", "factor": 2})"), "t")
+                .spec.rope_scaling.type,
+            RopeScalingType::linear);
+}
+
+// Objects that state no scaling parameter are plain RoPE, as in transformers: {} (whose rope_scaling then
+// falls through to rope_parameters there), and v5's rope_parameters with only a base and rotary fraction.
+TEST(HfConfig, RopeObjectsWithoutScalingParametersArePlainRope) {
+  const GeometrySpec empty =
+      import_hf_config_text(llama_with(R"(, "rope_theta": 500000.0, "rope_scaling": {})"), "t").spec;
+  EXPECT_EQ(empty.rope_scaling.type, RopeScalingType::none);
+  EXPECT_EQ(empty.rope_theta, 500000.0);
+  const GeometrySpec base_only =
+      import_hf_config_text(
+          llama_with(R"(, "rope_parameters": {"rope_theta": 500000.0, "partial_rotary_factor": 0.5})"), "t")
+          .spec;
+  EXPECT_EQ(base_only.rope_scaling.type, RopeScalingType::none);
+  EXPECT_EQ(base_only.rope_theta, 500000.0);
+  EXPECT_EQ(base_only.rotary_pct, 0.5);
+  EXPECT_EQ(
+      import_hf_config_text(llama_with(R"(, "rope_theta": 500000.0, "rope_parameters": {})"), "t").spec.rope_theta,
+      500000.0);
+  // transformers reads a base and rotary fraction inside rope_scaling too (they used to be ignored here).
+  const GeometrySpec legacy =
+      import_hf_config_text(llama_with(R"(, "rope_scaling": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6,
+                                           "partial_rotary_factor": 0.5})"),
+                            "t")
+          .spec;
+  EXPECT_EQ(legacy.rope_theta, 1e6);  // Llama's default 10000 is not filled in beside it
+  EXPECT_EQ(legacy.rotary_pct, 0.5);
+  EXPECT_NE(rule_of(import_rejection(llama_with(R"(, "rope_theta": 10000.0, "rope_scaling": {"rope_type": "linear",
+                                                   "factor": 2.0, "rope_theta": 1e6})")),
+                    "rope_theta")
+                .find("disagrees with rope_scaling.rope_theta = 1000000"),
+            std::string::npos);
+}
+
+// Both rope_scaling and rope_parameters: transformers 5.24.0 reads rope_scaling in their place and drops
+// rope_parameters (its rope_theta too). A key stated in both must agree; one stated only in
+// rope_parameters is refused, as transformers would drop it; one only in rope_scaling is read.
+TEST(HfConfig, RopeScalingAndRopeParametersMustStateTheSame) {
+  const InputError factor = import_rejection(llama_with(R"(, "rope_theta": 5e5,
+      "rope_parameters": {"rope_type": "linear", "rope_theta": 5e5, "factor": 4.0},
+      "rope_scaling": {"rope_type": "linear", "factor": 8.0})"));
+  ASSERT_EQ(factor.violations().size(), 1u) << factor.what();
+  EXPECT_EQ(factor.violations().front().field, "rope_scaling.factor");
+  EXPECT_EQ(factor.violations().front().value, "8.0");
+  EXPECT_EQ(factor.violations().front().rule, "disagrees with rope_parameters.factor = 4.0");
+  EXPECT_NE(factor.violations().front().suggestion.find("or the same in both places"), std::string::npos);
+  const InputError type = import_rejection(llama_with(R"(, "rope_theta": 5e5,
+      "rope_parameters": {"rope_type": "default", "rope_theta": 5e5}, "rope_scaling": {"type": "linear", "factor": 8.0})"));
+  EXPECT_EQ(rule_of(type, "rope_scaling.type"), "disagrees with rope_parameters.rope_type = \"default\" (a string)");
+  EXPECT_TRUE(import_rejection(llama_with(R"(,
+      "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
+      "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096})"))
+                  .names_field("rope_scaling.original_max_position_embeddings"));
+
+  // Stated only in rope_parameters: dropped by transformers, so refused.
+  const InputError theta = import_rejection(llama_with(R"(,
+      "rope_parameters": {"rope_type": "linear", "rope_theta": 5e5, "factor": 8.0},
+      "rope_scaling": {"rope_type": "linear", "factor": 8.0})"));
+  ASSERT_EQ(theta.violations().size(), 1u) << theta.what();
+  EXPECT_EQ(theta.violations().front().field, "rope_parameters.rope_theta");
+  EXPECT_NE(theta.violations().front().rule.find("it would be dropped"), std::string::npos);
+  const InputError untyped = import_rejection(llama_with(R"(,
+      "rope_parameters": {"rope_type": "linear", "factor": 8.0}, "rope_scaling": {"factor": 8.0})"));
+  EXPECT_TRUE(untyped.names_field("rope_parameters.rope_type"));
+  EXPECT_TRUE(untyped.names_field("rope_scaling.rope_type"));
+
+  // The same statements twice, a base the top level states too, and a length stated only in rope_scaling.
+  const GeometrySpec agreed = import_hf_config_text(llama_with(R"(, "rope_theta": 5e5,
+      "rope_parameters": {"rope_type": "yarn", "rope_theta": 5e5, "factor": 4},
+      "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768})"),
+                                                    "t")
+                                  .spec;
+  EXPECT_EQ(agreed.rope_theta, 5e5);
+  EXPECT_EQ(agreed.rope_scaling.type, RopeScalingType::yarn);
+  EXPECT_EQ(agreed.rope_scaling.factor, 4.0);
+  EXPECT_EQ(agreed.rope_scaling.original_max_position_embeddings, 32768);
+
+  // An empty rope_scaling is none, in transformers too (`rope_scaling or rope_parameters`).
+  EXPECT_EQ(import_hf_config_text(llama_with(R"(, "rope_scaling": {},
+                                      "rope_parameters": {"rope_type": "linear", "rope_theta": 5e5, "factor": 8.0})"),
+                                  "t")
+                .spec.rope_scaling.factor,
+            8.0);
+
+  // Per layer kind: this layer's entry is the one compared.
+  const std::string per_kind = R"({"model_type": "gemma3_text", "hidden_size": 640, "num_hidden_layers": 6,
+      "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                          "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}},
+      "rope_theta": 1e6, "rope_scaling": {"rope_type": "linear", "factor": 4.0}})";
+  EXPECT_EQ(rule_of(import_rejection(per_kind, {.layer = 5}), "rope_scaling.factor"),
+            "disagrees with rope_parameters.full_attention.factor = 8.0");
+}
+
+// Per-layer-kind rope_parameters without this layer's kind: not read as "no RoPE settings".
+TEST(HfConfig, RopeParametersPerLayerKindMustHaveThisLayersKind) {
+  const InputError missing = import_rejection(R"({"model_type": "gemma2", "hidden_size": 2304, "num_hidden_layers": 2,
+      "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e6}}})",
+                                              {.layer = 0});
+  EXPECT_NE(rule_of(missing, "rope_parameters.sliding_attention").find("this layer is sliding_attention"),
+            std::string::npos);
+}
+
+// A null inside the RoPE object is never its default: transformers reads truncate: null as false
+// (rope_parameters.get("truncate", True) is None), factor: null as max / original or a TypeError.
+TEST(HfConfig, NullsInsideTheRopeObjectAreRefused) {
+  const std::string yarn =
+      R"("rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096, "truncate": false)";
+  const InputError truncate = import_rejection(
+      llama_with(R"(, "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096,
+      "truncate": null})"));
+  ASSERT_EQ(truncate.violations().size(), 1u) << truncate.what();
+  EXPECT_EQ(truncate.violations().front().field, "rope_scaling.truncate");
+  EXPECT_EQ(truncate.violations().front().value, "null");
+  EXPECT_NE(truncate.violations().front().rule.find("must be true or false"), std::string::npos);
+  EXPECT_NE(truncate.violations().front().rule.find("a null is not read as the default"), std::string::npos);
+  for (const char* key : {"factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor",
+                          "original_max_position_embeddings", "rope_theta", "partial_rotary_factor"}) {
+    const std::string object = fmt::format(R"({{"rope_type": "yarn", "{}": null}})", key);
+    EXPECT_TRUE(
+        import_rejection(llama_with(R"(, "rope_scaling": )" + object)).names_field(std::string("rope_scaling.") + key))
+        << key;
+    EXPECT_TRUE(import_rejection(llama_with(R"(, "rope_parameters": )" + object))
+                    .names_field(std::string("rope_parameters.") + key))
+        << key;
+  }
+  for (const char* key : {"short_factor", "long_factor"}) {
+    EXPECT_TRUE(import_rejection(fmt::format(R"({{"model_type": "phi3", "hidden_size": 64, "num_attention_heads": 4,
+        "rope_scaling": {{"type": "longrope", "short_factor": [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], "{}": null}}}})",
+                                             key))
+                    .names_field(std::string("rope_scaling.") + key))
+        << key;
+  }
+  EXPECT_FALSE(
+      import_hf_config_text(llama_with(R"(, "rope_scaling": {)" + yarn + "}"), "t").spec.rope_scaling.truncate);
+}
+
+// Top-level nulls that transformers 5.24.0 refuses (its strict config fields) or fails on when it builds
+// the model were read as the key's default (rope_theta: null as 10000). Refused where read; the nulls
+// that mean what transformers means (head_dim, sliding_window, num_key_value_heads, a softcap) still pass.
+TEST(HfConfig, NullsTransformersDoesNotReadAsDefaultsAreRefused) {
+  struct Case {
+    const char* config;
+    std::int64_t layer;
+    const char* field;
+  };
+  const Case cases[] = {
+      {R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "rope_theta": null})", 0, "rope_theta"},
+      {R"({"model_type": "gpt_neox", "hidden_size": 64, "num_attention_heads": 4, "rotary_emb_base": null})", 0,
+       "rotary_emb_base"},
+      {R"({"model_type": "gemma3_text", "hidden_size": 640, "rope_local_base_freq": null})", 0, "rope_local_base_freq"},
+      {R"({"model_type": "phi3", "hidden_size": 64, "num_attention_heads": 4, "original_max_position_embeddings": null,
+          "rope_scaling": {"type": "longrope", "short_factor": [1, 1, 1, 1, 1, 1, 1, 1], "long_factor": [2, 2, 2, 2, 2, 2, 2, 2]}})",
+       0, "original_max_position_embeddings"},
+      {R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": null,
+          "rope_scaling": {"rope_type": "yarn", "original_max_position_embeddings": 4096}})",
+       0, "max_position_embeddings"},
+      {R"({"model_type": "qwen3", "hidden_size": 64, "num_attention_heads": 4, "rms_norm_eps": null})", 0,
+       "rms_norm_eps"},
+      {R"({"model_type": "gemma2", "hidden_size": 64, "query_pre_attn_scalar": null})", 0, "query_pre_attn_scalar"},
+      {R"({"model_type": "granite", "hidden_size": 64, "attention_multiplier": null})", 0, "attention_multiplier"},
+      {R"({"model_type": "qwen2", "hidden_size": 64, "num_attention_heads": 4, "use_sliding_window": true,
+          "sliding_window": 8, "max_window_layers": null})",
+       0, "max_window_layers"},
+      {R"({"model_type": "smollm3", "hidden_size": 64, "num_attention_heads": 4, "no_rope_layer_interval": null})", 0,
+       "no_rope_layer_interval"},
+      {R"({"model_type": "gemma3_text", "hidden_size": 640, "sliding_window_pattern": null})", 0,
+       "sliding_window_pattern"},
+      {R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": null})", 0,
+       "num_hidden_layers"},
+  };
+  for (const Case& hostile : cases) {
+    const InputError error = import_rejection(hostile.config, {.layer = hostile.layer});
+    EXPECT_NE(rule_of(error, hostile.field).find("a null is not read as the default"), std::string::npos)
+        << hostile.config;
+  }
+  const GeometrySpec meaningful = import_hf_config_text(R"({"model_type": "gemma2", "hidden_size": 64,
+      "num_attention_heads": 4, "num_key_value_heads": null, "head_dim": null, "attn_logit_softcapping": null,
+      "rope_scaling": null, "rope_parameters": null, "num_hidden_layers": 2})",
+                                                        "t", {.layer = 1})
+                                      .spec;
+  EXPECT_EQ(meaningful.num_kv_heads, std::nullopt);
+  EXPECT_EQ(meaningful.head_dim, std::nullopt);
+  EXPECT_EQ(meaningful.softcap, std::nullopt);
+  EXPECT_EQ(meaningful.rope_scaling.type, RopeScalingType::none);
 }
 
 TEST(HfConfig, LayerOutOfRangeAndSlidingLayerWithoutWindow) {
