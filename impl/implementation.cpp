@@ -7,6 +7,11 @@ namespace attncheck::impl {
 Unsupported::Unsupported(const std::string& implementation, const std::string& reason)
     : InputError(fmt::format("{} cannot run this case", implementation), {{"--impl", implementation, reason, ""}}) {}
 
+NoAnswer::NoAnswer(const std::string& implementation, int seconds, const std::string& limit_source)
+    : std::runtime_error(fmt::format("{}: no answer within {} s (the limit {} sets); it was stopped", implementation,
+                                     seconds, limit_source)),
+      seconds_(seconds) {}
+
 const DeclinedParts& Implementation::declined() const {
   static const DeclinedParts nothing;
   return nothing;

@@ -4,6 +4,7 @@
 // (impl/registry.hpp) finds one by name.
 #pragma once
 
+#include <stdexcept>
 #include <string>
 
 #include "core/compare/compare.hpp"
@@ -19,6 +20,21 @@ namespace attncheck::impl {
 class Unsupported : public InputError {
  public:
   Unsupported(const std::string& implementation, const std::string& reason);
+};
+
+// Thrown by an implementation that gave no answer within its time limit (an exec: worker past
+// ATTNCHECK_WORKER_TIMEOUT; it has been stopped): a verdict of its own, "no answer within N s", never a
+// mismatch and never bad input. Not an InputError: a caller that does not tell it apart reports it as the
+// implementation failing. The limit is wall time, so it only stops runaways; it never judges numbers.
+class NoAnswer : public std::runtime_error {
+ public:
+  // implementation: its name; seconds: the limit it ran past; limit_source: what set it
+  // ("ATTNCHECK_WORKER_TIMEOUT").
+  NoAnswer(const std::string& implementation, int seconds, const std::string& limit_source);
+  int seconds() const { return seconds_; }
+
+ private:
+  int seconds_;
 };
 
 class Implementation {
@@ -44,7 +60,8 @@ class Implementation {
   virtual const DeclinedParts& declined() const;
   // Forward, backward and decoding of the case, as tensors under their golden-file names ("out",
   // "grads/q_proj", "decode/out", "ranks/1/grads/k_proj"; golden/SCHEMA.md). Unsupported when it
-  // cannot run the case; any other exception is the implementation failing.
+  // cannot run the case; NoAnswer when it ran past its time limit; any other exception is the
+  // implementation failing (a bad candidate from an exec: worker included: never an InputError).
   virtual NamedTensors run(const Case& test_case) = 0;
 };
 

@@ -1,9 +1,7 @@
 #include "impl/worker.hpp"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -14,11 +12,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string_view>
 
 #include "golden/golden_file.hpp"
+#include "impl/worker_candidate.hpp"
+#include "impl/worker_supervisor.hpp"
+#include "impl/worker_text.hpp"
 #include "reference/reference.hpp"
 
 namespace attncheck::impl {
@@ -64,75 +66,61 @@ bool greets_sharded(const std::string& line) {
   return false;
 }
 
+// The worker's temporary folder (case and candidate files), removed with everything in it.
+class TemporaryFolder {
+ public:
+  TemporaryFolder() {
+    char folder_template[] = "/tmp/attncheck-worker-XXXXXX";
+    if (mkdtemp(folder_template) == nullptr) {
+      throw std::runtime_error(fmt::format("cannot create a folder in /tmp ({})", std::strerror(errno)));
+    }
+    path_ = folder_template;
+  }
+  ~TemporaryFolder() {  // the worker's supervisor has removed it already, unless it could not finish
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TemporaryFolder(const TemporaryFolder&) = delete;
+  TemporaryFolder& operator=(const TemporaryFolder&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// One line from the worker: its first kLongestWorkerLine bytes, without the newline, and how many more
+// it had; or why there is none.
+struct WorkerLine {
+  enum class End { line, closed, timed_out };
+  End end = End::line;
+  std::string text;
+  std::size_t cut = 0;  // bytes of the line beyond text, read and dropped
+};
+
+// One started worker: its temporary folder and its supervised process tree (declared after the folder: the
+// tree ends before the folder goes).
+struct WorkerSession {
+  explicit WorkerSession(const std::string& command) : process(command, folder.path()) {}
+  TemporaryFolder folder;
+  SupervisedWorker process;
+};
+
 class Worker : public Implementation {
  public:
   explicit Worker(const std::string& command)
-      : name_(std::string(kExecPrefix) + command), timeout_seconds_(timeout_seconds()) {
+      : command_(command), name_(std::string(kExecPrefix) + command), timeout_seconds_(timeout_seconds()) {
     signal(SIGPIPE, SIG_IGN);  // a dead worker is an error on write, not the end of attncheck
-    char directory_template[] = "/tmp/attncheck-worker-XXXXXX";
-    if (mkdtemp(directory_template) == nullptr) throw std::runtime_error("cannot create a folder in /tmp");
-    directory_ = directory_template;
-    int to_worker[2];
-    int from_worker[2];
-    if (pipe(to_worker) != 0 || pipe(from_worker) != 0) throw std::runtime_error("pipe() failed");
-    pid_ = fork();
-    if (pid_ < 0) throw std::runtime_error("fork() failed");
-    if (pid_ == 0) {
-      setpgid(0, 0);  // its own process group: stop() ends the worker and whatever it started
-      dup2(to_worker[0], STDIN_FILENO);
-      dup2(from_worker[1], STDOUT_FILENO);
-      close(to_worker[0]);
-      close(to_worker[1]);
-      close(from_worker[0]);
-      close(from_worker[1]);
-      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    setpgid(pid_, pid_);  // also here, so that the group exists before either side goes on
-    close(to_worker[0]);
-    close(from_worker[1]);
-    to_worker_ = to_worker[1];
-    from_worker_ = from_worker[0];
-    const std::optional<std::string> greeting = read_line();
-    if (!greeting || !is_greeting(*greeting)) {
-      clean_up();  // the destructor does not run for a constructor that throws
+    if (const std::string problem = start(); !problem.empty()) {
       ViolationList violations;
       violations.add("--impl", name_,
                      "must start a process that first prints 'attncheck-worker 1', alone or followed by a space "
                      "and a description",
-                     greeting ? fmt::format("it printed '{}'", greeting->substr(0, 200))
-                              : fmt::format("it printed nothing within {} s", timeout_seconds_));
+                     problem);
       violations.throw_if_any("not an attncheck worker");
     }
-    sharded_ = greets_sharded(*greeting);  // until a candidate declares its tp_size
   }
 
-  ~Worker() override { clean_up(); }
-
-  // Stops the worker and removes its folder.
-  void clean_up() {
-    stop();
-    std::error_code ignored;
-    std::filesystem::remove_all(directory_, ignored);
-  }
-
-  // Closes the worker's stdin (EOF: it exits), waits up to 5 s for it, then kills its process group (the
-  // worker, if it is still running, and anything it started and left behind), then reaps it. The exit
-  // is observed without reaping (WNOWAIT), so that the group's id cannot be reused before the kill.
-  void stop() {
-    if (to_worker_ >= 0) close(to_worker_);
-    if (from_worker_ >= 0) close(from_worker_);
-    to_worker_ = from_worker_ = -1;
-    if (pid_ <= 0) return;
-    for (int waited = 0; waited < 50; ++waited) {
-      siginfo_t info{};
-      if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid_) break;
-      usleep(100000);
-    }
-    kill(-pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
+  ~Worker() override = default;  // the session ends the worker's tree, then removes its folder
 
   const std::string& name() const override { return name_; }
   // Asked after run(): whether this case's candidate declared per-rank gradients (see run()).
@@ -144,29 +132,50 @@ class Worker : public Implementation {
   const DeclinedParts& declined() const override { return declined_; }
 
   NamedTensors run(const Case& test_case) override {
-    if (pid_ < 0) throw std::runtime_error(fmt::format("{}: the worker has stopped", name_));
+    // A case that ended the worker (no answer in time, an exit, garbage on its output) is that case's verdict;
+    // the next case gets a fresh worker rather than a failure it did not earn.
+    if (session_->process.stopped()) {
+      if (const std::string problem = start(); !problem.empty()) {
+        throw std::runtime_error(fmt::format(
+            "{}: restarted after an earlier case ended it, the worker did not greet: {}", name_, problem));
+      }
+    }
     declined_.clear();  // this case's, once its candidate is read
     // The case as a case file (a golden without /expected): a worker never sees the answers. The
     // reference still runs here for the names and shapes the candidate is read against.
     const Result expected = reference::run_reference_tp(test_case);
-    const std::string case_path = fmt::format("{}/case{}.h5", directory_, cases_);
-    const std::string candidate_path = fmt::format("{}/candidate{}.h5", directory_, cases_);
+    const std::string case_path = fmt::format("{}/case{}.h5", session_->folder.path(), cases_);
+    const std::string candidate_path = fmt::format("{}/candidate{}.h5", session_->folder.path(), cases_);
     ++cases_;
     golden::write_case(case_path, test_case, name_);
-    std::filesystem::remove(candidate_path);
+    std::error_code ignored;
+    std::filesystem::remove_all(candidate_path, ignored);
     send(fmt::format("run {} {}\n", case_path, candidate_path));
-    const std::optional<std::string> reply = read_line();
-    std::filesystem::remove(case_path);
-    if (!reply) {
-      stop();  // a late reply would be taken for the next case's
-      throw std::runtime_error(
-          fmt::format("{}: the worker exited or gave no answer within {} s", name_, timeout_seconds_));
+    const WorkerLine reply = read_line();
+    std::filesystem::remove(case_path, ignored);
+    if (reply.end == WorkerLine::End::timed_out) {
+      session_->process.stop();  // a late reply would be taken for the next case's
+      throw NoAnswer(name_, timeout_seconds_, "ATTNCHECK_WORKER_TIMEOUT");
     }
-    if (reply->starts_with("unsupported"))
-      throw Unsupported(name_, reply->substr(std::min<std::size_t>(12, reply->size())));
-    if (*reply != "ok") throw std::runtime_error(fmt::format("{}: {}", name_, *reply));
-    golden::Candidate candidate = golden::read_candidate(candidate_path, named_tensors(expected));
-    std::filesystem::remove(candidate_path);
+    if (reply.end == WorkerLine::End::closed) throw ended_without_answer("");
+    if (reply.text.starts_with("unsupported")) {
+      throw Unsupported(name_, echoable(std::string_view(reply.text).substr(std::min<std::size_t>(12, reply.text.size())),
+                                        reply.cut));
+    }
+    if (reply.text.starts_with("error")) throw std::runtime_error(fmt::format("{}: {}", name_, echoable(reply.text, reply.cut)));
+    if (reply.text != "ok" || reply.cut != 0) {
+      throw std::runtime_error(fmt::format("{}: the worker replied '{}', which is not ok, unsupported REASON or error MESSAGE",
+                                           name_, echoable(reply.text, reply.cut)));
+    }
+    golden::Candidate candidate = [&] {
+      try {
+        return read_worker_candidate(candidate_path, named_tensors(expected), name_);
+      } catch (...) {
+        std::filesystem::remove_all(candidate_path, ignored);
+        throw;
+      }
+    }();
+    std::filesystem::remove(candidate_path, ignored);
     // The candidate file declares its precision contract (SCHEMA.md): the worker is judged by it, as
     // `attncheck compare` judges the same file.
     precision_ = candidate.precision;
@@ -183,7 +192,10 @@ class Worker : public Implementation {
     // Its per-rank gradients are held as its /result@tp_convention says (the oracle's are regrouped to
     // it); a convention that cannot partition this case's plan is a candidate that disagrees with itself.
     tp_convention_ = candidate.tp_convention;
-    declined_ = candidate.declined;  // read_candidate refused malformed parts, `out`, and parts also supplied
+    // read_candidate refused malformed parts, `out`, and parts also supplied; the reasons are the
+    // worker's text, repeated in reports: bounded and escaped.
+    for (auto& [part, reason] : candidate.declined) reason = echoable(reason);
+    declined_ = std::move(candidate.declined);
     if (sharded_) {
       if (const std::string problem = partition_problem(test_case.plan, tp_convention_); !problem.empty()) {
         throw std::runtime_error(fmt::format("{}: its candidate declares tp_convention {}, which {}", name_,
@@ -194,55 +206,122 @@ class Worker : public Implementation {
   }
 
  private:
+  // Starts the worker (a fresh one after a stop) and reads its greeting: "" when it greets with protocol 1,
+  // else what it printed instead (the worker is then stopped). Its description's word "sharded" is noted.
+  std::string start() {
+    session_.reset();  // the old tree ended, its folder removed, before another starts
+    session_.emplace(command_);
+    line_.clear();
+    line_cut_ = 0;
+    unread_.clear();
+    const WorkerLine greeting = read_line();
+    if (greeting.end == WorkerLine::End::line && is_greeting(greeting.text)) {
+      sharded_ = greets_sharded(greeting.text);  // until a candidate declares its tp_size
+      return "";
+    }
+    std::string printed;
+    if (greeting.end == WorkerLine::End::line) {
+      printed = fmt::format("it printed '{}'", echoable(greeting.text, greeting.cut));
+    } else if (greeting.end == WorkerLine::End::timed_out) {
+      printed = fmt::format("it printed nothing within {} s", timeout_seconds_);
+    } else {
+      printed = fmt::format("it printed nothing and closed its output ({})", describe(session_->process.stop()));
+    }
+    session_->process.stop();
+    return printed;
+  }
+
+  // The failure of a worker whose output closed before it answered (or that stopped reading its
+  // input), with how it ended; the worker's whole tree has been ended.
+  std::runtime_error ended_without_answer(const std::string& what_happened) {
+    const WorkerEnd end = session_->process.stop();
+    if (end.known && end.ended_by_itself) {
+      return std::runtime_error(fmt::format("{}: the worker {}exited without answering ({})", name_, what_happened,
+                                            describe(end)));
+    }
+    return std::runtime_error(
+        fmt::format("{}: the worker {}closed its output without answering ({})", name_, what_happened, describe(end)));
+  }
+
   void send(const std::string& line) {
     std::size_t written = 0;
     while (written < line.size()) {
-      const ssize_t n = write(to_worker_, line.data() + written, line.size() - written);
+      const ssize_t n = write(session_->process.input(), line.data() + written, line.size() - written);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        throw std::runtime_error(fmt::format("{}: the worker stopped reading ({})", name_, std::strerror(errno)));
+      if (n <= 0) throw ended_without_answer(fmt::format("stopped reading its input ({}): it ", std::strerror(errno)));
       written += static_cast<std::size_t>(n);
     }
   }
 
-  // The next line from the worker (without the newline), or nullopt on EOF or timeout.
-  std::optional<std::string> read_line() {
+  // Adds bytes to the line being read, up to its newline (which is consumed from bytes): at most
+  // kLongestWorkerLine of them kept, the rest counted. True when the line is complete.
+  bool take(std::string_view& bytes) {
+    const std::size_t newline = bytes.find('\n');
+    const std::string_view part = bytes.substr(0, newline);
+    const std::size_t room = kLongestWorkerLine - std::min(kLongestWorkerLine, line_.size());
+    line_.append(part.substr(0, room));
+    line_cut_ += part.size() - std::min(room, part.size());
+    if (newline == std::string_view::npos) {
+      bytes = {};
+      return false;
+    }
+    bytes.remove_prefix(newline + 1);
+    return true;
+  }
+
+  WorkerLine finished_line() {
+    WorkerLine line{.end = WorkerLine::End::line, .text = std::move(line_), .cut = line_cut_};
+    line_.clear();
+    line_cut_ = 0;
+    if (line.cut == 0 && !line.text.empty() && line.text.back() == '\r') line.text.pop_back();
+    return line;
+  }
+
+  // The next line from the worker within ATTNCHECK_WORKER_TIMEOUT seconds. Memory stays bounded
+  // whatever the worker sends: a line's bytes beyond kLongestWorkerLine are read and counted, not kept.
+  WorkerLine read_line() {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds_);
-    while (true) {
-      const std::size_t newline = buffer_.find('\n');
-      if (newline != std::string::npos) {
-        std::string line = buffer_.substr(0, newline);
-        buffer_.erase(0, newline + 1);
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        return line;
+    if (!unread_.empty()) {  // what came after the previous line's newline
+      std::string_view bytes = unread_;
+      if (take(bytes)) {
+        unread_ = std::string(bytes);
+        return finished_line();
       }
+      unread_.clear();
+    }
+    while (true) {
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return std::nullopt;
-      pollfd descriptor{.fd = from_worker_, .events = POLLIN, .revents = 0};
+      if (left.count() <= 0) return {.end = WorkerLine::End::timed_out};
+      pollfd descriptor{.fd = session_->process.output(), .events = POLLIN, .revents = 0};
       const int ready = poll(&descriptor, 1, static_cast<int>(left.count()));
       if (ready < 0 && errno == EINTR) continue;
-      if (ready <= 0) return std::nullopt;
-      char chunk[4096];
-      const ssize_t n = read(from_worker_, chunk, sizeof chunk);
+      if (ready < 0) return {.end = WorkerLine::End::closed};
+      if (ready == 0) return {.end = WorkerLine::End::timed_out};
+      char chunk[65536];
+      const ssize_t n = read(session_->process.output(), chunk, sizeof chunk);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return std::nullopt;
-      buffer_.append(chunk, static_cast<std::size_t>(n));
+      if (n <= 0) return {.end = WorkerLine::End::closed};
+      std::string_view bytes(chunk, static_cast<std::size_t>(n));
+      if (take(bytes)) {
+        unread_ = std::string(bytes);
+        return finished_line();
+      }
     }
   }
 
+  std::string command_;
   std::string name_;
   int timeout_seconds_;  // ATTNCHECK_WORKER_TIMEOUT, read once
-  std::string directory_;
-  bool sharded_ = false;  // what its latest candidate declared (the greeting before any)
+  std::optional<WorkerSession> session_;  // the running worker (a new one after a case ended the last)
+  bool sharded_ = false;                  // what its latest candidate declared (the greeting before any)
   Precision precision_ = Precision::fp64;
   RopeAngles rope_angles_ = RopeAngles::float32;
   TpConvention tp_convention_ = TpConvention::replicated_kv;
   DeclinedParts declined_;
-  pid_t pid_ = -1;
-  int to_worker_ = -1;
-  int from_worker_ = -1;
-  std::string buffer_;
+  std::string line_;           // the line being read: its first kLongestWorkerLine bytes
+  std::size_t line_cut_ = 0;   // and how many more it had
+  std::string unread_;         // bytes read after the last line's newline
   std::int64_t cases_ = 0;
 };
 
