@@ -1,5 +1,7 @@
 #include "cli/cli_app.hpp"
 
+#include <H5Cpp.h>
+
 #include <exception>
 #include <iostream>
 #include <limits>
@@ -65,14 +67,14 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (golden.inspect->parsed()) return run_golden_inspect(golden_options, out);
     if (golden.expand->parsed()) return run_golden_expand(golden_options, out);
     if (golden.seal->parsed()) return run_golden_seal(golden_options, out);
-    if (golden.run->parsed()) return run_golden_run(golden_options, out);
+    if (golden.run->parsed()) return run_golden_run(golden_options, out, err);
     if (golden.check->parsed()) {
       golden_options.progress = terminal_progress() && &err == &std::cerr;
       return run_golden_check(golden_options, out, err);
     }
     if (golden.coverage->parsed()) return run_golden_coverage(golden_options, out);
-    if (golden.yardstick->parsed()) return run_golden_yardstick(golden_options, out);
-    if (golden.compare->parsed()) return run_compare(golden_options, out);
+    if (golden.yardstick->parsed()) return run_golden_yardstick(golden_options, out, err);
+    if (golden.compare->parsed()) return run_compare(golden_options, out, err);
     if (fuzz.fuzz->parsed()) return run_fuzz(fuzz_options, out);
     if (fuzz.mutants->parsed()) return run_mutants(fuzz_options, out);
     if (fuzz.replay->parsed()) return run_replay(fuzz_options, out);
@@ -90,6 +92,12 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return kExitBadInput;
   } catch (const std::exception& error) {
     err << "attncheck " << name << ": internal error (please report): " << error.what() << '\n';
+    return kExitInternal;
+  } catch (const H5::Exception& error) {
+    // HDF5's C++ exceptions do not derive from std::exception; the golden readers turn those a file can
+    // cause into InputError (exit 2), so one reaching here is attncheck's bug: reported, never an abort.
+    err << "attncheck " << name << ": internal error (please report): HDF5: " << error.getFuncName() << ": "
+        << error.getDetailMsg() << '\n';
     return kExitInternal;
   }
 }

@@ -306,6 +306,27 @@ set_tests_properties(cli.rope_frequencies_transformers PROPERTIES LABELS unit)
 add_test(NAME cli.stored_yardstick
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/stored_yardstick_test.py $<TARGET_FILE:attncheck>)
 set_tests_properties(cli.stored_yardstick PROPERTIES LABELS unit)
+# A stored yardstick never loosens a check (bound to the integrity digest, else recomputed); a /yardstick that
+# is a dataset, a named datatype or a link is exit 2 naming it in compare, golden check/yardstick and run.
+add_test(NAME cli.hostile_yardstick
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/hostile_yardstick_test.py $<TARGET_FILE:attncheck>)
+set_tests_properties(cli.hostile_yardstick PROPERTIES LABELS unit)
+# golden check goes on past a golden the implementation declines (marked declined, with its reason); a
+# worker's timeout is its own verdict ("no answer within N s") in golden check and run, and the next golden
+# gets a fresh worker.
+add_test(NAME cli.golden_check_verdicts
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/golden_check_verdicts_test.py $<TARGET_FILE:attncheck>)
+set_tests_properties(cli.golden_check_verdicts PROPERTIES LABELS unit)
+# Reading a golden is one memory estimate, generated tensors included, checked before anything large is
+# allocated; the measured peak stays below it (peak resident sizes: left out of the ASan stage, ci/test).
+add_test(NAME cli.reading_memory
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/reading_memory_test.py $<TARGET_FILE:attncheck>)
+set_tests_properties(cli.reading_memory PROPERTIES LABELS unit)
+# Long computations print an estimate and progress lines on stderr (cli/heartbeat.hpp); seconds of fp64
+# reference work, left out of the ASan stage (ci/test).
+add_test(NAME cli.long_work_progress
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/long_work_progress_test.py $<TARGET_FILE:attncheck>)
+set_tests_properties(cli.long_work_progress PROPERTIES LABELS unit)
 
 # Backends are loaded only when used (impl/plugin_loader.hpp): the light commands map neither LibTorch nor
 # CUDA, a torch-* name loads the torch plugin, and a missing, foreign or stale plugin is exit 2 naming it.

@@ -24,6 +24,7 @@
 #include "impl/registry.hpp"
 #include "reference/memory_estimate.hpp"
 #include "reference/reference.hpp"
+#include "reference/run_time_estimate.hpp"
 #include "reference/yardstick.hpp"
 
 namespace attncheck::cli {
@@ -65,6 +66,13 @@ std::string describe_geometry(const Geometry& g) {
       g.softcap() ? fmt::format(", softcap {}", *g.softcap()) : "",
       g.sliding_window() ? fmt::format(", window {}", *g.sliding_window()) : "",
       g.attention_sinks() ? ", attention sinks" : "", g.causal() ? "causal" : "bidirectional");
+}
+
+// {"source": "stored" | "recomputed" | "computed" | "none", "contract": "fp32.float32.replicated-kv"}.
+nlohmann::json yardstick_json(const SourcedYardstick& yardstick) {
+  nlohmann::json json{{"source", std::string(source_name(yardstick.source))}};
+  if (!yardstick.contract.empty()) json["contract"] = yardstick.contract;
+  return json;
 }
 
 std::string integrity_note(const golden::Golden& golden, const std::string& path) {
@@ -224,7 +232,10 @@ int run_golden_make(const GoldenOptions& options, std::ostream& out, std::ostrea
   }
   const auto activations = parse_activation_distribution(options.activations);
   require_golden_make_memory(source.geometry, options);
-  const Heartbeat heartbeat(err, "golden make: generating the case, running the fp64 reference, writing the file");
+  const Heartbeat heartbeat(err, "golden make: generating the case, running the fp64 reference, writing the file",
+                            reference::estimated_reference_seconds(make_tp_plan(source.geometry, options.tp_size),
+                                                                   options.batch, options.seq,
+                                                                   parse_decode(options.decode)));
   const Case test_case = generate_case(source.geometry, {.seed = options.seed,
                                                          .batch = options.batch,
                                                          .seq = options.seq,
@@ -291,8 +302,8 @@ int run_golden_inspect(const GoldenOptions& options, std::ostream& out) {
     out << fmt::format("  {:<8} {}\n", name, to_string(tensor.shape));
   });
   out << "expected:\n";
-  for (const auto& [name, tensor] : golden::expected_tensors(golden)) {
-    out << fmt::format("  {:<28} {}\n", name, to_string(tensor.shape));
+  for (const auto& [name, shape] : golden::expected_shapes(golden)) {
+    out << fmt::format("  {:<28} {}\n", name, to_string(shape));
   }
   return kExitOk;
 }
@@ -333,12 +344,17 @@ int run_golden_seal(const GoldenOptions& options, std::ostream& out) {
   return kExitOk;
 }
 
-int run_golden_run(const GoldenOptions& options, std::ostream& out) {
+int run_golden_run(const GoldenOptions& options, std::ostream& out, std::ostream& err) {
   refuse_overwriting_input(options.output, options.golden_file);
   const Case test_case = golden::read_case(options.golden_file);  // a golden or a case file
   const auto implementation = impl::open_implementation(options.implementation);
-  const NamedTensors result = implementation->run(test_case);  // before sharded()/precision(): a worker
-                                                               // answers those for the case it ran
+  NamedTensors result;
+  {
+    const Heartbeat heartbeat(err, fmt::format("golden run: {} on {}", options.implementation, options.golden_file),
+                              reference::estimated_reference_seconds(test_case));
+    result = implementation->run(test_case);  // before sharded()/precision(): a worker answers those for the
+                                              // case it ran
+  }
   golden::write_candidate(options.output, result,
                           {.precision = implementation->precision(),
                            .tp_size = implementation->sharded() ? test_case.plan.tp_size : 1,
@@ -352,6 +368,7 @@ int run_golden_run(const GoldenOptions& options, std::ostream& out) {
 
 int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostream& err) {
   int failed = 0;
+  std::vector<std::string> declined;  // goldens the implementation declined (impl::Unsupported), with why
   nlohmann::json files = nlohmann::json::array();
   check_html_path(options.html);
   const auto implementation = impl::open_implementation(options.implementation);
@@ -362,29 +379,59 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostre
   ProgressLine progress(err, options.progress, static_cast<int>(options.files.size()), "goldens");
   for (const std::string& file : options.files) {
     progress.status(fmt::format("reading {}", file));
-    const golden::Golden golden = golden::read_golden(file);
-    out << integrity_note(golden, file);
+    const golden::Golden golden = golden::read_golden(file);  // a damaged golden is bad input: exit 2
+    // With --json, stdout holds the JSON object alone: the note goes to stderr, the object says it too.
+    (options.json ? err : out) << integrity_note(golden, file);
+    const std::string integrity = golden.integrity == golden::Integrity::verified ? "verified" : "absent";
     NamedTensors actual;
+    std::optional<PairVerdict> not_judged;  // the implementation declined the golden, or failed to answer
     try {
       progress.status(fmt::format("{} on {}: running", options.implementation, file));
-      actual = implementation->run(golden.test_case);
-    } catch (const InputError&) {
-      throw;  // bad input, or an implementation that cannot run this golden (Unsupported): exit 2
-    } catch (const std::exception& error) {
-      // An implementation that crashes on a valid golden fails it; the message is the report.
-      ++failed;
-      html.sections.push_back({.verdict = {.golden = file,
-                                           .implementation = options.implementation,
-                                           .kind = PairVerdict::Kind::raised,
-                                           .message = error.what()},
-                               .description = describe_geometry(golden.test_case.geometry())});
-      if (options.json) {
-        files.push_back(
-            {{"golden", file}, {"implementation", options.implementation}, {"passed", false}, {"error", error.what()}});
-      } else {
-        progress.print(out, fmt::format("== {} vs {}: FAIL: {} raised: {}\n", file, options.implementation,
-                                        options.implementation, error.what()));
+      // Plain lines on stderr for a long golden when no live progress line shows it (a CI log, a pipe).
+      std::optional<Heartbeat> heartbeat;
+      if (!options.progress) {
+        heartbeat.emplace(err, fmt::format("golden check: {} on {}", options.implementation, file),
+                          reference::estimated_reference_seconds(golden.test_case));
       }
+      actual = implementation->run(golden.test_case);
+    } catch (const impl::Unsupported& refusal) {
+      // It cannot express this golden: declined, with its reason, and the other goldens are still judged.
+      not_judged = PairVerdict{.golden = file,
+                               .implementation = options.implementation,
+                               .kind = PairVerdict::Kind::unsupported,
+                               .message = refusal.what()};
+    } catch (const InputError&) {
+      throw;  // bad input of the user's: exit 2
+    } catch (const std::exception& error) {
+      // An implementation that crashes on a valid golden, answers nothing, or writes no valid candidate
+      // fails it; the message is the report.
+      not_judged = PairVerdict{.golden = file,
+                               .implementation = options.implementation,
+                               .kind = failure_kind(error),
+                               .message = error.what()};
+    }
+    if (not_judged) {
+      const bool unsupported = not_judged->kind == PairVerdict::Kind::unsupported;
+      if (unsupported) {
+        declined.push_back(fmt::format("{}: {}", file, not_judged->message));
+      } else {
+        ++failed;
+      }
+      if (options.json) {
+        nlohmann::json entry{{"golden", file},
+                             {"implementation", options.implementation},
+                             {"passed", false},
+                             {"integrity", integrity}};
+        entry[unsupported ? "declined" : "error"] = not_judged->message;
+        if (!unsupported) entry["verdict"] = verdict_word(not_judged->kind);
+        files.push_back(std::move(entry));
+      } else {
+        progress.print(out, fmt::format("== {} vs {}: {}: {}\n", file, options.implementation,
+                                        unsupported ? "DECLINED (unsupported)" : verdict_word(not_judged->kind),
+                                        not_judged->message));
+      }
+      html.sections.push_back(
+          {.verdict = std::move(*not_judged), .description = describe_geometry(golden.test_case.geometry())});
       progress.step_done();
       continue;
     }
@@ -394,24 +441,30 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostre
     const NamedTensors expected = golden::expected_tensors(golden, sharded, convention);
     const RopeAngles angles = implementation->rope_angles();
     if (precision != Precision::fp64) progress.status(fmt::format("{} on {}: yardstick", options.implementation, file));
-    const YardstickErrors yardstick = golden_yardstick(file, golden, expected, precision, angles, convention).errors;
+    const SourcedYardstick yardstick =
+        golden_yardstick(file, golden, expected, precision, angles, convention, options.progress ? nullptr : &err);
     progress.status(fmt::format("{} on {}: comparing", options.implementation, file));
-    const CompareReport report = compare(golden.test_case, expected, actual, precision, &yardstick, angles, convention,
-                                         implementation->declined());
+    const CompareReport report = compare(golden.test_case, expected, actual, precision, &yardstick.errors, angles,
+                                         convention, implementation->declined());
     if (!report.passed()) ++failed;
-    const std::vector<std::string> notes = rank_gradient_notes(golden, options.implementation, sharded, convention);
+    std::vector<std::string> notes = rank_gradient_notes(golden, options.implementation, sharded, convention);
+    if (const std::string line = describe(yardstick); !line.empty()) notes.push_back(line);
     if (!options.html.empty()) {
       progress.status(fmt::format("{} on {}: drawing", options.implementation, file));
-      html.sections.push_back(
-          {.verdict = {.golden = file, .implementation = options.implementation, .report = report},
-           .description = describe_geometry(golden.test_case.geometry()),
-           .notes = notes,
-           .maps = error_heatmaps(golden.test_case, expected, actual, report, {.all = options.html_all})});
+      html.sections.push_back({.verdict = {.golden = file,
+                                           .implementation = options.implementation,
+                                           .report = report,
+                                           .yardstick = describe(yardstick)},
+                               .description = describe_geometry(golden.test_case.geometry()),
+                               .notes = notes,
+                               .maps = error_heatmaps(golden.test_case, expected, actual, report, {.all = options.html_all})});
     }
     if (options.json) {
       nlohmann::json entry = render_json(report);
       entry["golden"] = file;
       entry["implementation"] = options.implementation;
+      entry["integrity"] = integrity;
+      entry["yardstick"] = yardstick_json(yardstick);
       files.push_back(entry);
     } else {
       std::string text = fmt::format("== {} vs {}: {}\n", file, options.implementation,
@@ -423,21 +476,30 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostre
   }
   progress.stop();
   if (!options.html.empty()) write_html_report(options.html, html);
+  const std::size_t total = options.files.size();
+  // An implementation that declined every golden checked nothing: that is never a pass (as `run` and `fuzz`).
+  const bool checked_nothing = declined.size() == total;
+  const bool passed = failed == 0 && !checked_nothing;
   if (options.json) {
-    out << nlohmann::json{{"passed", failed == 0}, {"files", files}}.dump(2, ' ', false,
-                                                                          nlohmann::json::error_handler_t::replace)
+    out << nlohmann::json{{"passed", passed}, {"declined", declined.size()}, {"files", files}}.dump(
+               2, ' ', false, nlohmann::json::error_handler_t::replace)
         << '\n';
   } else {
-    out << fmt::format("{} of {} golden files pass with {}\n", options.files.size() - failed, options.files.size(),
-                       options.implementation);
+    out << fmt::format("{} of {} golden files pass with {}{}\n", total - failed - declined.size(), total,
+                       options.implementation,
+                       declined.empty() ? "" : fmt::format(", {} declined (unsupported: not a pass)", declined.size()));
+    if (checked_nothing) {
+      out << fmt::format("FAIL {}: declined all {} golden files; nothing was checked\n", options.implementation, total);
+    }
   }
-  return failed == 0 ? kExitOk : kExitCheckFailed;
+  return passed ? kExitOk : kExitCheckFailed;
 }
 
-int run_compare(const GoldenOptions& options, std::ostream& out) {
+int run_compare(const GoldenOptions& options, std::ostream& out, std::ostream& err) {
   check_html_path(options.html);
   const golden::Golden golden = golden::read_golden(options.golden_file);
-  out << integrity_note(golden, options.golden_file);
+  // With --json, stdout holds the JSON object alone: the note goes to stderr, the object says it too.
+  (options.json ? err : out) << integrity_note(golden, options.golden_file);
   const golden::CandidateDeclaration declared = golden::read_candidate_declaration(options.candidate);
   // Only a candidate that declares itself unsharded (/result@tp_size = 1) is excused from the per-rank
   // gradients; leaving them out without saying so is a failure, not a way around the check.
@@ -453,12 +515,13 @@ int run_compare(const GoldenOptions& options, std::ostream& out) {
                      error.violations());
   }
   const golden::Candidate candidate = golden::read_candidate(options.candidate, expected);
-  const YardstickErrors yardstick = golden_yardstick(options.golden_file, golden, expected, candidate.precision,
-                                                     candidate.rope_angles, candidate.tp_convention)
-                                        .errors;
-  const CompareReport report = compare(golden.test_case, expected, candidate.tensors, candidate.precision, &yardstick,
-                                       candidate.rope_angles, candidate.tp_convention, candidate.declined);
+  const SourcedYardstick yardstick = golden_yardstick(options.golden_file, golden, expected, candidate.precision,
+                                                      candidate.rope_angles, candidate.tp_convention, &err);
+  const CompareReport report = compare(golden.test_case, expected, candidate.tensors, candidate.precision,
+                                       &yardstick.errors, candidate.rope_angles, candidate.tp_convention,
+                                       candidate.declined);
   std::vector<std::string> notes;
+  if (const std::string line = describe(yardstick); !line.empty()) notes.push_back(line);
   if (skip_ranks) notes.push_back("rank gradients not compared: the candidate declares tp_size 1");
   if (regrouped) {
     notes.push_back(fmt::format("rank gradients judged as the candidate holds them, {}; the golden's {} ones regrouped",
@@ -480,7 +543,9 @@ int run_compare(const GoldenOptions& options, std::ostream& out) {
     nlohmann::json json = render_json(report);
     json["rank_gradients_compared"] = !skip_ranks;
     json["golden_tp_convention"] = to_string(golden.tp_convention);
-    out << json.dump(2) << '\n';
+    json["yardstick"] = yardstick_json(yardstick);
+    json["integrity"] = golden.integrity == golden::Integrity::verified ? "verified" : "absent";
+    out << json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   } else {
     out << fmt::format("== {} vs {}: {}\n", options.golden_file, options.candidate,
                        describe_geometry(golden.test_case.geometry()));

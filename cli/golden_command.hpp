@@ -91,12 +91,12 @@ int run_golden_make(const GoldenOptions& options, std::ostream& out, std::ostrea
 int run_golden_inspect(const GoldenOptions& options, std::ostream& out);
 int run_golden_expand(const GoldenOptions& options, std::ostream& out);
 int run_golden_seal(const GoldenOptions& options, std::ostream& out);
-int run_golden_run(const GoldenOptions& options, std::ostream& out);
+int run_golden_run(const GoldenOptions& options, std::ostream& out, std::ostream& err);
 int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostream& err);
-int run_compare(const GoldenOptions& options, std::ostream& out);
+int run_compare(const GoldenOptions& options, std::ostream& out, std::ostream& err);
 int run_golden_coverage(const GoldenOptions& options, std::ostream& out);  // cli/golden_coverage_command.cpp
 // cli/golden_yardstick_command.cpp: `golden yardstick` (stored yardsticks, golden/stored_yardstick.hpp)
 void add_golden_yardstick_command(CLI::App& golden, GoldenCommands& commands, GoldenOptions& options);
-int run_golden_yardstick(const GoldenOptions& options, std::ostream& out);
+int run_golden_yardstick(const GoldenOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace attncheck::cli

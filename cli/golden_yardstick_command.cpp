@@ -1,8 +1,10 @@
 // `attncheck golden yardstick FILES... [--precision P]... [--rope-angles A]... [--tp-convention C] [--verify]`:
 // computes the yardstick of each golden for each contract given (default: fp32 with float32 angles, the
 // golden's own TP convention) and stores it in the golden (golden/stored_yardstick.hpp), so that later
-// checks read it instead of running the emulated layer twelve times. --verify recomputes and compares
-// with what is stored, changing nothing: exit 1 when one is missing, stale, or differs.
+// checks read it instead of running the emulated layer twelve times. A yardstick is bound to the file's
+// integrity digest when it has one (golden/stored_yardstick.hpp); in a file without one it is stored unbound,
+// and every check recomputes it to verify it. --verify recomputes and compares with what is stored, changing
+// nothing: exit 1 when one is missing, stale, unbound, or differs.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -10,8 +12,10 @@
 
 #include "cli/exit_codes.hpp"
 #include "cli/golden_command.hpp"
+#include "cli/heartbeat.hpp"
 #include "golden/golden_file.hpp"
 #include "golden/stored_yardstick.hpp"
+#include "reference/run_time_estimate.hpp"
 #include "reference/yardstick.hpp"
 
 namespace attncheck::cli {
@@ -47,7 +51,7 @@ void add_golden_yardstick_command(CLI::App& golden, GoldenCommands& commands, Go
                                "recompute and compare with the stored yardsticks; write nothing");
 }
 
-int run_golden_yardstick(const GoldenOptions& options, std::ostream& out) {
+int run_golden_yardstick(const GoldenOptions& options, std::ostream& out, std::ostream& err) {
   int problems = 0;
   for (const std::string& file : options.files) {
     const golden::Golden golden = golden::read_golden(file);
@@ -61,18 +65,30 @@ int run_golden_yardstick(const GoldenOptions& options, std::ostream& out) {
                                                    convention};
           const auto started = std::chrono::steady_clock::now();
           const NamedTensors expected = golden::expected_tensors(golden, true, convention);
-          const YardstickErrors computed = reference::yardstick_errors(golden.test_case, expected, contract.precision,
-                                                                       contract.rope_angles, convention);
+          YardstickErrors computed;
+          {
+            const Heartbeat heartbeat(
+                err, fmt::format("golden yardstick: {} {}", file, golden::contract_key(contract)),
+                reference::estimated_yardstick_seconds(golden.test_case, contract.precision));
+            computed = reference::yardstick_errors(golden.test_case, expected, contract.precision,
+                                                   contract.rope_angles, convention);
+          }
           const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
           const std::string key = golden::contract_key(contract);
           if (!options.verify) {
-            golden::write_stored_yardstick(file, contract, reference::kYardstickVersion, computed);
-            out << fmt::format("{}: stored yardstick {} ({} tensors, computed in {:.1f} s)\n", file, key,
-                               computed.size(), seconds);
+            const bool bound = golden::write_stored_yardstick(file, contract, reference::kYardstickVersion, computed);
+            out << fmt::format("{}: stored yardstick {} ({} tensors, computed in {:.1f} s){}\n", file, key,
+                               computed.size(), seconds,
+                               bound ? ", bound to the file's integrity digest"
+                                     : "; NOT bound: the file carries no integrity digest, so every check will "
+                                       "recompute it to verify it (`attncheck golden seal` the file, then store "
+                                       "it again)");
             continue;
           }
+          const std::optional<golden::StoredYardstick> stored_yardstick = golden::read_stored_yardstick(
+              file, contract, reference::kYardstickVersion, golden.integrity == golden::Integrity::verified);
           const std::optional<YardstickErrors> stored =
-              golden::read_stored_yardstick(file, contract, reference::kYardstickVersion);
+              stored_yardstick ? std::optional<YardstickErrors>(stored_yardstick->errors) : std::nullopt;
           if (!stored) {
             ++problems;
             out << fmt::format(
@@ -92,9 +108,16 @@ int run_golden_yardstick(const GoldenOptions& options, std::ostream& out) {
             }
           }
           if (stored->size() != computed.size()) differing.push_back("a different set of tensors");
-          if (differing.empty()) {
-            out << fmt::format("{}: yardstick {} is current ({} tensors, recomputed in {:.1f} s)\n", file, key,
-                               computed.size(), seconds);
+          if (differing.empty() && !stored_yardstick->bound) {
+            ++problems;
+            out << fmt::format(
+                "{}: yardstick {} equals its recomputation but is NOT bound to a verified integrity digest (the "
+                "file has none, or it changed since the yardstick was stored): every check recomputes it; store it "
+                "again with `attncheck golden yardstick {}`\n",
+                file, key, file);
+          } else if (differing.empty()) {
+            out << fmt::format("{}: yardstick {} is current and bound ({} tensors, recomputed in {:.1f} s)\n", file,
+                               key, computed.size(), seconds);
           } else {
             ++problems;
             out << fmt::format(

@@ -42,6 +42,8 @@ std::string result_of(const PairVerdict& verdict) {
   switch (verdict.kind) {
     case PairVerdict::Kind::raised:
       return "raised";
+    case PairVerdict::Kind::no_answer:
+      return "no answer";
     case PairVerdict::Kind::unsupported:
       return "unsupported";
     case PairVerdict::Kind::judged:

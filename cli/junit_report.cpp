@@ -63,13 +63,22 @@ void write_junit(const std::string& path, const std::vector<PairVerdict>& verdic
       ++suite_counts.skipped;
       continue;
     }
-    if (verdict.kind == PairVerdict::Kind::raised) {
+    if (verdict.kind == PairVerdict::Kind::raised || verdict.kind == PairVerdict::Kind::no_answer) {
+      const bool no_answer = verdict.kind == PairVerdict::Kind::no_answer;
       tinyxml2::XMLElement* error = document.NewElement("error");
-      error->SetAttribute("message", ("raised: " + verdict.message).c_str());
-      error->SetAttribute("type", "crash");
+      error->SetAttribute("message", ((no_answer ? "no answer: " : "raised: ") + verdict.message).c_str());
+      error->SetAttribute("type", no_answer ? "no-answer" : "crash");
       testcase->InsertEndChild(error);
       ++suite_counts.errors;
       continue;
+    }
+    if (!verdict.yardstick.empty()) {  // which yardstick set the tolerance: stored, recomputed or computed
+      tinyxml2::XMLElement* properties = document.NewElement("properties");
+      tinyxml2::XMLElement* property = document.NewElement("property");
+      property->SetAttribute("name", "yardstick");
+      property->SetAttribute("value", verdict.yardstick.c_str());
+      properties->InsertEndChild(property);
+      testcase->InsertEndChild(properties);
     }
     const CompareReport& report = verdict.report;
     std::string failing, declined;

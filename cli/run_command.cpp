@@ -5,17 +5,20 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <exception>
 #include <filesystem>
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <semaphore>
 
 #include <omp.h>
 
 #include "cli/exit_codes.hpp"
 #include "cli/golden_command.hpp"
+#include "cli/heartbeat.hpp"
 #include "cli/html_report.hpp"
 #include "cli/junit_report.hpp"
 #include "cli/progress_line.hpp"
@@ -26,6 +29,7 @@
 #include "core/errors/input_error.hpp"
 #include "golden/golden_file.hpp"
 #include "impl/registry.hpp"
+#include "reference/run_time_estimate.hpp"
 
 namespace attncheck::cli {
 
@@ -36,11 +40,11 @@ namespace {
 struct PairOutcome {
   std::string row;
   PairVerdict verdict;
-  int yardsticks_stored = 0, yardsticks_computed = 0;
+  YardstickSource yardstick = YardstickSource::none;
   std::vector<Heatmap> maps;       // --html only
   std::vector<std::string> notes;  // --html only: on the per-rank gradients
   bool failed() const {
-    return verdict.kind == PairVerdict::Kind::raised ||
+    return verdict.kind == PairVerdict::Kind::raised || verdict.kind == PairVerdict::Kind::no_answer ||
            (verdict.kind == PairVerdict::Kind::judged && !verdict.report.passed());
   }
   std::int64_t declined_tensors() const { return verdict.report.declined_count(); }
@@ -68,10 +72,15 @@ PairOutcome judge_pair(const std::string& path, const golden::Golden& golden, im
   } catch (const InputError&) {
     throw;
   } catch (const std::exception& crash) {
-    outcome.row =
-        fmt::format("{:<34} {:<20} {:<6} raised: {}\n", golden_name, implementation.name(), "FAIL", crash.what());
-    outcome.verdict.kind = PairVerdict::Kind::raised;
+    // A crash, a worker's error or invalid candidate (raised), or no answer in time: the implementation's
+    // failure on this golden, never bad input of the user's.
+    outcome.verdict.kind = failure_kind(crash);
     outcome.verdict.message = crash.what();
+    outcome.row = outcome.verdict.kind == PairVerdict::Kind::no_answer
+                      ? fmt::format("{:<34} {:<20} {:<6} no answer: {}\n", golden_name, implementation.name(), "FAIL",
+                                    crash.what())
+                      : fmt::format("{:<34} {:<20} {:<6} raised: {}\n", golden_name, implementation.name(), "FAIL",
+                                    crash.what());
     return finish();
   }
   const Precision precision = implementation.precision();
@@ -79,7 +88,8 @@ PairOutcome judge_pair(const std::string& path, const golden::Golden& golden, im
   const NamedTensors expected = golden::expected_tensors(golden, implementation.sharded(), convention);
   const RopeAngles angles = implementation.rope_angles();
   const SourcedYardstick sourced = golden_yardstick(path, golden, expected, precision, angles, convention);
-  if (precision != Precision::fp64) ++(sourced.stored ? outcome.yardsticks_stored : outcome.yardsticks_computed);
+  outcome.yardstick = sourced.source;
+  outcome.verdict.yardstick = describe(sourced);
   const CompareReport report = compare(golden.test_case, expected, actual, precision, &sourced.errors, angles,
                                        convention, implementation.declined());
   // The worst of the tensors judged (out always is: it cannot be declined).
@@ -100,6 +110,7 @@ PairOutcome judge_pair(const std::string& path, const golden::Golden& golden, im
   if (drawing != nullptr) {
     outcome.maps = error_heatmaps(golden.test_case, expected, actual, report, *drawing);
     outcome.notes = rank_gradient_notes(golden, implementation.name(), implementation.sharded(), convention);
+    if (!outcome.verdict.yardstick.empty()) outcome.notes.push_back(outcome.verdict.yardstick);
   }
   return finish();
 }
@@ -181,7 +192,7 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
       .command = fmt::format("attncheck run --goldens {} --impl {}", directory, fmt::join(implementations, " ")),
       .all = options.html_all};
   const HeatmapOptions drawing{.all = options.html_all};
-  int yardsticks_stored = 0, yardsticks_computed = 0;  // below fp64: read from the golden, or computed now
+  std::map<YardstickSource, int> yardsticks;  // below fp64: where each pair's yardstick came from
   // A golden's implementations run side by side, `jobs` at a time (each object on one thread at a time);
   // rows are printed in table order as they become ready.
   const int jobs = std::max(1, options.jobs);
@@ -189,6 +200,14 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
     const std::string golden_name = std::filesystem::path(path).filename().string();
     progress.status(fmt::format("reading {}", golden_name));
     const golden::Golden golden = golden::read_golden(path);
+    // Plain lines on stderr while a long golden runs, where no live progress line shows it (a CI log, a pipe):
+    // its implementations, `jobs` at a time, each about as long as the reference.
+    std::optional<Heartbeat> heartbeat;
+    if (!options.progress) {
+      const double rounds = std::ceil(static_cast<double>(opened.size()) / jobs);
+      heartbeat.emplace(err, fmt::format("run: {}", golden_name),
+                        rounds * reference::estimated_reference_seconds(golden.test_case));
+    }
     std::counting_semaphore<> slots(jobs);
     std::mutex running_mutex;
     std::vector<std::string> running;
@@ -236,8 +255,7 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
         }
         if (outcome.declined_tensors() > 0) ++pairs_with_declined;
         declined_tensors += outcome.declined_tensors();
-        yardsticks_stored += outcome.yardsticks_stored;
-        yardsticks_computed += outcome.yardsticks_computed;
+        if (outcome.yardstick != YardstickSource::none) ++yardsticks[outcome.yardstick];
         if (!options.html.empty()) {
           html.sections.push_back({.verdict = outcome.verdict,
                                    .description = describe_geometry(golden.test_case.geometry()),
@@ -264,9 +282,12 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
                         "tensors are not judged, `attncheck compare` lists them)",
                         declined_tensors, declined_tensors == 1 ? "" : "s", pairs_with_declined),
       kFp64ToleranceUlps, kYardstickFactorOutputs, kYardstickFactorGradients, kYardstickFloorUlps);
-  if (yardsticks_stored + yardsticks_computed > 0) {
-    out << fmt::format("yardsticks: {} stored in the goldens, {} computed (`attncheck golden yardstick` stores them)\n",
-                       yardsticks_stored, yardsticks_computed);
+  if (!yardsticks.empty()) {
+    out << fmt::format(
+        "yardsticks: {} stored in the goldens (bound to their integrity digests), {} stored but not bound and so "
+        "recomputed (equal), {} computed (`attncheck golden yardstick` stores them)\n",
+        yardsticks[YardstickSource::stored], yardsticks[YardstickSource::recomputed],
+        yardsticks[YardstickSource::computed]);
   }
   if (!options.junit.empty()) write_junit(options.junit, verdicts);
   if (!options.html.empty()) write_html_report(options.html, html);

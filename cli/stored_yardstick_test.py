@@ -45,22 +45,26 @@ with tempfile.TemporaryDirectory() as folder:
         "--tp", "2", "--batch", "2", "--seq", "9", "--pad-keys", "--seed", "7", "-o", str(golden), code=0)
 
     computed = run("run", "--goldens", str(folder), "--impl", candidate, code=0)
-    expect("0 stored in the goldens, 1 computed" in computed, "without a stored yardstick, run computes it")
+    expect("0 stored in the goldens (bound to their integrity digests), 0 stored but not bound and so recomputed (equal), 1 computed" in computed,
+           "without a stored yardstick, run computes it")
 
     stored_output = run("golden", "yardstick", "--precision", "bf16", "--rope-angles", "float64", str(golden), code=0)
     expect("stored yardstick bf16.float64.replicated-kv" in stored_output, "golden yardstick names what it stored")
     with h5py.File(golden, "r") as file:
         group = file["yardstick/bf16.float64.replicated-kv"]
         expect(group.attrs["version"] == "attncheck-yardstick-v2", "version attribute")
+        expect(re.fullmatch(r"attncheck-yardstick-binding-v1:[0-9a-f]{64}", group.attrs["binding"]) is not None,
+               "binding: the binding version and 64 hex digits")
         expect(re.fullmatch(r"[0-9a-f]{16}", group.attrs["case_digest"]) is not None, "case_digest: 16 hex digits")
         for name in ("out", "grads/x", "ranks/1/grads/q_norm"):
             expect(name in group.attrs and group.attrs[name] > 0, f"stored error for {name}")
 
     verify = run("golden", "yardstick", "--verify", "--precision", "bf16", "--rope-angles", "float64", str(golden),
                  code=0)
-    expect("is current" in verify, "--verify accepts a fresh store")
+    expect("is current and bound" in verify, "--verify accepts a fresh store, bound to the integrity digest")
     reused = run("run", "--goldens", str(folder), "--impl", candidate, code=0)
-    expect("1 stored in the goldens, 0 computed" in reused, "run reads the stored yardstick")
+    expect("1 stored in the goldens (bound to their integrity digests), 0 stored but not bound" in reused,
+           "run reads the stored yardstick")
     expect(table_row(reused) == table_row(computed) and table_row(reused) is not None,
            f"same verdict, worst tensor and ulps stored or computed: {table_row(reused)} vs {table_row(computed)}")
 
@@ -81,7 +85,8 @@ with tempfile.TemporaryDirectory() as folder:
     # (its expected answers no longer match its inputs exactly, so the verdict is not the point here: which
     # yardstick judged it is)
     recomputed = run("run", "--goldens", str(folder), "--impl", candidate, code=None)
-    expect("0 stored in the goldens, 1 computed" in recomputed, "a stale stored yardstick is not used")
+    expect("0 stored in the goldens (bound to their integrity digests), 0 stored but not bound and so recomputed (equal), 1 computed" in recomputed,
+           "a stale stored yardstick is not used")
 
     # A stored error that is not a finite, non-negative number is bad input.
     run("golden", "yardstick", "--precision", "bf16", "--rope-angles", "float64", str(golden), code=0)

@@ -1,22 +1,98 @@
 #include "cli/yardstick_source.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <vector>
+
+#include "cli/heartbeat.hpp"
+#include "core/errors/input_error.hpp"
 #include "golden/stored_yardstick.hpp"
+#include "reference/run_time_estimate.hpp"
 #include "reference/yardstick.hpp"
 
 namespace attncheck::cli {
 
+std::string_view source_name(YardstickSource source) {
+  switch (source) {
+    case YardstickSource::none:
+      return "none";
+    case YardstickSource::stored:
+      return "stored";
+    case YardstickSource::recomputed:
+      return "recomputed";
+    case YardstickSource::computed:
+      return "computed";
+  }
+  return "none";
+}
+
+std::string describe(const SourcedYardstick& yardstick) {
+  switch (yardstick.source) {
+    case YardstickSource::none:
+      return "";
+    case YardstickSource::stored:
+      return fmt::format("yardstick {}: stored in the golden, bound to its integrity digest", yardstick.contract);
+    case YardstickSource::recomputed:
+      return fmt::format(
+          "yardstick {}: computed now; the golden's stored one is not bound to a verified integrity digest, and "
+          "equals this recomputation",
+          yardstick.contract);
+    case YardstickSource::computed:
+      return fmt::format("yardstick {}: computed now (none current stored in the golden)", yardstick.contract);
+  }
+  return "";
+}
+
 SourcedYardstick golden_yardstick(const std::string& golden_path, const golden::Golden& golden,
                                   const NamedTensors& expected, Precision precision, RopeAngles angles,
-                                  TpConvention convention) {
+                                  TpConvention convention, std::ostream* heartbeat) {
   if (precision == Precision::fp64) return {};
   const golden::YardstickContract contract{precision, angles, convention};
-  if (std::optional<YardstickErrors> stored =
-          golden::read_stored_yardstick(golden_path, contract, reference::kYardstickVersion)) {
-    bool complete = true;
-    for (const auto& [name, tensor] : expected) complete = complete && stored->count(name) > 0;
-    if (complete) return {std::move(*stored), true};
+  SourcedYardstick sourced{.errors = {}, .source = YardstickSource::computed, .contract = golden::contract_key(contract)};
+  std::optional<golden::StoredYardstick> stored =
+      golden::read_stored_yardstick(golden_path, contract, reference::kYardstickVersion,
+                                    golden.integrity == golden::Integrity::verified);
+  const bool complete = stored && std::all_of(expected.begin(), expected.end(),
+                                              [&](const auto& entry) { return stored->errors.count(entry.first) > 0; });
+  if (complete && stored->bound) {
+    sourced.errors = std::move(stored->errors);
+    sourced.source = YardstickSource::stored;
+    return sourced;
   }
-  return {reference::yardstick_errors(golden.test_case, expected, precision, angles, convention), false};
+  {
+    std::optional<Heartbeat> beating;
+    if (heartbeat != nullptr) {
+      beating.emplace(*heartbeat, fmt::format("{}: computing the yardstick {}", golden_path, sourced.contract),
+                      reference::estimated_yardstick_seconds(golden.test_case, precision));
+    }
+    sourced.errors = reference::yardstick_errors(golden.test_case, expected, precision, angles, convention);
+  }
+  if (!complete) return sourced;
+  // Stored without a binding that counts: only a claim. The computation is deterministic (reference/
+  // fixed_order_product.hpp); a relative 1e-9 allows only for printing and reading back, as --verify does.
+  std::vector<std::string> differing;
+  for (const auto& [name, error] : sourced.errors) {
+    const double claimed = stored->errors.at(name);
+    if (std::abs(claimed - error) > 1e-9 * std::max(std::abs(error), 1e-300)) {
+      differing.push_back(fmt::format("@{} = {:.17g} (recomputed {:.17g})", name, claimed, error));
+    }
+  }
+  if (!differing.empty()) {
+    ViolationList violations;
+    violations.add(fmt::format("/yardstick/{}", sourced.contract), fmt::format("{}", fmt::join(differing, ", ")),
+                   "a stored yardstick that is not bound to the file's verified integrity digest must equal its "
+                   "recomputation (a yardstick sets the tolerance: an edited one would loosen the check)",
+                   fmt::format("store it again with `attncheck golden yardstick {}` (after `attncheck golden seal` if "
+                               "the file carries no integrity digest), or delete /yardstick",
+                               golden_path));
+    violations.throw_if_any(fmt::format("HDF5 file '{}'", golden_path));
+  }
+  sourced.source = YardstickSource::recomputed;
+  return sourced;
 }
 
 }  // namespace attncheck::cli

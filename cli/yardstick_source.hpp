@@ -1,9 +1,12 @@
-// The yardstick a check of a golden file uses (core/compare/tolerance.hpp): the one stored in the golden for
-// the candidate's contract when it is current (golden/stored_yardstick.hpp: same yardstick version, same
-// case), else computed now (reference/yardstick.hpp: twelve naive runs of the layer). Both give the same
-// numbers; storing saves the time (`attncheck golden yardstick` writes them; golden/SCHEMA.md).
+// The yardstick a check of a golden file uses (core/compare/tolerance.hpp), and where it came from. A yardstick
+// sets a tolerance, so a value stored in the file is never trusted as data: it is used as it stands only when
+// it is bound to the file's verified integrity digest (golden/stored_yardstick.hpp); a stored one without
+// that is checked against a recomputation (reference/yardstick.hpp: twelve naive runs of the layer) and the
+// file is refused (exit 2) when they differ; with no current stored one the yardstick is computed now. Every
+// report says which of these it used (describe()).
 #pragma once
 
+#include <ostream>
 #include <string>
 
 #include "core/compare/compare.hpp"
@@ -11,15 +14,31 @@
 
 namespace attncheck::cli {
 
-struct SourcedYardstick {
-  YardstickErrors errors;  // empty for fp64, which needs none
-  bool stored = false;     // read from the golden rather than computed
+enum class YardstickSource {
+  none,        // fp64: the tolerance is in ulps, no yardstick
+  stored,      // read from the golden, its binding matching the file's verified integrity digest
+  recomputed,  // stored without a binding that counts, recomputed and equal: the recomputation is used
+  computed,    // nothing current stored: computed now
 };
 
+struct SourcedYardstick {
+  YardstickErrors errors;  // empty for fp64, which needs none
+  YardstickSource source = YardstickSource::none;
+  std::string contract;  // "fp32.float32.replicated-kv"; empty for fp64
+};
+
+// "stored", "recomputed", "computed" or "none" (not to_string: it would hide attncheck::to_string here).
+std::string_view source_name(YardstickSource source);
+// One line for reports: "yardstick fp32.float32.replicated-kv: stored in the golden, bound to its integrity
+// digest"; "" for fp64.
+std::string describe(const SourcedYardstick& yardstick);
+
 // expected: what the candidate is held to (golden::expected_tensors under `convention`); every name in it
-// must be in a stored yardstick for that one to be used.
+// must be in a stored yardstick for that one to be used. InputError when a stored yardstick that is not bound
+// differs from its recomputation.
+// heartbeat: where to print plain progress lines while a yardstick is computed (cli/heartbeat.hpp), or nullptr.
 SourcedYardstick golden_yardstick(const std::string& golden_path, const golden::Golden& golden,
                                   const NamedTensors& expected, Precision precision, RopeAngles angles,
-                                  TpConvention convention);
+                                  TpConvention convention, std::ostream* heartbeat = nullptr);
 
 }  // namespace attncheck::cli

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <set>
 #include <vector>
 
 #include "core/compare/rank_regroup.hpp"
@@ -147,11 +149,16 @@ std::string read_version_2_geometry(const H5::H5File& file, const H5::Group& gro
   scaling.beta_slow = read_double_attribute(group, "rope_scaling_beta_slow", file_name);
   scaling.mscale = read_double_attribute(group, "rope_scaling_mscale", file_name);
   scaling.mscale_all_dim = read_double_attribute(group, "rope_scaling_mscale_all_dim", file_name);
+  // Required for yarn (SCHEMA.md): absent, it would read as the default `true` and a layer that does not
+  // truncate would be checked as one that does, the mismatch blamed on the implementation.
   if (const auto truncate = read_integer_attribute(group, "rope_scaling_truncate", file_name)) {
     if (*truncate != 0 && *truncate != 1) {
       fail(file_name, "/geometry@rope_scaling_truncate", std::to_string(*truncate), "must be 0 or 1", "1");
     }
     scaling.truncate = *truncate == 1;
+  } else if (scaling.type == RopeScalingType::yarn) {
+    fail(file_name, "/geometry@rope_scaling_truncate", "absent", "rope_scaling yarn requires it (0 or 1)",
+         "see golden/SCHEMA.md, \"Schema version 2\"");
   }
   scaling.attention_factor = read_double_attribute(group, "rope_scaling_attention_factor", file_name);
   for (const auto& [name, target] :
@@ -268,8 +275,8 @@ void create_parents(H5::H5File& file, const std::string& path) {
   }
 }
 
-// Reads every parameter the geometry calls for, with the shapes of `shapes` (zero_parameters or
-// held_parameters), from group_path. A tensor of 0 rows (a rank holding none of its lines) is not read
+// Reads every parameter the geometry calls for, with the shapes of `shapes` (parameter_shapes or
+// held_parameter_shapes: shapes alone, so that nothing is allocated before it is read), from group_path. A tensor of 0 rows (a rank holding none of its lines) is not read
 // and must not be stored. With sketches given, the four projections are read as sketches from
 // /expected/sketches/<sketch_prefix><name> into it (as "<prefix><name>#sketch") and left empty here.
 Parameters read_parameters(const H5::H5File& file, const std::string& group_path, Parameters shapes,
@@ -279,7 +286,7 @@ Parameters read_parameters(const H5::H5File& file, const std::string& group_path
   for_each_parameter(parameters, [&](std::string_view name, Tensor& tensor) {
     const std::string sketch_name = sketch_prefix + std::string(name);
     const bool sketched = sketches != nullptr && sketchable(sketch_name);
-    if (tensor.numel() == 0) {
+    if (element_count(tensor.shape) == 0) {
       const std::string path = sketched ? "/expected/sketches/" + sketch_name : group_path + "/" + std::string(name);
       if (exists(file, path)) {
         fail(file_name, path, "present", "this rank holds none of the tensor's lines under the golden's TP convention",
@@ -341,15 +348,19 @@ void read_generated_inputs(const H5::H5File& file, const H5::Group& group, const
     fail(path, "/inputs/position_ids", to_string(position_shape), "shape must be [batch, seq] with batch, seq >= 1",
          "");
   }
-  // Bound what is generated before generating it.
+  // Bound what is generated before generating it: golden make's limits on batch and seq, then x's size (its
+  // memory was counted with everything else the file needs: require_room_for_reading).
+  for (const auto& [extent, name] : {std::pair{position_shape[0], "batch"}, std::pair{position_shape[1], "seq"}}) {
+    if (extent > kMaxBatchOrSeq) {
+      fail(path, "/inputs/position_ids", to_string(position_shape),
+           fmt::format("{} {} is beyond 2^20, the most attncheck generates (golden make's --{})", name, extent, name),
+           "a golden of fewer tokens");
+    }
+  }
   if (position_shape[0] * position_shape[1] > kMaxDatasetElements / hidden) {
     fail(path, "/inputs/position_ids", to_string(position_shape),
          fmt::format("generated x would hold more than 2^28 values (hidden_size {})", hidden), "a shorter sequence");
   }
-  // x and dout are generated, not read: not counted by open_for_reading's bound on declared data.
-  require_memory(path + ": /inputs (generated x and dout)",
-                 2 * 8 * static_cast<std::uint64_t>(position_shape[0] * position_shape[1] * hidden),
-                 [](std::uint64_t) { return std::string("a golden of fewer tokens (smaller position_ids)"); });
   inputs.batch = position_shape[0];
   inputs.seq = position_shape[1];
   inputs.positions = positions;
@@ -425,7 +436,7 @@ static void write_golden_unchecked(const std::string& path, const Golden& golden
     for (std::size_t r = 0; r < holdings.size(); ++r) {
       // A golden read from a sketched file keeps its projections as sketches (those tensors left empty).
       std::vector<Shape> want, have;
-      const Parameters held = held_parameters(test_case.geometry(), holdings[r]);
+      const Parameters held = held_parameter_shapes(test_case.geometry(), holdings[r]);
       for_each_parameter(held, [&](std::string_view, const Tensor& tensor) { want.push_back(tensor.shape); });
       for_each_parameter(expected.rank_gradients[r],
                          [&](std::string_view, const Tensor& tensor) { have.push_back(tensor.shape); });
@@ -477,6 +488,35 @@ static void write_golden_unchecked(const std::string& path, const Golden& golden
   }
 }
 
+// Everything reading the file allocates, counted before anything large is: the values its datasets declare
+// (read as 8-byte values), HDF5's buffer of the largest chunk while the integrity digest reads it in slabs
+// (attncheck writes each dataset as one chunk: golden/hdf5_io.cpp), x and dout when /inputs names the generator (from position_ids'
+// declared shape), the weights when /weights names it, with the generator's one temporary (o_proj's transpose,
+// as large as o_proj). One sum against memory_room(), so that --max-memory bounds the whole read, not each part
+// of it alone. cli.reading_memory measures the peak below it.
+static void require_room_for_reading(const H5::H5File& file, const std::string& path, const Geometry& geometry) {
+  const auto hidden = static_cast<long double>(geometry.hidden_size());
+  const DeclaredValues declared = declared_values(file, path);
+  long double bytes =
+      8.0L * (static_cast<long double>(declared.total) + static_cast<long double>(declared.largest_chunk));
+  std::string generated;
+  if (exists(file, "/inputs") && read_string_attribute(file.openGroup("/inputs"), "generator", path) &&
+      exists(file, "/inputs/position_ids") && file.childObjType("/inputs/position_ids") == H5O_TYPE_DATASET) {
+    const H5::DataSpace space = file.openDataSet("/inputs/position_ids").getSpace();
+    long double tokens = static_cast<long double>(space.getSimpleExtentNpoints());
+    bytes += 2.0L * 8.0L * tokens * hidden;  // x and dout
+    generated += ", x and dout generated";
+  }
+  if (exists(file, "/weights") && read_string_attribute(file.openGroup("/weights"), "generator", path)) {
+    const auto parameters = static_cast<long double>(make_tp_plan(geometry, 1).unsharded_params.total());
+    bytes += 8.0L * (parameters + hidden * static_cast<long double>(geometry.query_width()));
+    generated += ", weights generated";
+  }
+  require_memory(fmt::format("HDF5 file '{}' (its datasets{})", path, generated),
+                 static_cast<std::uint64_t>(std::min(bytes, static_cast<long double>(std::uint64_t{1} << 62))),
+                 [](std::uint64_t) { return std::string("a golden of a smaller layer or fewer tokens"); });
+}
+
 // Everything but /expected: root attributes, geometry, inputs, weights; the case validated.
 static Golden read_case_part(const H5::H5File& file, const std::string& path) {
   const auto version = read_integer_attribute(file, "schema_version", path);
@@ -487,8 +527,17 @@ static Golden read_case_part(const H5::H5File& file, const std::string& path) {
   Golden golden{.test_case = Case{.plan = read_plan(file, path, *version), .inputs = {}, .weights = {}},
                 .schema_version = *version,
                 .expected = {}};
-  golden.generator = read_string_attribute(file, "generator", path).value_or("");
-  golden.seed = static_cast<std::uint64_t>(read_integer_attribute(file, "seed", path).value_or(0));
+  require_room_for_reading(file, path, golden.test_case.geometry());
+  // Required root attributes (SCHEMA.md "Root attributes"): refused when absent, never defaulted.
+  const std::optional<std::string> generator = read_string_attribute(file, "generator", path);
+  if (!generator) fail(path, "/@generator", "absent", "the schema requires it: what wrote the file", "e.g. attncheck 0.1.0");
+  golden.generator = *generator;
+  const std::optional<std::int64_t> seed = read_integer_attribute(file, "seed", path);
+  if (!seed) {
+    fail(path, "/@seed", "absent", "the schema requires it: the seed of the generated inputs and weights",
+         "0 if nothing was generated");
+  }
+  golden.seed = static_cast<std::uint64_t>(*seed);
 
   Case& test_case = golden.test_case;
   const Geometry& geometry = test_case.geometry();
@@ -536,14 +585,7 @@ static Golden read_case_part(const H5::H5File& file, const std::string& path) {
            "a file whose /weights names a generator stores no weights (they would be ignored)",
            "drop the datasets, or the generator attributes (attncheck golden expand stores them all)");
     }
-    // Generated, not read: not counted by open_for_reading's bound on declared data.
-    const long double projection_values =
-        static_cast<long double>(geometry.hidden_size()) *
-        static_cast<long double>(2 * geometry.query_width() + 2 * geometry.kv_width());
-    require_memory(path + ": /weights (generated)",
-                   static_cast<std::uint64_t>(std::min(projection_values * 8, static_cast<long double>(1ULL << 62))),
-                   [](std::uint64_t) { return std::string("a golden of a smaller layer"); });
-    try {
+    try {  // its memory was counted with everything else the file needs (require_room_for_reading)
       test_case.weights = generate_weights(geometry, static_cast<std::uint64_t>(*weight_seed));
     } catch (const InputError& error) {
       throw InputError(fmt::format("HDF5 file '{}': {}", path, error.context()), error.violations());
@@ -553,7 +595,7 @@ static Golden read_case_part(const H5::H5File& file, const std::string& path) {
     golden.weights_by_generator = static_cast<std::uint64_t>(*weight_seed) == golden.seed;
   } else {
     test_case.weights =
-        read_parameters(file, "/weights", zero_parameters(geometry, full_widths(geometry)), path, false);
+        read_parameters(file, "/weights", parameter_shapes(geometry, full_widths(geometry)), path, false);
   }
   try {
     validate_case(test_case);
@@ -563,8 +605,67 @@ static Golden read_case_part(const H5::H5File& file, const std::string& path) {
   return golden;
 }
 
+// Every member of /expected is compared or refused by name: a dataset nothing reads (a projection gradient
+// stored in full beside its sketch, a stray /expected/ranks/01 or ranks/-1, a tensor the geometry lacks)
+// would be an answer the file claims and no check ever looks at. Allowed: the datasets `golden`'s expected
+// tensors were read from, their parent groups, and the groups the writer makes even when it stores nothing
+// in them (/expected/grads, /expected/ranks/<r>/grads of a rank holding only sketched projections).
+static void refuse_uncompared_expected(const H5::H5File& file, const std::string& path, const Golden& golden) {
+  std::set<std::string> datasets, groups = {"/expected", "/expected/grads"};
+  const auto add_parents = [&](const std::string& member) {
+    for (std::size_t slash = member.find('/', 1); slash != std::string::npos; slash = member.find('/', slash + 1)) {
+      groups.insert(member.substr(0, slash));
+    }
+  };
+  for (const auto& [name, shape] : expected_shapes(golden)) {  // names alone: nothing copied
+    const std::string member =
+        name.ends_with(kSketchSuffix)
+            ? "/expected/sketches/" + name.substr(0, name.size() - kSketchSuffix.size())
+            : "/expected/" + name;
+    datasets.insert(member);
+    add_parents(member);
+  }
+  for (std::int64_t r = 0; golden.test_case.plan.tp_size > 1 && r < golden.test_case.plan.tp_size; ++r) {
+    add_parents(fmt::format("/expected/ranks/{}/grads/", r));
+  }
+  const std::string rule_suffix = fmt::format(
+      "/expected holds only what a check compares (out, grads/..., decode/out, sketches/..., ranks/0 .. {}): "
+      "golden/SCHEMA.md",
+      golden.test_case.plan.tp_size - 1);
+  const std::function<void(const H5::Group&, const std::string&)> walk = [&](const H5::Group& group,
+                                                                            const std::string& group_path) {
+    const hsize_t count = group.getNumObjs();
+    for (hsize_t i = 0; i < count; ++i) {
+      const std::string name = group.getObjnameByIdx(i);
+      const std::string member = group_path + "/" + name;
+      H5L_info_t link{};
+      if (H5Lget_info(group.getId(), name.c_str(), &link, H5P_DEFAULT) < 0 || link.type != H5L_TYPE_HARD) {
+        fail(path, member, "a soft or external link", "links are not followed, so nothing would compare it",
+             "store the object itself, or drop the link");
+      }
+      const H5O_type_t type = group.childObjType(name);
+      if (type == H5O_TYPE_GROUP && groups.count(member) > 0) {
+        walk(group.openGroup(name), member);
+        continue;
+      }
+      if (type == H5O_TYPE_DATASET && datasets.count(member) > 0) continue;
+      // The one ambiguity worth naming: a tensor both sketched and stored in full. Which would count?
+      const std::string sketch = "/expected/sketches/" + member.substr(std::string("/expected/").size());
+      if (type == H5O_TYPE_DATASET && datasets.count(sketch) > 0) {
+        fail(path, member, "present beside its sketch " + sketch,
+             "a tensor is stored in full or as a sketch, never both: only the sketch would be compared",
+             "drop one of them (attncheck writes sketches alone with --sketch-gradients / --sketch-activations)");
+      }
+      fail(path, member,
+           type == H5O_TYPE_GROUP ? "a group" : type == H5O_TYPE_DATASET ? "a dataset" : "another kind of object",
+           "is not a tensor of this golden that any check compares; " + rule_suffix, "drop it");
+    }
+  };
+  walk(file.openGroup("/expected"), "/expected");
+}
+
 static Golden read_golden_unchecked(const std::string& path, IntegrityCheck integrity_check) {
-  const H5::H5File file = open_for_reading(path);
+  const H5::H5File file = open_for_reading(path, DeclaredData::counted_by_caller);  // require_room_for_reading
   Golden golden = read_case_part(file, path);
   const Case& test_case = golden.test_case;
   const Geometry& geometry = test_case.geometry();
@@ -618,7 +719,7 @@ static Golden read_golden_unchecked(const std::string& path, IntegrityCheck inte
   expected.out = read_activation("out", activation_shape);
   expected.gradients =
       Gradients{.x = read_activation("grads/x", activation_shape),
-                .params = read_parameters(file, "/expected/grads", zero_parameters(geometry, full_widths(geometry)),
+                .params = read_parameters(file, "/expected/grads", parameter_shapes(geometry, full_widths(geometry)),
                                           path, false, "grads/", sketches)};
   if (!inputs.decode.empty()) {
     const Shape decode_shape{inputs.batch, inputs.decode.total(), geometry.hidden_size()};
@@ -679,10 +780,11 @@ static Golden read_golden_unchecked(const std::string& path, IntegrityCheck inte
     }
     for (int r = 0; r < plan.tp_size; ++r) {
       expected.rank_gradients.push_back(read_parameters(file, fmt::format("/expected/ranks/{}/grads", r),
-                                                        held_parameters(geometry, holdings[r]), path, false,
+                                                        held_parameter_shapes(geometry, holdings[r]), path, false,
                                                         fmt::format("ranks/{}/grads/", r), sketches));
     }
   }
+  refuse_uncompared_expected(file, path, golden);
   // Last, after the schema's own checks, whose messages name what is wrong more precisely.
   golden.integrity = integrity_check == IntegrityCheck::skip ? Integrity::absent : verify_integrity(file, path);
   return golden;
@@ -810,6 +912,16 @@ NamedTensors all_expected_tensors(const Golden& golden) {
 
 }  // namespace
 
+std::map<std::string, Shape, TensorNameOrder> expected_shapes(const Golden& golden) {
+  std::map<std::string, Shape, TensorNameOrder> shapes;
+  for_each_named_tensor(golden.expected, [&](const std::string& name, const Tensor& tensor) { shapes[name] = tensor.shape; });
+  for (const auto& [name, sketch] : golden.sketches) {  // in place of the tensors they sketch
+    shapes.erase(name.substr(0, name.size() - kSketchSuffix.size()));
+    shapes[name] = sketch.shape;
+  }
+  return shapes;
+}
+
 NamedTensors expected_tensors(const Golden& golden, bool include_rank_gradients,
                               std::optional<TpConvention> convention) {
   NamedTensors tensors = all_expected_tensors(golden);
@@ -861,7 +973,7 @@ Golden read_golden(const std::string& path, IntegrityCheck integrity_check) {
 
 Case read_case(const std::string& path) {
   return translating_hdf5_errors(path, "read failed", [&] {
-    const H5::H5File file = open_for_reading(path);
+    const H5::H5File file = open_for_reading(path, DeclaredData::counted_by_caller);  // require_room_for_reading
     Case test_case = read_case_part(file, path).test_case;
     verify_integrity(file, path);  // after the schema's own checks, whose messages are more specific
     return test_case;

@@ -72,6 +72,9 @@ struct Golden {
 NamedTensors expected_tensors(const Golden& golden, bool include_rank_gradients = true,
                               std::optional<TpConvention> convention = std::nullopt);
 
+// The names and shapes expected_tensors(golden) holds (of a golden read from a file), without copying a tensor.
+std::map<std::string, Shape, TensorNameOrder> expected_shapes(const Golden& golden);
+
 // Writes /geometry, /inputs, /weights and /expected. expected must hold gradients; decode_out when the
 // case has a schedule; rank_gradients (one per rank) when tp_size > 1, held as golden.tp_convention
 // says (regroup_rank_gradients turns the reference's replicated-kv ones into another convention's).
@@ -85,6 +88,10 @@ void write_case(const std::string& path, const Case& test_case, const std::strin
 // integrity digest, which covers /expected too, is verified when present).
 Case read_case(const std::string& path);
 
+// Reading a golden or case file allocates at most about what it declares and generates: its datasets' values,
+// x and dout when /inputs names the generator, its weights (and the generator's o_proj transpose) when /weights
+// does. read_golden and read_case check that sum against memory_room() (core/resources/memory_room.hpp)
+// before reading anything large: InputError, exit 2, naming the estimate.
 // Reads and checks a golden file: every required object present with the schema's type and shape,
 // values finite, the geometry valid and its scale equal to the stored one, the TP size valid, and its
 // integrity digest, when it carries one, equal to the file's (skip: `golden seal`, which replaces it).

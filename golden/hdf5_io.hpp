@@ -21,8 +21,22 @@ inline constexpr std::int64_t kMaxDatasetElements = std::int64_t{1} << 28;
 [[noreturn]] void fail(const std::string& file_name, const std::string& field, const std::string& value,
                        const std::string& rule, const std::string& suggestion);
 
-// Opens an existing file read-only; InputError when it is missing, not HDF5, or damaged.
-H5::H5File open_for_reading(const std::string& path);
+// The values every dataset of the file declares, summed (each object once, by hard links only; a dataset
+// beyond kMaxDatasetElements left out: it is refused by name when read), saturating at 2^60, and the values of
+// the largest chunk (HDF5 reads a chunk whole, its checksum covering it: reading part of one, as the integrity
+// digest does in slabs, buffers all of it; attncheck writes every dataset as one chunk).
+struct DeclaredValues {
+  std::uint64_t total = 0;
+  std::uint64_t largest_chunk = 0;
+};
+DeclaredValues declared_values(const H5::H5File& file, const std::string& path);
+
+// Opens an existing file read-only; InputError when it is missing, not HDF5, or damaged, or when the values
+// its datasets declare (declared_values, 8 bytes each) do not fit in memory_room().
+// counted_by_caller: the caller checks the declared values itself, with more besides (golden_file.cpp's
+// require_room_for_reading adds the tensors a golden generates), before reading anything large.
+enum class DeclaredData { checked_here, counted_by_caller };
+H5::H5File open_for_reading(const std::string& path, DeclaredData declared = DeclaredData::checked_here);
 // Creates (or truncates) a file; InputError when it cannot be written.
 H5::H5File create_for_writing(const std::string& path);
 

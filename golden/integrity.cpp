@@ -7,43 +7,12 @@
 #include <string>
 #include <vector>
 
-#include <openssl/evp.h>
-
-#include <memory>
-#include <stdexcept>
-#include <string_view>
-
 #include "golden/hdf5_io.hpp"
-#include "golden/length_prefixed_fields.hpp"
+#include "golden/sha256_fields.hpp"
 
 namespace attncheck::golden {
 namespace {
 
-// SHA-256 (OpenSSL's EVP interface) over length-prefixed fields, as SCHEMA.md specifies
-// (length_prefixed_fields.hpp).
-class Sha256Fields : public LengthPrefixedFields<Sha256Fields> {
- public:
-  Sha256Fields() : context_(EVP_MD_CTX_new(), &EVP_MD_CTX_free) {
-    if (!context_ || EVP_DigestInit_ex(context_.get(), EVP_sha256(), nullptr) != 1) {
-      throw std::runtime_error("OpenSSL: SHA-256 is not available");
-    }
-  }
-  void bytes(const void* data, std::size_t size) {
-    if (size > 0 && EVP_DigestUpdate(context_.get(), data, size) != 1)
-      throw std::runtime_error("OpenSSL: SHA-256 update");
-  }
-  std::string hex() {
-    unsigned char value[EVP_MAX_MD_SIZE];
-    unsigned int length = 0;
-    if (EVP_DigestFinal_ex(context_.get(), value, &length) != 1) throw std::runtime_error("OpenSSL: SHA-256 final");
-    std::string text;
-    for (unsigned int i = 0; i < length; ++i) text += fmt::format("{:02x}", value[i]);
-    return text;
-  }
-
- private:
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context_;
-};
 // Values per read when a dataset is streamed into the digest (8 MiB as float64).
 constexpr hsize_t kValuesPerSlab = hsize_t{1} << 20;
 

@@ -11,6 +11,7 @@
 #include "golden/fnv_digest.hpp"
 #include "golden/hdf5_io.hpp"
 #include "golden/integrity.hpp"
+#include "golden/sha256_fields.hpp"
 
 namespace attncheck::golden {
 namespace {
@@ -109,33 +110,114 @@ std::string case_digest(const std::string& path) {
   return digest_of(open_for_reading(path), path);
 }
 
-std::optional<YardstickErrors> read_stored_yardstick(const std::string& path, const YardstickContract& contract,
-                                                     const std::string& version) {
+std::string binding_digest(const std::string& file_integrity, const YardstickContract& contract,
+                           const std::string& version, const std::string& case_digest, const YardstickErrors& errors) {
+  Sha256Fields digest;
+  digest.field(kYardstickBindingVersion);
+  digest.field(file_integrity);
+  digest.field(contract_key(contract));
+  digest.field(version);
+  digest.field(case_digest);
+  for (const auto& [name, error] : errors) {  // a std::map: bytewise order of name
+    digest.field(name);
+    digest.field(std::string_view(reinterpret_cast<const char*>(&error), sizeof error));
+  }
+  return std::string(kYardstickBindingVersion) + ":" + digest.hex();
+}
+
+namespace {
+
+// What the link `name` in `parent` is and points to, for /yardstick's structure: "group" for a hard link to a
+// group, else a description of what is there instead ("a dataset", "a soft link", ...).
+std::string member_kind(const H5::Group& parent, const std::string& name) {
+  H5L_info_t link{};
+  if (H5Lget_info(parent.getId(), name.c_str(), &link, H5P_DEFAULT) < 0) return "unreadable";
+  if (link.type == H5L_TYPE_SOFT) return "a soft link (links are not followed)";
+  if (link.type != H5L_TYPE_HARD) return "an external link (links are not followed)";
+  switch (parent.childObjType(name)) {
+    case H5O_TYPE_GROUP:
+      return "group";
+    case H5O_TYPE_DATASET:
+      return "a dataset";
+    case H5O_TYPE_NAMED_DATATYPE:
+      return "a named datatype";
+    default:
+      return "another kind of object";
+  }
+}
+
+// /yardstick as the schema allows it (absent, or a group of contract groups holding attributes only), else
+// InputError naming the object: HDF5 would otherwise throw from openGroup (an abort, not exit 2). Returns
+// whether /yardstick exists.
+bool check_structure(const H5::H5File& file, const std::string& path) {
+  const H5::Group root = file.openGroup("/");
+  if (H5Lexists(root.getId(), "yardstick", H5P_DEFAULT) <= 0) return false;
+  const std::string rule = "the schema's /yardstick is a group of contract groups, each holding attributes only";
+  const std::string advice = "delete /yardstick (h5py: del f['yardstick']) and store it again with `attncheck "
+                             "golden yardstick`";
+  if (const std::string kind = member_kind(root, "yardstick"); kind != "group") fail(path, kGroup, kind, rule, advice);
+  const H5::Group group = file.openGroup(kGroup);
+  const hsize_t count = group.getNumObjs();
+  for (hsize_t i = 0; i < count; ++i) {
+    const std::string name = group.getObjnameByIdx(i);
+    const std::string member = std::string(kGroup) + "/" + name;
+    if (const std::string kind = member_kind(group, name); kind != "group") fail(path, member, kind, rule, advice);
+    if (group.openGroup(name).getNumObjs() > 0) {
+      fail(path, member, fmt::format("a group holding {} objects", group.openGroup(name).getNumObjs()), rule, advice);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<StoredYardstick> read_stored_yardstick(const std::string& path, const YardstickContract& contract,
+                                                     const std::string& version, bool file_verified) {
   const std::string group_path = std::string(kGroup) + "/" + contract_key(contract);
   const std::string where = path + ":" + group_path;
   const H5::H5File file = open_for_reading(path);
-  if (!exists(file, kGroup) || !exists(file.openGroup(kGroup), contract_key(contract))) return std::nullopt;
-  const H5::Group group = file.openGroup(group_path);
-  // The version first: the digest reads the whole case.
-  if (read_string_attribute(group, "version", where) != version) return std::nullopt;
-  if (read_string_attribute(group, "case_digest", where) != digest_of(file, path)) return std::nullopt;
-  YardstickErrors errors;
-  for (const std::string& name : attribute_names(group, path, group_path)) {
-    if (name == "version" || name == "case_digest") continue;
-    const std::optional<double> error = read_double_attribute(group, name, where);
-    if (!error || !std::isfinite(*error) || *error < 0.0) {
-      fail(path, group_path + "@" + name, error ? fmt::format("{}", *error) : "absent",
-           "a stored yardstick error is a finite, non-negative float64",
-           "recompute it with `attncheck golden yardstick`");
+  try {
+    if (!check_structure(file, path) || !exists(file.openGroup(kGroup), contract_key(contract))) return std::nullopt;
+    const H5::Group group = file.openGroup(group_path);
+    // The version first: the digest reads the whole case.
+    if (read_string_attribute(group, "version", where) != version) return std::nullopt;
+    const std::string digest = digest_of(file, path);
+    if (read_string_attribute(group, "case_digest", where) != digest) return std::nullopt;
+    StoredYardstick stored;
+    for (const std::string& name : attribute_names(group, path, group_path)) {
+      if (name == "version" || name == "case_digest" || name == "binding") continue;
+      const std::optional<double> error = read_double_attribute(group, name, where);
+      if (!error || !std::isfinite(*error) || *error < 0.0) {
+        fail(path, group_path + "@" + name, error ? fmt::format("{}", *error) : "absent",
+             "a stored yardstick error is a finite, non-negative float64",
+             "recompute it with `attncheck golden yardstick`");
+      }
+      stored.errors[name] = *error;
     }
-    errors[name] = *error;
+    const std::optional<std::string> binding = read_string_attribute(group, "binding", where);
+    const std::optional<std::string> integrity =
+        read_string_attribute(file.openGroup("/"), kIntegrityAttribute, path + ":/");
+    stored.bound = file_verified && binding && integrity &&
+                   *binding == binding_digest(*integrity, contract, version, digest, stored.errors);
+    return stored;
+  } catch (const H5::Exception& exception) {
+    fail(path, kGroup, "unreadable", "a stored yardstick must be readable", exception.getDetailMsg());
   }
-  return errors;
 }
 
-void write_stored_yardstick(const std::string& path, const YardstickContract& contract, const std::string& version,
+bool write_stored_yardstick(const std::string& path, const YardstickContract& contract, const std::string& version,
                             const YardstickErrors& errors) {
   const std::string digest = case_digest(path);  // also checks that the file reads
+  std::optional<std::string> integrity;
+  {
+    const H5::H5File file = open_for_reading(path);
+    check_structure(file, path);
+    // A damaged file is refused here; one without a digest gets a yardstick without a binding, which every
+    // check verifies by recomputing it (`golden seal` the file first to store a usable one).
+    if (verify_integrity(file, path) == Integrity::verified) {
+      integrity = read_string_attribute(file.openGroup("/"), kIntegrityAttribute, path + ":/");
+    }
+  }
   try {
     H5::H5File file(path, H5F_ACC_RDWR);
     H5::Group root = exists(file, kGroup) ? file.openGroup(kGroup) : file.createGroup(kGroup);
@@ -144,11 +226,13 @@ void write_stored_yardstick(const std::string& path, const YardstickContract& co
     H5::Group group = root.createGroup(key);
     write_attribute(group, "version", version);
     write_attribute(group, "case_digest", digest);
+    if (integrity) write_attribute(group, "binding", binding_digest(*integrity, contract, version, digest, errors));
     for (const auto& [name, error] : errors) write_attribute(group, name, error);
   } catch (const H5::Exception& exception) {
     fail(path, kGroup, "not writable", "the golden file must be writable to store a yardstick in it",
          exception.getDetailMsg());
   }
+  return integrity.has_value();
 }
 
 }  // namespace attncheck::golden

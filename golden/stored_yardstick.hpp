@@ -5,9 +5,17 @@
 // twelve naive runs of the layer, most of `attncheck run`'s time on the long and wide goldens.
 //
 // Layout written: /yardstick/<precision>.<rope_angles>.<tp_convention> (a group), e.g.
-// /yardstick/fp32.float32.replicated-kv, with string attributes `version` (the yardstick's version) and
-// `case_digest` (case_digest() below, hex), and one float64 attribute per expected tensor name (with the
-// per-rank ones, under that convention): the yardstick's error on that tensor in units of its scale.
+// /yardstick/fp32.float32.replicated-kv, with string attributes `version` (the yardstick's version),
+// `case_digest` (case_digest() below, hex) and, in a sealed file, `binding` (binding_digest() below), and one
+// float64 attribute per expected tensor name (with the per-rank ones, under that convention): the
+// yardstick's error on that tensor in units of its scale.
+//
+// A yardstick sets a tolerance, so a stored one is never trusted as data: /yardstick is outside the file's
+// integrity digest (storing one must not reseal the file, and `golden seal` must not bless an edited one),
+// so each group carries its own SHA-256 `binding` over its values, its contract and the file's integrity
+// digest. A stored yardstick is used as it stands only when the file's integrity digest was verified and the
+// binding matches it; otherwise the check recomputes the yardstick and refuses the file when the stored
+// values differ (cli/yardstick_source.hpp).
 #pragma once
 
 #include <optional>
@@ -33,15 +41,36 @@ std::string contract_key(const YardstickContract& contract);  // "fp32.float32.r
 // that stream, as 16 hex digits. InputError when the file cannot be read.
 std::string case_digest(const std::string& path);
 
+inline constexpr const char* kYardstickBindingVersion = "attncheck-yardstick-binding-v1";
+
+// "attncheck-yardstick-binding-v1:<64 hex digits>": SHA-256 over the length-prefixed fields (SCHEMA.md,
+// "Stored yardsticks") kYardstickBindingVersion, the file's integrity attribute as stored, the contract key,
+// the version, the case digest, then each tensor name in bytewise order with its error as 8 little-endian
+// bytes of float64.
+std::string binding_digest(const std::string& file_integrity, const YardstickContract& contract,
+                           const std::string& version, const std::string& case_digest, const YardstickErrors& errors);
+
+struct StoredYardstick {
+  YardstickErrors errors;
+  // Its binding matches the file's integrity digest, which the caller verified: usable as it stands.
+  // Otherwise (a file without a digest, a group without a binding, or one that does not match) the values
+  // are only a claim, which the caller must check against a recomputation before using them.
+  bool bound = false;
+};
+
 // The stored errors for `contract` when the file has them for `version` and its current case_digest;
 // nullopt when it has none, or has one for another version or case (stale: the caller recomputes).
-// InputError when the group is malformed (an attribute that is not a finite, non-negative float64).
-std::optional<YardstickErrors> read_stored_yardstick(const std::string& path, const YardstickContract& contract,
-                                                     const std::string& version);
+// file_verified: the caller verified the file's integrity digest (Golden::integrity), without which no
+// binding counts. InputError when /yardstick is not what the schema allows (a dataset, a named datatype or a
+// link where a group belongs, a contract group holding objects) or the group is malformed (an error that is
+// not a finite, non-negative float64).
+std::optional<StoredYardstick> read_stored_yardstick(const std::string& path, const YardstickContract& contract,
+                                                     const std::string& version, bool file_verified);
 
-// Writes (replacing any) /yardstick/<contract_key> with the errors, `version` and the file's case_digest.
-// The file is changed in place; nothing else in it is touched.
-void write_stored_yardstick(const std::string& path, const YardstickContract& contract, const std::string& version,
+// Writes (replacing any) /yardstick/<contract_key> with the errors, `version`, the file's case_digest and,
+// when the file carries an integrity digest (verified first: a damaged file is refused), the binding.
+// Returns whether it was bound. The file is changed in place; nothing else in it is touched.
+bool write_stored_yardstick(const std::string& path, const YardstickContract& contract, const std::string& version,
                             const YardstickErrors& errors);
 
 }  // namespace attncheck::golden

@@ -248,20 +248,24 @@ std::string describe_failures(const CompareReport& report, std::string_view inde
   return text;
 }
 
-NamedTensors named_tensors(const Result& result) {
-  NamedTensors tensors;
-  tensors["out"] = result.out;
+void for_each_named_tensor(const Result& result, const std::function<void(const std::string&, const Tensor&)>& fn) {
+  fn("out", result.out);
   if (result.gradients) {
-    tensors["grads/x"] = result.gradients->x;
+    fn("grads/x", result.gradients->x);
     for_each_parameter(result.gradients->params,
-                       [&](std::string_view name, const Tensor& t) { tensors["grads/" + std::string(name)] = t; });
+                       [&](std::string_view name, const Tensor& t) { fn("grads/" + std::string(name), t); });
   }
-  if (result.decode_out) tensors["decode/out"] = *result.decode_out;
+  if (result.decode_out) fn("decode/out", *result.decode_out);
   for (std::size_t r = 0; r < result.rank_gradients.size(); ++r) {
     for_each_parameter(result.rank_gradients[r], [&](std::string_view name, const Tensor& t) {
-      if (t.numel() > 0) tensors[fmt::format("ranks/{}/grads/{}", r, name)] = t;  // 0 rows: holds none
+      if (t.numel() > 0) fn(fmt::format("ranks/{}/grads/{}", r, name), t);  // 0 rows: holds none
     });
   }
+}
+
+NamedTensors named_tensors(const Result& result) {
+  NamedTensors tensors;
+  for_each_named_tensor(result, [&](const std::string& name, const Tensor& tensor) { tensors[name] = tensor; });
   return tensors;
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -42,6 +43,8 @@ using NamedTensors = std::map<std::string, Tensor, TensorNameOrder>;
 // The tensors of a Result under their golden-file names. A rank that holds no line of a tensor (a
 // 0-row k_proj under megatron-equal-block, core/tp/tp_convention.hpp) has no entry for it.
 NamedTensors named_tensors(const Result& result);
+// Calls fn(name, tensor) for each tensor named_tensors would hold, in its order, without copying any.
+void for_each_named_tensor(const Result& result, const std::function<void(const std::string&, const Tensor&)>& fn);
 
 // declined: the candidate declined the tensor (DeclinedParts, core/model/result.hpp), with a reason; it
 // is not judged, fails nothing, and is always reported.

@@ -190,10 +190,10 @@ Parameters generate_weights(const Geometry& geometry, std::uint64_t seed) {
 
 Inputs generate_inputs(const Geometry& geometry, const InputOptions& options) {
   ViolationList violations;
-  if (options.batch < 1 || options.batch > (1 << 20)) {
+  if (options.batch < 1 || options.batch > kMaxBatchOrSeq) {
     violations.add("batch", std::to_string(options.batch), "must lie in [1, 2^20]", "1");
   }
-  if (options.seq < 1 || options.seq > (1 << 20)) {
+  if (options.seq < 1 || options.seq > kMaxBatchOrSeq) {
     violations.add("seq", std::to_string(options.seq), "must lie in [1, 2^20]", "8");
   }
   // Activations x and dout hold batch * seq * hidden values each: at most 2^28 (2 GiB each in fp64).

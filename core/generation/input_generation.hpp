@@ -52,6 +52,7 @@ struct InputOptions {
 
 // Limits that keep impossible sizes InputErrors rather than allocation failures.
 inline constexpr std::int64_t kMaxActivationElements = std::int64_t{1} << 28;  // per x / dout tensor
+inline constexpr std::int64_t kMaxBatchOrSeq = std::int64_t{1} << 20;           // batch and seq each
 inline constexpr std::int64_t kMaxParameterElements = std::int64_t{1} << 31;   // per layer
 
 // x or dout ([batch, seq, hidden]) as generate_inputs makes them: stream (seed, name), one

@@ -55,21 +55,34 @@ ParameterWidths full_widths(const Geometry& geometry) {
   return {.query_width = geometry.query_width(), .kv_width = geometry.kv_width(), .num_heads = geometry.num_heads()};
 }
 
-Parameters zero_parameters(const Geometry& geometry, ParameterWidths widths) {
+Parameters parameter_shapes(const Geometry& geometry, ParameterWidths widths) {
   Parameters parameters;
   for (auto& [name, shape] : expected_shapes(geometry, widths)) {
+    Tensor shaped;
+    shaped.shape = std::move(shape);
     if (name == "q_proj")
-      parameters.q_proj = Tensor(shape);
+      parameters.q_proj = std::move(shaped);
     else if (name == "k_proj")
-      parameters.k_proj = Tensor(shape);
+      parameters.k_proj = std::move(shaped);
     else if (name == "v_proj")
-      parameters.v_proj = Tensor(shape);
+      parameters.v_proj = std::move(shaped);
     else if (name == "o_proj")
-      parameters.o_proj = Tensor(shape);
+      parameters.o_proj = std::move(shaped);
     else
-      *optional_slot(parameters, name) = Tensor(shape);
+      *optional_slot(parameters, name) = std::move(shaped);
   }
   return parameters;
+}
+
+Parameters zero_filled(Parameters shapes) {
+  for_each_parameter(shapes, [](std::string_view, Tensor& tensor) {
+    tensor.values.assign(static_cast<std::size_t>(element_count(tensor.shape)), 0.0);
+  });
+  return shapes;
+}
+
+Parameters zero_parameters(const Geometry& geometry, ParameterWidths widths) {
+  return zero_filled(parameter_shapes(geometry, widths));
 }
 
 void check_finite(const Tensor& tensor, const std::string& field, ViolationList& violations) {

@@ -70,6 +70,12 @@ ParameterWidths full_widths(const Geometry& geometry);
 
 // Zero-filled parameters with the shapes above (present tensors decided by the geometry).
 Parameters zero_parameters(const Geometry& geometry, ParameterWidths widths);
+// The same tensors with their shapes alone: values empty (numel() 0; element_count(shape) is the size). What a
+// reader needs to know what to read, without allocating it first (a golden's gradients are as large as its
+// weights).
+Parameters parameter_shapes(const Geometry& geometry, ParameterWidths widths);
+// Fills every tensor of shape-only parameters with zeros.
+Parameters zero_filled(Parameters shapes);
 
 // Adds a violation for every tensor whose presence, shape or values (NaN, Inf) are wrong.
 // prefix is prepended to field names ("weights.", "rank 3 weights.").

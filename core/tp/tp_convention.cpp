@@ -143,23 +143,27 @@ std::optional<IndexRange> held_lines(const RankHoldings& holdings, std::string_v
   throw std::invalid_argument(fmt::format("held_lines: '{}' is no parameter", name));
 }
 
-Parameters held_parameters(const Geometry& geometry, const RankHoldings& holdings) {
+Parameters held_parameter_shapes(const Geometry& geometry, const RankHoldings& holdings) {
   const std::int64_t hidden = geometry.hidden_size();
   // The geometry decides which tensors exist (and shapes the whole ones); each held one gets its lines.
-  Parameters parameters = zero_parameters(geometry, {.query_width = 0, .kv_width = 0});
-  parameters.q_proj = Tensor({holdings.q_proj_rows.size(), hidden});
-  parameters.k_proj = Tensor({holdings.k_proj_rows.size(), hidden});
-  parameters.v_proj = Tensor({holdings.v_proj_rows.size(), hidden});
-  parameters.o_proj = Tensor({hidden, holdings.o_proj_columns.size()});
-  if (parameters.q_bias) parameters.q_bias = Tensor({holdings.q_proj_rows.size()});
-  if (parameters.k_bias) parameters.k_bias = Tensor({holdings.k_proj_rows.size()});
-  if (parameters.v_bias) parameters.v_bias = Tensor({holdings.v_proj_rows.size()});
-  if (parameters.sinks) parameters.sinks = Tensor({holdings.q_heads.size()});
+  Parameters parameters = parameter_shapes(geometry, {.query_width = 0, .kv_width = 0});
+  parameters.q_proj.shape = {holdings.q_proj_rows.size(), hidden};
+  parameters.k_proj.shape = {holdings.k_proj_rows.size(), hidden};
+  parameters.v_proj.shape = {holdings.v_proj_rows.size(), hidden};
+  parameters.o_proj.shape = {hidden, holdings.o_proj_columns.size()};
+  if (parameters.q_bias) parameters.q_bias->shape = {holdings.q_proj_rows.size()};
+  if (parameters.k_bias) parameters.k_bias->shape = {holdings.k_proj_rows.size()};
+  if (parameters.v_bias) parameters.v_bias->shape = {holdings.v_proj_rows.size()};
+  if (parameters.sinks) parameters.sinks->shape = {holdings.q_heads.size()};
   if (parameters.q_norm && holdings.norms_by_channel) {
-    parameters.q_norm = Tensor({holdings.q_proj_rows.size()});
-    parameters.k_norm = Tensor({holdings.k_proj_rows.size()});
+    parameters.q_norm->shape = {holdings.q_proj_rows.size()};
+    parameters.k_norm->shape = {holdings.k_proj_rows.size()};
   }
   return parameters;
+}
+
+Parameters held_parameters(const Geometry& geometry, const RankHoldings& holdings) {
+  return zero_filled(held_parameter_shapes(geometry, holdings));
 }
 
 std::vector<Tensor> regroup_lines(std::string_view name, const std::vector<const Tensor*>& from_tensors,

@@ -72,6 +72,9 @@ std::optional<IndexRange> held_lines(const RankHoldings& holdings, std::string_v
 // Zero-filled parameters with the shapes a rank's gradients have under its holdings (the geometry
 // decides which tensors exist). A tensor it holds no line of has 0 rows: [0, hidden_size] or [0].
 Parameters held_parameters(const Geometry& geometry, const RankHoldings& holdings);
+// The same shapes alone, values empty (parameter_shapes, core/model/parameters.hpp): what a reader reads a
+// rank's tensors against without allocating them first.
+Parameters held_parameter_shapes(const Geometry& geometry, const RankHoldings& holdings);
 
 // Where a tensor's lines lie: along axis 0 (q/k/v_proj and their biases; every sketch) or axis 1
 // (o_proj stored in full, [hidden_size, query_width]).

@@ -185,7 +185,7 @@ def check_expressible(architecture, case, attn_implementation):
         problems.append("causal = 0 (these decoder modules are causal)")
     if "softcap" in geometry and architecture != "gemma2":
         problems.append(f"softcap (only Gemma 2's module has attn_logit_softcapping here, not {architecture})")
-    if architecture == "gemma3" and scaling == "yarn" and not geometry.get("rope_scaling_truncate", 1):
+    if architecture == "gemma3" and scaling == "yarn" and not geometry["rope_scaling_truncate"]:
         # Found by `attncheck fuzz --impl exec:'... --worker'`: _compute_yarn_parameters reads truncate from
         # config.rope_parameters, which for Gemma 3 is the per-layer-type dict, so truncate false is lost and
         # the ramp's edges are floored and ceiled anyway (transformers 5.24.0, modeling_rope_utils.py).

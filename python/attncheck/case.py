@@ -25,6 +25,25 @@ VERSION_2_OPTIONAL = ["attention_sinks", "attention_multiplier", "rope_scaling_f
                       "rope_scaling_mscale_all_dim", "rope_scaling_truncate", "rope_scaling_attention_factor"]
 VERSION_2_DATASETS = ["rope_short_factor", "rope_long_factor"]
 ROPE_SCALING_TYPES = ("none", "linear", "llama3", "yarn", "longrope")
+# SCHEMA.md "Schema version 2": what each rope_scaling type requires, and which parameters it reads at all (a
+# parameter of another type is an error, as in attncheck's geometry rules). Never defaulted: a yarn file without
+# rope_scaling_truncate is refused, not read as truncating.
+ROPE_SCALING_REQUIRED = {
+    "none": [],
+    "linear": ["rope_scaling_factor"],
+    "llama3": ["rope_scaling_factor", "rope_scaling_low_freq_factor", "rope_scaling_high_freq_factor",
+               "rope_scaling_original_max_position_embeddings"],
+    "yarn": ["rope_scaling_factor", "rope_scaling_original_max_position_embeddings", "rope_scaling_truncate"],
+    "longrope": ["rope_scaling_original_max_position_embeddings", "rope_short_factor", "rope_long_factor"],
+}
+ROPE_SCALING_ALLOWED = {
+    "none": [],
+    "linear": ["rope_scaling_factor"],
+    "llama3": ROPE_SCALING_REQUIRED["llama3"],
+    "yarn": ROPE_SCALING_REQUIRED["yarn"] + ["rope_scaling_beta_fast", "rope_scaling_beta_slow", "rope_scaling_mscale",
+                                             "rope_scaling_mscale_all_dim", "rope_scaling_attention_factor"],
+    "longrope": ROPE_SCALING_REQUIRED["longrope"] + ["rope_scaling_factor", "rope_scaling_attention_factor"],
+}
 GENERATOR = "attncheck-splitmix64-v1"
 TP_CONVENTIONS = ("replicated-kv", "megatron-equal-block")
 
@@ -94,7 +113,7 @@ def rope_inverse_frequencies(geometry, largest_position=0):
             return rotary_dim * math.log(original / (rotations * 2.0 * math.pi)) / (2.0 * math.log(theta))
 
         low, high = edge(beta_fast), edge(beta_slow)
-        if geometry.get("rope_scaling_truncate", 1):
+        if geometry["rope_scaling_truncate"]:  # required for yarn (read_case refuses a file without it)
             low, high = math.floor(low), math.ceil(high)
         low, high = max(low, 0.0), min(high, rotary_dim - 1.0)
         if low == high:
@@ -307,8 +326,19 @@ def _read_geometry(h5, path, version=1):
                 geometry[name] = _dataset(h5, f"geometry/{name}", "<f8", (geometry["rotary_dim"] // 2,), path).tolist()
         if geometry.get("attention_sinks", 0) not in (0, 1):
             raise BadInput(f"{path}: /geometry@attention_sinks is {geometry['attention_sinks']!r}; expected 0 or 1")
-        if geometry["rope_scaling"] == "longrope" and not all(name in geometry for name in VERSION_2_DATASETS):
-            raise BadInput(f"{path}: a longrope layer needs /geometry/rope_short_factor and rope_long_factor")
+        kind = geometry["rope_scaling"]
+        missing = [name for name in ROPE_SCALING_REQUIRED[kind] if name not in geometry]
+        if missing:
+            raise BadInput(f"{path}: rope_scaling {kind} requires /geometry@{', @'.join(missing)} "
+                           "(golden/SCHEMA.md, \"Schema version 2\"); absent here")
+        parameters = [name for name in VERSION_2_OPTIONAL + VERSION_2_DATASETS if name.startswith("rope_")]
+        foreign = [name for name in parameters if name in geometry and name not in ROPE_SCALING_ALLOWED[kind]]
+        if foreign:
+            raise BadInput(f"{path}: /geometry has {', '.join(foreign)}, which rope_scaling {kind} does not read "
+                           "(the file disagrees with itself)")
+        if "rope_scaling_truncate" in geometry and geometry["rope_scaling_truncate"] not in (0, 1):
+            raise BadInput(f"{path}: /geometry@rope_scaling_truncate is {geometry['rope_scaling_truncate']!r}; "
+                           "expected 0 or 1")
     for name in ("hidden_size", "num_attention_heads", "num_key_value_heads", "tp_size"):
         if not isinstance(geometry[name], int) or geometry[name] < 1:
             raise BadInput(f"{path}: /geometry@{name} is {geometry[name]!r}; expected a positive integer")
@@ -387,9 +417,18 @@ def _read_weights(h5, geometry, path, with_weights):
 
 
 def _schema_version(h5, path):
-    version = attribute_value(h5.attrs.get("schema_version", -1))
+    if "schema_version" not in h5.attrs:
+        raise BadInput(f"{path}: root attribute schema_version is absent; this package reads schema versions 1 and 2")
+    version = attribute_value(h5.attrs["schema_version"])
     if version not in (1, 2):
         raise BadInput(f"{path}: schema_version is {version}; this package reads schema versions 1 and 2")
+    # The root's other required attributes (SCHEMA.md "Root attributes"), refused when absent as attncheck does.
+    for name, kind in (("generator", str), ("seed", int)):
+        if name not in h5.attrs:
+            raise BadInput(f"{path}: root attribute {name} is absent (golden/SCHEMA.md requires it)")
+        if not isinstance(attribute_value(h5.attrs[name]), kind):
+            raise BadInput(f"{path}: root attribute {name} is {attribute_value(h5.attrs[name])!r}; "
+                           f"expected a {'string' if kind is str else 'int64'}")
     return version
 
 

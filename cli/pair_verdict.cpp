@@ -1,0 +1,26 @@
+#include "cli/pair_verdict.hpp"
+
+#include "impl/implementation.hpp"
+
+namespace attncheck::cli {
+
+PairVerdict::Kind failure_kind(const std::exception& error) {
+  return dynamic_cast<const impl::NoAnswer*>(&error) != nullptr ? PairVerdict::Kind::no_answer
+                                                                 : PairVerdict::Kind::raised;
+}
+
+std::string verdict_word(PairVerdict::Kind kind) {
+  switch (kind) {
+    case PairVerdict::Kind::judged:
+      return "judged";
+    case PairVerdict::Kind::unsupported:
+      return "unsup.";
+    case PairVerdict::Kind::raised:
+      return "FAIL: raised";
+    case PairVerdict::Kind::no_answer:
+      return "NO ANSWER";
+  }
+  return "judged";
+}
+
+}  // namespace attncheck::cli
