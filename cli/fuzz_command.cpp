@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 
@@ -75,16 +76,126 @@ properties::FuzzOptions fuzz_options(const FuzzCommandOptions& options) {
   if (options.cases && *options.cases < 1) {
     violations.add("--cases", std::to_string(*options.cases), "must be at least 1", "1000");
   }
+  if (options.shrink_candidates && *options.shrink_candidates < 0) {
+    violations.add("--shrink-candidates", std::to_string(*options.shrink_candidates), "must be at least 0",
+                   fmt::format("{} (0: no shrinking)", properties::kDefaultShrinkCandidates));
+  }
+  if (options.sequence_cases < 0) {
+    violations.add("--sequence-cases", std::to_string(options.sequence_cases), "must be at least 0",
+                   fmt::format("{} (0: no search for earlier cases)", properties::kDefaultSequenceCases));
+  }
   violations.throw_if_any("invalid option");
   const auto [index, count] = parse_shard(options.shard);
   return {.seed = options.seed,
-          .seconds = options.seconds,
           .cases = options.cases,
+          .seconds = options.seconds,
           .shard_index = index,
           .shard_count = count,
           .limits = properties::GenLimits::for_profile(*profile).scaled(options.max_size),
           .repro_dir = options.repro_dir,
-          .shrink_seconds = options.shrink_seconds};
+          .shrink_candidates = options.shrink_candidates.value_or(properties::kDefaultShrinkCandidates),
+          .shrink_time_limit_seconds = options.shrink_seconds,
+          .sequence_cases = options.sequence_cases};
+}
+
+void add_shrink_options(CLI::App& command, FuzzCommandOptions& options, const std::string& default_note) {
+  command
+      .add_option("--shrink-candidates", options.shrink_candidates,
+                  fmt::format("shrink candidates checked at most (default {}{})", properties::kDefaultShrinkCandidates,
+                              default_note))
+      ->check(integer_validator());
+  command
+      .add_option("--shrink-seconds", options.shrink_seconds,
+                  "a runaway stop for shrinking (the output says when it fired)")
+      ->check(seconds_validator())
+      ->default_val(300);
+}
+
+// The lines after "shrunk in ...": what bounded the shrink, when something did.
+std::string shrink_notes(const properties::Counterexample& failure, std::int64_t budget, const std::string& indent) {
+  std::string text;
+  if (failure.shrink_stopped_by_time_limit) {
+    text += fmt::format(
+        "{}shrinking stopped by the time limit after {} of {} candidates: this shrunk case depends on the "
+        "machine\n",
+        indent, failure.shrink_candidates, budget);
+  } else if (failure.shrink_budget_spent) {
+    text +=
+        fmt::format("{}the shrink budget of {} candidates ran out: a smaller failing case may exist\n", indent, budget);
+  }
+  return text;
+}
+
+// A fuzz failure as `attncheck fuzz` prints it.
+void print_failure(const properties::Counterexample& failure, const std::string& name,
+                   const properties::FuzzOptions& fuzz, std::ostream& out) {
+  using properties::Reproduction;
+  const std::string shrunk_line =
+      fmt::format("shrunk in {} steps ({} candidates, {} of them lengths by bisection; {:.1f} s)", failure.shrink_steps,
+                  failure.shrink_candidates, failure.shrink_length_probes, failure.shrink_seconds);
+  switch (failure.reproduction) {
+    case Reproduction::alone:
+      out << fmt::format("FAIL {}: {}\n  {} from: {}\n  to: {}\n", failure.outcome.property, failure.outcome.detail,
+                         shrunk_line, properties::describe(failure.original), properties::describe(failure.shrunk));
+      out << shrink_notes(failure, fuzz.shrink_candidates, "  ");
+      out << "  it fails alone, in a fresh instance\n";
+      break;
+    case Reproduction::original_alone:
+      out << fmt::format("FAIL {}: {}\n  case {} fails alone, in a fresh instance: {}\n", failure.outcome.property,
+                         failure.outcome.detail, failure.original_index, properties::describe(failure.original));
+      out << fmt::format(
+          "  its shrunk form failed only after the shrink's earlier candidates in the same instance, so the repro "
+          "is the case itself ({}: {})\n",
+          shrunk_line, properties::describe(failure.shrunk));
+      break;
+    case Reproduction::after_earlier_cases:
+      out << fmt::format("FAIL {}: fails only after earlier cases in the same process: {}\n", name,
+                         properties::describe_sequence(failure.earlier_cases, failure.original_index));
+      out << fmt::format("  alone, in a fresh instance, case {} passes{}\n", failure.original_index,
+                         failure.shrunk == failure.original ? "" : ", and so does its shrunk form");
+      out << fmt::format("  the failing case{}: {}\n", failure.failing_is_shrunk ? " (shrunk)" : "",
+                         properties::describe(failure.failing));
+      out << fmt::format("  after the earlier cases, in a fresh instance, it fails {}: {}\n", failure.outcome.property,
+                         failure.outcome.detail);
+      out << fmt::format(
+          "  found by replaying {} cases{}\n", failure.sequence_cases_run,
+          failure.sequence_budget_spent
+              ? fmt::format(" (the budget of {} ran out: a shorter sequence may exist)", fuzz.sequence_cases)
+              : "");
+      break;
+    case Reproduction::not_reproduced:
+      out << fmt::format(
+          "FAIL {}: case {} failed in the fuzzing instance ({}: {}), but neither alone nor after the last {} of its "
+          "{} earlier cases replayed in a fresh instance{}: not reproducible from its cases\n",
+          name, failure.original_index, failure.outcome.property, failure.outcome.detail,
+          failure.sequence_longest_tried, failure.original_index,
+          failure.sequence_budget_spent ? fmt::format(" (the budget of {} cases ran out)", fuzz.sequence_cases) : "");
+      out << fmt::format("  the failing case: {}\n", properties::describe(failure.original));
+      break;
+  }
+  // Where it fails, without having to run the replay first.
+  if (failure.outcome.report) out << "  where:\n" << describe_failures(*failure.outcome.report, "    ");
+  if (failure.reproduction == Reproduction::after_earlier_cases) {
+    out << fmt::format("  repro: {} ({} cases in order, listed in {})\n", failure.repro_path,
+                       failure.earlier_cases.size() + 1, properties::kSequenceListing);
+  } else {
+    out << fmt::format("  repro: {}\n", failure.repro_path);
+  }
+  out << fmt::format("  replay: {}\n", properties::replay_command(failure.repro_path, name));
+}
+
+// The lines of a failure in the mutants table below its row.
+std::string mutant_failure_lines(const properties::Counterexample& failure, bool long_profile,
+                                 std::int64_t shrink_budget) {
+  const std::string indent(53, ' ');
+  std::string text;
+  if (failure.reproduction == properties::Reproduction::after_earlier_cases) {
+    text += fmt::format("{}fails only after earlier cases in the same process: {}\n", indent,
+                        properties::describe_sequence(failure.earlier_cases, failure.original_index));
+  }
+  text += fmt::format("{}shrunk{}: {}\n", indent, long_profile ? " (long profile)" : "",
+                      properties::describe(failure.failing));
+  return text + shrink_notes(failure, shrink_budget, indent);
 }
 
 }  // namespace
@@ -93,9 +204,11 @@ FuzzCommands add_fuzz_commands(CLI::App& app, FuzzCommandOptions& options) {
   FuzzCommands commands;
   commands.fuzz = app.add_subcommand("fuzz", "Fuzz an implementation against the reference; shrink the first failure");
   commands.fuzz->add_option("--impl", options.implementation, "implementation, or exec:COMMAND")->required();
-  auto* seconds = commands.fuzz->add_option("--seconds", options.seconds, "stop after this long (default 60)")
+  auto* seconds = commands.fuzz
+                      ->add_option("--seconds", options.seconds,
+                                   "explore for this long (default 60; what it covers depends on the machine)")
                       ->check(seconds_validator());
-  commands.fuzz->add_option("--cases", options.cases, "stop after this many cases")
+  commands.fuzz->add_option("--cases", options.cases, "run this many cases: a verdict the same on every machine")
       ->check(integer_validator())
       ->excludes(seconds);
   commands.fuzz->add_option("--seed", options.seed, "seed of the case sequence")
@@ -108,27 +221,39 @@ FuzzCommands add_fuzz_commands(CLI::App& app, FuzzCommandOptions& options) {
       ->check(finite_number_validator())
       ->default_val(1.0);
   commands.fuzz->add_option("--repro-dir", options.repro_dir, "folder for the repro file")->default_val(".");
-  commands.fuzz->add_option("--shrink-seconds", options.shrink_seconds, "time allowed for shrinking")
-      ->check(seconds_validator())
-      ->default_val(60);
+  add_shrink_options(*commands.fuzz, options, "");
+  commands.fuzz
+      ->add_option("--sequence-cases", options.sequence_cases,
+                   "cases replayed at most finding the earlier cases a failure needs")
+      ->check(integer_validator())
+      ->default_val(properties::kDefaultSequenceCases);
   add_html_options(*commands.fuzz, options.html, options.html_all);
 
-  commands.mutants = app.add_subcommand("mutants", "Fuzz every mutant of the catalog until the suite catches it");
+  commands.mutants =
+      app.add_subcommand("mutants", "Fuzz every mutant of the catalog for its case budget: the suite must catch it");
   commands.mutants->add_option("--mutant", options.mutants, "only these mutants (default: all)");
-  commands.mutants->add_option("--seconds", options.seconds, "time allowed per mutant (default 60)")
-      ->check(seconds_validator());
+  commands.mutants
+      ->add_option("--cases", options.cases,
+                   fmt::format("cases per mutant (default: its profile's budget, short {}, long {})",
+                               properties::mutant_case_budget(properties::SizeProfile::short_sequences),
+                               properties::mutant_case_budget(properties::SizeProfile::long_sequences)))
+      ->check(integer_validator());
+  commands.mutants
+      ->add_option("--time-limit", options.time_limit,
+                   "a runaway stop per mutant, in seconds: a mutant it stops has no verdict")
+      ->check(seconds_validator())
+      ->default_val(600);
   commands.mutants->add_option("--seed", options.seed, "seed of the case sequence")
       ->check(unsigned_validator())
       ->default_val(1);
   commands.mutants->add_option("--repro-dir", options.repro_dir, "folder for the repro files")
       ->default_val("attncheck-mutants");
-  commands.mutants->add_option("--shrink-seconds", options.shrink_seconds, "time allowed for each shrink")
-      ->check(seconds_validator())
-      ->default_val(20);
+  add_shrink_options(*commands.mutants, options, "; fewer for a few expensive mutants");
   commands.mutants->add_flag("--json", options.json, "one JSON object instead of the table");
 
-  commands.replay = app.add_subcommand("replay", "Check one implementation on a repro (or golden) file");
-  commands.replay->add_option("file", options.file, "repro file written by attncheck fuzz")->required();
+  commands.replay = app.add_subcommand("replay", "Check one implementation on a repro (or golden) file or sequence");
+  commands.replay->add_option("file", options.file, "repro file, or sequence folder, written by attncheck fuzz")
+      ->required();
   commands.replay->add_option("--impl", options.implementation, "implementation, or exec:COMMAND")->required();
   add_html_options(*commands.replay, options.html, options.html_all);
   return commands;
@@ -138,10 +263,20 @@ int run_fuzz(const FuzzCommandOptions& options, std::ostream& out) {
   check_html_path(options.html);
   const properties::FuzzOptions fuzz = fuzz_options(options);
   const auto implementation = impl::open_implementation(options.implementation);
-  const properties::FuzzReport report = properties::fuzz(*implementation, fuzz, &out);
+  const properties::ImplementationFactory open_fresh = [&options] {
+    return impl::open_implementation(options.implementation);
+  };
+  const properties::FuzzReport report = properties::fuzz(*implementation, open_fresh, fuzz, &out);
   out << fmt::format("fuzz {}: {} cases ({} unsupported) in {:.1f} s, {:.1f} cases/s; largest: {}\n",
                      implementation->name(), report.cases, report.unsupported, report.seconds,
                      report.cases_per_second(), report.largest.empty() ? "none (no case ran)" : report.largest);
+  if (report.time_bounded && !report.failure) {
+    // Exploratory: fine by hand, never a gate's check.
+    out << fmt::format(
+        "  time-bounded: how many cases {:.0f} s covers depends on this machine and its load; for a verdict the "
+        "same on every machine, give a case budget (these were --cases {})\n",
+        fuzz.seconds.value_or(60.0), report.cases);
+  }
   for (const std::string& reason : report.top_unsupported_reasons(3)) out << "  unsupported: " << reason << '\n';
   if (report.with_declined > 0) {
     // Checked on the rest of their tensors, and counted apart: a declined part is never a pass.
@@ -156,15 +291,9 @@ int run_fuzz(const FuzzCommandOptions& options, std::ostream& out) {
   }
   if (!report.failure) return kExitOk;
   const properties::Counterexample& failure = *report.failure;
-  out << fmt::format("FAIL {}: {}\n  shrunk in {} steps ({:.1f} s) from: {}\n  to: {}\n", failure.outcome.property,
-                     failure.outcome.detail, failure.shrink_steps, failure.shrink_seconds,
-                     properties::describe(failure.original), properties::describe(failure.shrunk));
-  // Where it fails in the shrunk case, without having to run the replay first.
-  if (failure.outcome.report) out << "  where:\n" << describe_failures(*failure.outcome.report, "    ");
-  out << fmt::format("  repro: {}\n  replay: {}\n", failure.repro_path,
-                     properties::replay_command(failure.repro_path, implementation->name()));
+  print_failure(failure, implementation->name(), fuzz, out);
   if (!options.html.empty()) {
-    // The report of the shrunk case: its repro replayed (the table it prints is the one above).
+    // The report of the repro: replayed (the table it prints is the one above).
     FuzzCommandOptions replay = options;
     replay.file = failure.repro_path;
     std::ostringstream replay_output;
@@ -178,66 +307,203 @@ int run_mutants(const FuzzCommandOptions& options, std::ostream& out) {
   ViolationList violations;
   check_repro_dir(options.repro_dir, violations);
   violations.throw_if_any("invalid option");
-  FuzzCommandOptions per_mutant = options;
-  if (!per_mutant.seconds) per_mutant.seconds = 60.0;
-  properties::FuzzOptions fuzz = fuzz_options(per_mutant);
+  properties::FuzzOptions fuzz = fuzz_options(options);
   fuzz.progress_seconds = 0;
+  fuzz.time_limit_seconds = options.time_limit;
   std::vector<std::string> names = options.mutants.empty() ? properties::mutant_names() : options.mutants;
   if (!options.json) {
-    out << fmt::format("{:<52} {:<7} {:<44} {:>6} {:>8}\n", "mutant", "killed", "by", "cases", "seconds");
+    out << fmt::format("seed {}; cases per mutant: {}\n", options.seed,
+                       options.cases
+                           ? std::to_string(*options.cases)
+                           : fmt::format("short profile {}, long profile {}",
+                                         properties::mutant_case_budget(properties::SizeProfile::short_sequences),
+                                         properties::mutant_case_budget(properties::SizeProfile::long_sequences)));
+    out << fmt::format("{:<52} {:<10} {:<44} {:>6} {:>8}\n", "mutant", "killed", "by", "cases", "seconds");
   }
   nlohmann::json rows = nlohmann::json::array();
+  int killed_count = 0;  // killed, with a shrunk case the same on every machine
   int survivors = 0;
+  int without_verdict = 0;   // the time limit stopped its cases
+  int shrink_timed_out = 0;  // killed, but the time limit stopped its shrink: the shrunk case depends on the machine
   for (const std::string& name : names) {
     const auto implementation = impl::open_implementation(name);
-    // Each mutant with its catalog profile (the long one for bugs past a kernel's first tile).
+    const properties::ImplementationFactory open_fresh = [&name] { return impl::open_implementation(name); };
+    // Each mutant with its catalog profile (the long one for bugs past a kernel's first tile), and its
+    // own shrink budget where it has one and none was asked for.
     properties::FuzzOptions mutant_fuzz = fuzz;
     std::string source;  // the real bug it re-plants, if any
     if (const properties::Mutant* mutant = properties::find_mutant(name)) {
       mutant_fuzz.limits = properties::GenLimits::for_profile(mutant->profile);
       source = mutant->source;
+      if (mutant->shrink_candidates > 0 && !options.shrink_candidates) {
+        mutant_fuzz.shrink_candidates = mutant->shrink_candidates;
+      }
     }
-    const properties::FuzzReport report = properties::fuzz(*implementation, mutant_fuzz, nullptr);
+    const std::int64_t budget = options.cases.value_or(properties::mutant_case_budget(mutant_fuzz.limits.profile));
+    mutant_fuzz.cases = budget;
+    const properties::FuzzReport report = properties::fuzz(*implementation, open_fresh, mutant_fuzz, nullptr);
     const bool killed = report.failure.has_value();
-    if (!killed) ++survivors;
+    std::string verdict = killed ? "yes" : "NO";
+    if (report.stopped_by_time_limit) {
+      verdict = "no verdict";
+      ++without_verdict;
+    } else if (!killed) {
+      ++survivors;
+    } else if (report.failure->shrink_stopped_by_time_limit) {
+      ++shrink_timed_out;
+    } else {
+      ++killed_count;
+    }
     const std::string by = killed
                                ? fmt::format("{}: {}", report.failure->outcome.property, report.failure->outcome.detail)
                                : std::string("-");
     if (options.json) {
       nlohmann::json row{{"mutant", name},
                          {"profile", properties::to_string(mutant_fuzz.limits.profile)},
+                         {"case_budget", budget},
                          {"killed", killed},
+                         {"verdict", report.stopped_by_time_limit ? "no verdict"
+                                     : killed                     ? "killed"
+                                                                  : "survived"},
+                         {"stopped_by_time_limit", report.stopped_by_time_limit},
                          {"cases", report.cases},
                          {"seconds", report.seconds}};
       if (!source.empty()) row["source"] = source;
       if (killed) {
-        row["property"] = report.failure->outcome.property;
-        row["detail"] = report.failure->outcome.detail;
-        row["counterexample"] = properties::describe(report.failure->shrunk);
-        row["shrink_steps"] = report.failure->shrink_steps;
-        row["repro"] = report.failure->repro_path;
+        const properties::Counterexample& failure = *report.failure;
+        row["property"] = failure.outcome.property;
+        row["detail"] = failure.outcome.detail;
+        row["counterexample"] = properties::describe(failure.failing);
+        row["shrink_steps"] = failure.shrink_steps;
+        row["shrink_candidates"] = failure.shrink_candidates;
+        row["shrink_stopped_by_time_limit"] = failure.shrink_stopped_by_time_limit;
+        if (failure.reproduction == properties::Reproduction::after_earlier_cases) {
+          row["earlier_cases"] = failure.earlier_cases;
+        }
+        row["repro"] = failure.repro_path;
       }
       rows.push_back(row);
     } else {
-      out << fmt::format("{:<52} {:<7} {:<44} {:>6} {:>8.2f}\n", name, killed ? "yes" : "NO",
+      out << fmt::format("{:<52} {:<10} {:<44} {:>6} {:>8.2f}\n", name, verdict,
                          by.size() > 44 ? by.substr(0, 41) + "..." : by, report.cases, report.seconds);
+      if (report.stopped_by_time_limit) {
+        out << fmt::format("{:<52} stopped by the time limit ({:g} s) after {} of {} cases: no verdict\n", "",
+                           options.time_limit, report.cases, budget);
+      }
       if (killed) {
-        const bool long_profile = mutant_fuzz.limits.profile == properties::SizeProfile::long_sequences;
-        out << fmt::format("{:<52} shrunk{}: {}\n", "", long_profile ? " (long profile)" : "",
-                           properties::describe(report.failure->shrunk));
+        out << mutant_failure_lines(*report.failure,
+                                    mutant_fuzz.limits.profile == properties::SizeProfile::long_sequences,
+                                    mutant_fuzz.shrink_candidates);
       }
       if (!source.empty()) out << fmt::format("{:<52} source: {}\n", "", source);
     }
   }
   if (options.json) {
-    out << nlohmann::json{{"survivors", survivors}, {"mutants", rows}}.dump(2) << '\n';
+    out << nlohmann::json{{"killed", killed_count},
+                          {"survivors", survivors},
+                          {"without_verdict", without_verdict},
+                          {"shrink_stopped_by_time_limit", shrink_timed_out},
+                          {"mutants", rows}}
+               .dump(2)
+        << '\n';
   } else {
-    out << fmt::format("{} of {} mutants killed\n", names.size() - survivors, names.size());
+    out << fmt::format("{} of {} mutants killed", killed_count, names.size());
+    if (without_verdict > 0) {
+      out << fmt::format("; {} stopped by the time limit before their case budget's end: no verdict", without_verdict);
+    }
+    if (shrink_timed_out > 0) {
+      out << fmt::format("; {} killed, but the time limit stopped their shrink: the shrunk case depends on the machine",
+                         shrink_timed_out);
+    }
+    out << '\n';
   }
-  return survivors == 0 ? kExitOk : kExitCheckFailed;
+  return killed_count == static_cast<int>(names.size()) ? kExitOk : kExitCheckFailed;
 }
 
+namespace {
+
+// One file's line in a sequence replay, from `golden check --json`'s entry.
+std::string sequence_entry_line(std::size_t position, const std::string& file, const nlohmann::json& entry) {
+  const std::string name = std::filesystem::path(file).filename().string();
+  if (entry.value("passed", false)) return fmt::format("  {}. {}: pass\n", position, name);
+  if (entry.contains("error")) {
+    return fmt::format("  {}. {}: FAIL: raised: {}\n", position, name, entry["error"].get<std::string>());
+  }
+  std::vector<std::string> tensors;
+  for (const nlohmann::json& tensor : entry.value("tensors", nlohmann::json::array())) {
+    const std::string status = tensor.value("status", "");
+    if (status == "pass" || status == "declined") continue;
+    const nlohmann::json& ulps = tensor.value("error_ulps", nlohmann::json());
+    tensors.push_back(ulps.is_number()
+                          ? fmt::format("{} {} ({:.3g} ulps)", tensor.value("name", "?"), status, ulps.get<double>())
+                          : fmt::format("{} {}", tensor.value("name", "?"), status));
+  }
+  return fmt::format("  {}. {}: FAIL: {}\n", position, name, fmt::join(tensors, ", "));
+}
+
+// A sequence folder: its cases in order in one instance, then the failing one alone in a fresh one.
+int run_sequence_replay(const FuzzCommandOptions& options, std::ostream& out) {
+  const std::vector<std::string> files = properties::read_sequence_repro(options.file);
+  GoldenOptions golden;
+  golden.files = files;
+  golden.implementation = options.implementation;
+  golden.json = true;  // each file's verdict, read below
+  golden.html = options.html;
+  golden.html_all = options.html_all;
+  golden.html_command = "replay";
+  std::ostringstream sequence_output;
+  run_golden_check(golden, sequence_output, out);
+  const std::string text = sequence_output.str();
+  // Notes (a file without an integrity digest) may come before the JSON object, which starts a line.
+  const std::size_t json_start = text.starts_with("{") ? 0 : text.find("\n{") + 1;
+  const nlohmann::json verdicts = nlohmann::json::parse(text.substr(json_start));
+  out << text.substr(0, json_start);
+  const nlohmann::json& entries = verdicts.at("files");
+  out << fmt::format("{}: {} cases in order in one instance of {}:\n", options.file, files.size(),
+                     options.implementation);
+  bool earlier_failed = false;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    out << sequence_entry_line(i + 1, files[i], entries.at(i));
+    if (i + 1 < files.size() && !entries.at(i).value("passed", false)) earlier_failed = true;
+  }
+  const bool last_failed = !entries.at(files.size() - 1).value("passed", false);
+  out << fmt::format("the last case alone, in a fresh instance of {}:\n", options.implementation);
+  GoldenOptions alone = golden;
+  alone.files = {files.back()};
+  alone.json = false;
+  alone.html.clear();
+  const bool fails_alone = run_golden_check(alone, out, out) != kExitOk;
+  std::vector<std::string> earlier_names;
+  for (std::size_t i = 0; i + 1 < files.size(); ++i) {
+    earlier_names.push_back(std::filesystem::path(files[i]).stem().string());
+  }
+  const std::string sequence = fmt::format("{} then the failing one ({})", fmt::join(earlier_names, ", "),
+                                           std::filesystem::path(files.back()).stem().string());
+  if (last_failed && !fails_alone) {
+    out << fmt::format(
+        "FAIL {}: fails only after earlier cases in the same process: {}; alone, in a fresh instance, it passes\n",
+        options.implementation, sequence);
+  } else if (last_failed) {
+    out << fmt::format("FAIL {}: the last case fails after the earlier ones and alone, in a fresh instance\n",
+                       options.implementation);
+  } else if (fails_alone) {
+    out << fmt::format("FAIL {}: the last case passes after the earlier ones but fails alone\n",
+                       options.implementation);
+  } else if (earlier_failed) {
+    out << fmt::format("FAIL {}: the last case passes, but an earlier case of the sequence fails\n",
+                       options.implementation);
+  } else {
+    out << fmt::format("PASS {}: the sequence passes: the failure does not reproduce with this implementation\n",
+                       options.implementation);
+    return kExitOk;
+  }
+  return kExitCheckFailed;
+}
+
+}  // namespace
+
 int run_replay(const FuzzCommandOptions& options, std::ostream& out) {
+  if (std::filesystem::is_directory(options.file)) return run_sequence_replay(options, out);
   GoldenOptions golden;
   golden.files = {options.file};
   golden.implementation = options.implementation;

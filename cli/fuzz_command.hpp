@@ -1,11 +1,17 @@
 // `attncheck fuzz`, `attncheck mutants` and `attncheck replay` (properties/fuzz.hpp underneath).
-//   fuzz --impl NAME [--seconds S | --cases N] [--seed N] [--shard i/n] [--profile short|long]
-//     [--max-size F]: progress lines,
-//     exit 1 on the first failure with the shrunk case's repro file and the command replaying it.
-//   mutants [--mutant NAME]... [--seconds S]: fuzzes every mutant of the catalog until it is caught;
-//     a table of mutant, killed?, by which property, cases needed, seconds, shrunk counterexample. Exit 1
-//     if any survives.
-//   replay FILE --impl NAME: a repro (or any golden) file checked against one implementation.
+//   fuzz --impl NAME [--cases N | --seconds S] [--seed N] [--shard i/n] [--profile short|long]
+//     [--max-size F] [--shrink-candidates N] [--shrink-seconds S] [--sequence-cases N]: progress lines;
+//     exit 1 on the first failure with the shrunk case's repro file and the command replaying it. --cases
+//     is a verdict, the same on every machine; --seconds (60 by default) is exploratory, and says that
+//     what it covered depends on the machine. A failure that a fresh instance does not show is reported
+//     as failing only after earlier cases in the same process, with the sequence that reproduces it.
+//   mutants [--mutant NAME]... [--cases N] [--time-limit S]: fuzzes every mutant of the catalog for its
+//     profile's case budget (mutant_case_budget); a table of mutant, killed?, by which property, cases
+//     needed, seconds, shrunk counterexample. Exit 1 if any survives, or if the time limit (a runaway
+//     stop) ended a mutant's cases or shrink: such a row has no verdict.
+//   replay FILE|FOLDER --impl NAME: a repro (or any golden) file checked against one implementation; a
+//     sequence folder (properties/repro.hpp) runs its cases in order in one instance, then the failing
+//     one alone in a fresh instance, and says which it needs.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +33,13 @@ struct FuzzCommandOptions {
   std::string profile = "short";  // properties::SizeProfile by name
   double max_size = 1.0;
   std::string repro_dir = ".";
-  double shrink_seconds = 60.0;
+  // Absent: properties::kDefaultShrinkCandidates (mutants: the catalog's own for a few expensive ones).
+  std::optional<std::int64_t> shrink_candidates;
+  double shrink_seconds = 300.0;    // a runaway stop for shrinking
+  std::int64_t sequence_cases = 0;  // set by the flag's default (properties::kDefaultSequenceCases)
   // mutants
   std::vector<std::string> mutants;  // default: the whole catalog
+  double time_limit = 600.0;         // per mutant, a runaway stop
   bool json = false;
   // replay
   std::string file;

@@ -5,6 +5,16 @@
 
 namespace attncheck::properties {
 
+bool operator==(const CaseSpec& a, const CaseSpec& b) {
+  // InputOptions has no operator== of its own (core/generation): its fields one by one.
+  const InputOptions& x = a.inputs;
+  const InputOptions& y = b.inputs;
+  return a.geometry == b.geometry && x.seed == y.seed && x.batch == y.batch && x.seq == y.seq &&
+         x.activations == y.activations && x.position_offset == y.position_offset &&
+         x.position_gaps == y.position_gaps && x.pad_keys == y.pad_keys && x.key_lengths == y.key_lengths &&
+         x.decode == y.decode && x.tp_size == y.tp_size;
+}
+
 Case make_case(const CaseSpec& spec) {
   return generate_case(resolve_geometry(spec.geometry), spec.inputs);
 }

@@ -18,6 +18,10 @@ struct CaseSpec {
   InputOptions inputs;  // inputs.tp_size is the plan's TP size
 };
 
+// Every field of the geometry and the input options equal (shrinking skips a candidate equal to the case
+// at hand).
+bool operator==(const CaseSpec& a, const CaseSpec& b);
+
 // The case itself (InputError if the spec is invalid, which generators never produce).
 Case make_case(const CaseSpec& spec);
 

@@ -36,6 +36,8 @@ CheckOutcome check_matches_reference(impl::Implementation& implementation, const
             .property = outcome.property,
             .detail = error.what(),
             .unsupported_reason = error.violations().empty() ? error.what() : error.violations().front().rule};
+  } catch (const impl::NoAnswer& error) {  // its own verdict: a timeout is not a wrong answer
+    return {.verdict = Verdict::fail, .property = std::string(kAnswersInTime), .detail = error.what()};
   } catch (const std::exception& error) {
     return {.verdict = Verdict::fail,
             .property = outcome.property,

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/compare/compare.hpp"
 #include "impl/implementation.hpp"
@@ -12,6 +13,10 @@
 namespace attncheck::properties {
 
 enum class Verdict { pass, fail, unsupported };
+
+// The property a case fails when the implementation gives no answer within its limit (impl::NoAnswer): a
+// verdict of its own, never a mismatch, and never shrunk (each candidate could cost the whole limit).
+inline constexpr std::string_view kAnswersInTime = "answers-in-time";
 
 struct CheckOutcome {
   Verdict verdict = Verdict::pass;

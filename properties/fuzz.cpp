@@ -1,12 +1,15 @@
 #include "properties/fuzz.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <set>
+#include <stdexcept>
 
 #include "core/generation/splitmix_stream.hpp"
 #include "properties/repro.hpp"
+#include "properties/shrinking.hpp"
 
 namespace attncheck::properties {
 
@@ -27,40 +30,6 @@ int size_for(std::int64_t index) {
   return static_cast<int>(index % 101);
 }
 
-bool fails(impl::Implementation& implementation, const CaseSpec& spec, CheckOutcome* outcome) {
-  CheckOutcome result = check_matches_reference(implementation, make_case(spec));
-  const bool failed = result.verdict == Verdict::fail;
-  if (failed && outcome) *outcome = std::move(result);
-  return failed;
-}
-
-// Greedy descent through RapidCheck's shrink tree: take the first shrink that still fails, repeat
-// until none does (or the time is up). Every accepted step is a strictly smaller case.
-Counterexample shrink(impl::Implementation& implementation, rc::Shrinkable<CaseSpec> failing, CheckOutcome outcome,
-                      double budget_seconds) {
-  const Clock::time_point start = Clock::now();
-  Counterexample counterexample{.original = failing.value(), .shrunk = failing.value(), .outcome = std::move(outcome)};
-  bool progressed = true;
-  while (progressed && seconds_since(start) < budget_seconds) {
-    progressed = false;
-    auto candidates = failing.shrinks();
-    while (auto candidate = candidates.next()) {
-      if (seconds_since(start) >= budget_seconds) break;
-      CheckOutcome candidate_outcome;
-      if (fails(implementation, candidate->value(), &candidate_outcome)) {
-        failing = std::move(*candidate);
-        counterexample.shrunk = failing.value();
-        counterexample.outcome = std::move(candidate_outcome);
-        ++counterexample.shrink_steps;
-        progressed = true;
-        break;
-      }
-    }
-  }
-  counterexample.shrink_seconds = seconds_since(start);
-  return counterexample;
-}
-
 // "N x reason" for the `count` most frequent reasons, most frequent first (ties in reason order).
 std::vector<std::string> top_reasons(const std::map<std::string, std::int64_t>& reasons, std::size_t count) {
   std::vector<std::pair<std::int64_t, std::string>> ranked;
@@ -71,6 +40,82 @@ std::vector<std::string> top_reasons(const std::map<std::string, std::int64_t>& 
     lines.push_back(fmt::format("{} x {}", ranked[i].first, ranked[i].second));
   }
   return lines;
+}
+
+void say(std::ostream* progress, const std::string& line) {
+  if (progress) *progress << line << '\n' << std::flush;
+}
+
+// After the shrink in the fuzzing instance: where the failure reproduces (fresh instances), and its repro.
+// `earlier` are the indices the fuzzing instance ran before the failing one.
+// `original_outcome` is the original case's, in the fuzzing instance.
+void reproduce(const std::string& name, const ImplementationFactory& open_fresh, const FuzzOptions& options,
+               const std::vector<std::int64_t>& earlier, CheckOutcome original_outcome, Counterexample& failure,
+               std::ostream* progress) {
+  say(progress, fmt::format("fuzz {}: checking the shrunk case in a fresh instance...", name));
+  CheckOutcome alone = check_alone(open_fresh, failure.shrunk);
+  if (alone.verdict == Verdict::fail) {
+    failure.reproduction = Reproduction::alone;
+    failure.outcome = std::move(alone);
+    failure.repro_path = write_repro(make_case(failure.failing), options.repro_dir, name);
+    return;
+  }
+  const bool shrank = !(failure.shrunk == failure.original);
+  if (shrank) {
+    say(progress, fmt::format("fuzz {}: it passes there; checking the original case in a fresh instance...", name));
+    CheckOutcome original = check_alone(open_fresh, failure.original);
+    if (original.verdict == Verdict::fail) {
+      failure.reproduction = Reproduction::original_alone;
+      failure.failing = failure.original;
+      failure.failing_is_shrunk = false;
+      failure.outcome = std::move(original);
+      failure.repro_path = write_repro(make_case(failure.failing), options.repro_dir, name);
+      return;
+    }
+  }
+  say(progress, fmt::format("fuzz {}: it passes alone in a fresh instance; replaying the {} earlier cases from the "
+                            "start (at most {} cases in all)...",
+                            name, earlier.size(), options.sequence_cases));
+  const auto case_at = [&options](std::int64_t index) { return fuzz_case(options.seed, index, options.limits); };
+  SequenceSearch search = find_sequence(open_fresh, earlier, case_at, failure.original, options.sequence_cases);
+  failure.sequence_cases_run = search.cases_run;
+  failure.sequence_budget_spent = search.budget_spent;
+  failure.sequence_longest_tried = search.longest_tried;
+  failure.failing = failure.original;
+  failure.failing_is_shrunk = false;
+  if (!search.reproduced) {
+    failure.reproduction = Reproduction::not_reproduced;
+    failure.outcome = std::move(original_outcome);
+    failure.repro_path = write_repro(make_case(failure.original), options.repro_dir, name);
+    return;
+  }
+  failure.reproduction = Reproduction::after_earlier_cases;
+  failure.earlier_cases = search.earlier;
+  failure.outcome = std::move(search.outcome);
+  // The shrunk case in the original's place, if the same earlier cases make it fail too.
+  const std::int64_t replay_cost = static_cast<std::int64_t>(search.earlier.size()) + 1;
+  if (shrank && failure.sequence_cases_run + replay_cost <= options.sequence_cases) {
+    failure.sequence_cases_run += replay_cost;
+    CheckOutcome shrunk = replay_sequence(open_fresh, search.earlier, case_at, failure.shrunk);
+    if (shrunk.verdict == Verdict::fail) {
+      failure.failing = failure.shrunk;
+      failure.failing_is_shrunk = true;
+      failure.outcome = std::move(shrunk);
+    }
+  }
+  std::vector<SequenceCase> cases;
+  for (const std::int64_t index : failure.earlier_cases) {
+    cases.push_back({.test_case = make_case(case_at(index)), .name = fmt::format("case-{}", index)});
+  }
+  cases.push_back(
+      {.test_case = make_case(failure.failing),
+       .name = fmt::format("failing-case-{}{}", failure.original_index, failure.failing_is_shrunk ? "-shrunk" : "")});
+  const std::string comment = fmt::format(
+      "attncheck sequence repro: run these cases in this order in ONE instance of the implementation\n"
+      "(attncheck replay FOLDER --impl NAME); the last fails only after the ones before it, and passes alone.\n"
+      "{}: fuzz seed {}, {}",
+      name, options.seed, describe_sequence(failure.earlier_cases, failure.original_index));
+  failure.repro_path = write_sequence_repro(cases, comment, options.repro_dir, name);
 }
 
 }  // namespace
@@ -87,15 +132,28 @@ CaseSpec fuzz_case(std::uint64_t seed, std::int64_t index, const GenLimits& limi
   return case_specs(limits)(random_for(seed, index), size_for(index)).value();
 }
 
-FuzzReport fuzz(impl::Implementation& implementation, const FuzzOptions& options, std::ostream* progress) {
+std::string describe_sequence(const std::vector<std::int64_t>& earlier, std::int64_t failing_index) {
+  return fmt::format("case{} [{}] then the failing one (case {})", earlier.size() == 1 ? "" : "s",
+                     fmt::join(earlier, ", "), failing_index);
+}
+
+FuzzReport fuzz(impl::Implementation& implementation, const ImplementationFactory& open_fresh,
+                const FuzzOptions& options, std::ostream* progress) {
+  if (!open_fresh) throw std::logic_error("fuzz() needs a way to open a fresh instance of the implementation");
   const std::optional<double> seconds = options.seconds || options.cases ? options.seconds : std::optional(60.0);
   const rc::Gen<CaseSpec> generator = case_specs(options.limits);
   FuzzReport report;
+  report.case_budget = options.cases;
+  report.time_bounded = !options.cases;
   const Clock::time_point start = Clock::now();
   Clock::time_point last_progress = start;
   for (std::int64_t k = 0;; ++k) {
     if (options.cases && report.cases >= *options.cases) break;
     if (seconds && seconds_since(start) >= *seconds) break;
+    if (options.cases && options.time_limit_seconds && seconds_since(start) >= *options.time_limit_seconds) {
+      report.stopped_by_time_limit = true;
+      break;
+    }
     const std::int64_t index = options.shard_index + k * options.shard_count;
     rc::Shrinkable<CaseSpec> shrinkable = generator(random_for(options.seed, index), size_for(index));
     const CaseSpec spec = shrinkable.value();
@@ -119,13 +177,31 @@ FuzzReport fuzz(impl::Implementation& implementation, const FuzzOptions& options
     }
     if (outcome.verdict == Verdict::fail) {
       report.seconds = seconds_since(start);
-      if (progress) {
-        *progress << fmt::format("fuzz {}: case {} (index {}) fails {}: {}; shrinking...\n", implementation.name(),
-                                 report.cases, index, outcome.property, outcome.detail);
-      }
-      report.failure = shrink(implementation, std::move(shrinkable), std::move(outcome), options.shrink_seconds);
-      report.failure->repro_path =
-          write_repro(make_case(report.failure->shrunk), options.repro_dir, implementation.name());
+      say(progress, fmt::format("fuzz {}: case {} (index {}) fails {}: {}; shrinking...", implementation.name(),
+                                report.cases, index, outcome.property, outcome.detail));
+      const CheckOutcome original_outcome = outcome;
+      // A timeout is not shrunk: every candidate could cost the whole limit, and a smaller case answering in
+      // time says nothing about the one that did not.
+      const bool timed_out = outcome.property == kAnswersInTime;
+      ShrinkResult shrunk = shrink_failure(implementation, shrinkable, std::move(outcome),
+                                           {.candidates = timed_out ? 0 : options.shrink_candidates,
+                                            .time_limit_seconds = options.shrink_time_limit_seconds,
+                                            .min_seq = options.limits.min_seq});
+      Counterexample failure{.original = spec,
+                             .original_index = index,
+                             .shrunk = shrunk.shrunk,
+                             .failing = shrunk.shrunk,
+                             .outcome = std::move(shrunk.outcome),
+                             .shrink_steps = shrunk.steps,
+                             .shrink_candidates = shrunk.candidates,
+                             .shrink_length_probes = shrunk.length_probes,
+                             .shrink_budget_spent = shrunk.budget_spent,
+                             .shrink_stopped_by_time_limit = shrunk.stopped_by_time_limit,
+                             .shrink_seconds = shrunk.seconds};
+      std::vector<std::int64_t> earlier;  // the indices this instance ran before, in order
+      for (std::int64_t j = 0; j < k; ++j) earlier.push_back(options.shard_index + j * options.shard_count);
+      reproduce(implementation.name(), open_fresh, options, earlier, original_outcome, failure, progress);
+      report.failure = std::move(failure);
       return report;
     }
     if (progress && options.progress_seconds > 0 &&

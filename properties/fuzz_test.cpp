@@ -1,5 +1,7 @@
 // The fuzzer's promises: a seed names one sequence of cases, shards split it without overlap or gap,
-// every generated spec is a valid case, and a failure shrinks to a case no larger than the original.
+// every generated spec is a valid case, a failure shrinks (the length first, by bisection) to a case no
+// larger than the original within a count of candidates, a run stopped by its time limit says so, and a
+// failure that needs earlier cases in the same instance is reported with the shortest such sequence.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +14,8 @@
 #include "impl/registry.hpp"
 #include "properties/checks.hpp"
 #include "properties/fuzz.hpp"
+#include "properties/length_shrinking.hpp"
+#include "properties/repro.hpp"
 #include "reference/reference.hpp"
 
 namespace attncheck::properties {
@@ -193,36 +197,259 @@ class WrongPastOneTile : public impl::Implementation {
   std::string name_ = "wrong-past-one-tile";
 };
 
+// A fresh instance of T for fuzz()'s checks of a failure.
+template <typename T>
+ImplementationFactory fresh() {
+  return [] { return std::make_unique<T>(); };
+}
+
 TEST(Fuzz, ALongProfileFailureShrinksToTheSmallestFailingLength) {
   WrongPastOneTile wrong;
-  const FuzzReport report = fuzz(wrong,
+  const FuzzReport report = fuzz(wrong, fresh<WrongPastOneTile>(),
                                  {.seed = 2,
                                   .cases = 20,
                                   .shard_index = 60,  // RapidCheck size 60 every time: sequences of up to ~2500
                                   .shard_count = 101,
                                   .limits = GenLimits::for_profile(SizeProfile::long_sequences),
                                   .repro_dir = ::testing::TempDir() + "/fuzz_test_long_repro",
-                                  .shrink_seconds = 120,
                                   .progress_seconds = 0},
                                  nullptr);
   ASSERT_TRUE(report.failure.has_value());
   EXPECT_GT(report.failure->original.inputs.seq, 64);
   EXPECT_EQ(report.failure->shrunk.inputs.seq, 65) << describe(report.failure->shrunk);
-  std::printf("shrunk in %lld steps (%.1f s) from: %s\n  to: %s\n",
-              static_cast<long long>(report.failure->shrink_steps), report.failure->shrink_seconds,
+  EXPECT_EQ(report.failure->reproduction, Reproduction::alone);
+  EXPECT_FALSE(report.failure->shrink_stopped_by_time_limit);
+  // The length by bisection first: about log2(seq) probes, not a walk down from the original length.
+  EXPECT_LE(report.failure->shrink_length_probes, 2 * 13);
+  std::printf("shrunk in %lld steps (%lld candidates, %lld length probes; %.1f s) from: %s\n  to: %s\n",
+              static_cast<long long>(report.failure->shrink_steps),
+              static_cast<long long>(report.failure->shrink_candidates),
+              static_cast<long long>(report.failure->shrink_length_probes), report.failure->shrink_seconds,
               describe(report.failure->original).c_str(), describe(report.failure->shrunk).c_str());
+}
+
+// Every generated spec cut to any shorter length is still a valid case of that length: key lengths and
+// decode schedules follow (the length bisection's candidates).
+TEST(Fuzz, EverySpecCutToAShorterLengthIsAValidCase) {
+  int decoding = 0, padded = 0;
+  for (const SizeProfile profile : {SizeProfile::short_sequences, SizeProfile::long_sequences}) {
+    const GenLimits limits = GenLimits::for_profile(profile);
+    for (std::int64_t i = 0; i < 202; ++i) {
+      const CaseSpec spec = fuzz_case(17, i, limits);
+      for (const std::int64_t seq : {limits.min_seq, (limits.min_seq + spec.inputs.seq) / 2, spec.inputs.seq - 1}) {
+        if (seq < limits.min_seq) continue;
+        const CaseSpec shorter = with_length(spec, seq);
+        const Case test_case = make_case(shorter);  // throws on an invalid spec
+        EXPECT_EQ(test_case.inputs.seq, seq);
+        EXPECT_EQ(shorter.geometry, spec.geometry);
+        EXPECT_EQ(shorter.inputs.seed, spec.inputs.seed);
+        EXPECT_EQ(shorter.inputs.decode.empty(), spec.inputs.decode.empty()) << describe(spec);
+        decoding += !shorter.inputs.decode.empty();
+        padded += !shorter.inputs.key_lengths.empty();
+      }
+    }
+  }
+  EXPECT_GT(decoding, 100);
+  EXPECT_GT(padded, 30);
+}
+
+// Bisection: the smallest failing length in about log2(seq) probes, within the probe budget.
+TEST(Fuzz, LengthBisectionFindsTheSmallestFailingLength) {
+  CaseSpec spec = fuzz_case(1, 0, {});
+  spec.inputs.seq = 3000;
+  spec.inputs.decode = {};
+  spec.inputs.key_lengths = {};
+  std::int64_t calls = 0;
+  const auto fails_past_1234 = [&calls](const CaseSpec& probe) {
+    ++calls;
+    return probe.inputs.seq > 1234;
+  };
+  const LengthShrink found = shrink_length(spec, 3, 100, fails_past_1234);
+  EXPECT_EQ(found.spec.inputs.seq, 1235);
+  EXPECT_EQ(found.probes, calls);
+  EXPECT_LE(found.probes, 12);
+  EXPECT_FALSE(found.budget_spent);
+  calls = 0;
+  const LengthShrink stopped = shrink_length(spec, 3, 4, fails_past_1234);
+  EXPECT_EQ(calls, 4);
+  EXPECT_TRUE(stopped.budget_spent);
+  EXPECT_GT(stopped.spec.inputs.seq, 1234);  // still a failing length
+}
+
+// The shrink budget is a count of candidates: the same shrunk case every time, and never more candidates.
+TEST(Fuzz, AShrinkIsBoundedByItsCandidateCountAndRepeats) {
+  const auto mutant = impl::open_implementation("mutant-gqa-kv-grad-last-head-only");
+  const ImplementationFactory open = [] { return impl::open_implementation("mutant-gqa-kv-grad-last-head-only"); };
+  const FuzzOptions options{.seed = 1,
+                            .cases = 2000,
+                            .repro_dir = ::testing::TempDir() + "/fuzz_test_budget",
+                            .shrink_candidates = 7,
+                            .progress_seconds = 0};
+  const FuzzReport first = fuzz(*mutant, open, options, nullptr);
+  const FuzzReport second = fuzz(*open(), open, options, nullptr);
+  ASSERT_TRUE(first.failure && second.failure);
+  EXPECT_EQ(first.failure->shrink_candidates, 7);
+  EXPECT_TRUE(first.failure->shrink_budget_spent);
+  EXPECT_EQ(describe(first.failure->shrunk), describe(second.failure->shrunk));
+  EXPECT_EQ(first.failure->repro_path, second.failure->repro_path);
+}
+
+// A case budget with a time limit: when the limit fires first, the report says so (no verdict), and it
+// never counts as clean.
+TEST(Fuzz, ARunStoppedByItsTimeLimitSaysSo) {
+  RecordingImplementation recording;
+  const FuzzReport report =
+      fuzz(recording, fresh<RecordingImplementation>(),
+           {.seed = 3, .cases = 1000000, .time_limit_seconds = 0.2, .progress_seconds = 0}, nullptr);
+  EXPECT_TRUE(report.stopped_by_time_limit);
+  EXPECT_LT(report.cases, 1000000);
+  EXPECT_FALSE(report.failure.has_value());
+  EXPECT_FALSE(report.time_bounded);
+}
+
+// Answers with the reference, except that it keeps each answer under the shapes of x and q_proj and
+// returns it again for a later case of the same shapes (a cache never cleared).
+class ShapeCachingImplementation : public impl::Implementation {
+ public:
+  const std::string& name() const override { return name_; }
+  bool sharded() const override { return true; }
+  NamedTensors run(const Case& test_case) override {
+    const auto key = std::make_pair(test_case.inputs.x.shape, test_case.weights.q_proj.shape);
+    for (const auto& [cached_key, answer] : cache_) {
+      if (cached_key == key) return answer;
+    }
+    cache_.emplace_back(key, named_tensors(reference::run_reference_tp(test_case)));
+    return cache_.back().second;
+  }
+
+ private:
+  std::vector<std::pair<std::pair<Shape, Shape>, NamedTensors>> cache_;
+  std::string name_ = "shape-caching";
+};
+
+// A failure that needs an earlier case is reported as such, with the earlier case it needs, and saved
+// as a sequence whose replay in a fresh instance fails; never as a pass.
+TEST(Fuzz, AFailureAfterEarlierCasesIsReportedWithItsSequence) {
+  ShapeCachingImplementation caching;
+  const std::string directory = ::testing::TempDir() + "/fuzz_test_sequence";
+  const FuzzReport report = fuzz(caching, fresh<ShapeCachingImplementation>(),
+                                 {.seed = 1, .cases = 200, .repro_dir = directory, .progress_seconds = 0}, nullptr);
+  ASSERT_TRUE(report.failure.has_value());
+  const Counterexample& failure = *report.failure;
+  EXPECT_EQ(failure.reproduction, Reproduction::after_earlier_cases);
+  ASSERT_EQ(failure.earlier_cases.size(), 1u);
+  const auto case_at = [](std::int64_t index) { return fuzz_case(1, index, {}); };
+  const Case earlier = make_case(case_at(failure.earlier_cases[0]));
+  const Case failing = make_case(failure.failing);
+  EXPECT_EQ(earlier.inputs.x.shape, failing.inputs.x.shape);  // the case whose answer the cache returns
+  EXPECT_EQ(check_alone(fresh<ShapeCachingImplementation>(), failure.failing).verdict, Verdict::pass);
+  EXPECT_EQ(
+      replay_sequence(fresh<ShapeCachingImplementation>(), failure.earlier_cases, case_at, failure.failing).verdict,
+      Verdict::fail);
+  EXPECT_EQ(failure.outcome.verdict, Verdict::fail);
+  const std::vector<std::string> files = read_sequence_repro(failure.repro_path);
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_NE(files[1].find("failing-case-"), std::string::npos);
+}
+
+// Fails a case (told by its x's element count) only after two given cases ran in the same instance.
+class NeedsTwoEarlierCases : public impl::Implementation {
+ public:
+  const std::string& name() const override { return name_; }
+  bool sharded() const override { return true; }
+  NamedTensors run(const Case& test_case) override {
+    NamedTensors tensors = named_tensors(reference::run_reference_tp(test_case));
+    const auto size = static_cast<std::int64_t>(test_case.inputs.x.values.size());
+    if (size == failing_size && saw(size_5) && saw(size_11)) tensors.at("out").values[0] += 1.0;
+    seen_.push_back(size);
+    return tensors;
+  }
+  static inline std::int64_t failing_size = 0, size_5 = 0, size_11 = 0;
+
+ private:
+  bool saw(std::int64_t size) const { return std::find(seen_.begin(), seen_.end(), size) != seen_.end(); }
+  std::vector<std::int64_t> seen_;
+  std::string name_ = "needs-two";
+};
+
+TEST(Fuzz, TheSequenceSearchKeepsOnlyTheEarlierCasesItNeeds) {
+  // Cases told apart by their x's element count: sixteen made-up cases of distinct sizes.
+  const auto case_at = [](std::int64_t index) {
+    CaseSpec spec = fuzz_case(1, 0, {});
+    spec.inputs.seq = 3 + index;
+    spec.inputs.decode = {};
+    spec.inputs.key_lengths = {};
+    return spec;
+  };
+  const auto size_of = [&](std::int64_t index) {
+    return static_cast<std::int64_t>(make_case(case_at(index)).inputs.x.values.size());
+  };
+  NeedsTwoEarlierCases::failing_size = size_of(20);
+  NeedsTwoEarlierCases::size_5 = size_of(5);
+  NeedsTwoEarlierCases::size_11 = size_of(11);
+  std::vector<std::int64_t> earlier;
+  for (std::int64_t i = 0; i < 16; ++i) earlier.push_back(i);
+  const SequenceSearch found = find_sequence(fresh<NeedsTwoEarlierCases>(), earlier, case_at, case_at(20), 1000);
+  ASSERT_TRUE(found.reproduced);
+  EXPECT_EQ(found.earlier, (std::vector<std::int64_t>{5, 11}));
+  EXPECT_FALSE(found.budget_spent);
+  EXPECT_LE(found.cases_run, 1000);
+  // Too small a budget: stops, and says so.
+  const SequenceSearch stopped = find_sequence(fresh<NeedsTwoEarlierCases>(), earlier, case_at, case_at(20), 20);
+  EXPECT_TRUE(stopped.budget_spent);
+  EXPECT_LE(stopped.cases_run, 20);
+}
+
+// Fails its fifth case, only in the first instance made (a failure from outside the cases: timing,
+// memory, the environment).
+class FailsOnceInTheFirstInstance : public impl::Implementation {
+ public:
+  FailsOnceInTheFirstInstance() : first_(instances_++ == 0) {}
+  const std::string& name() const override { return name_; }
+  bool sharded() const override { return true; }
+  NamedTensors run(const Case& test_case) override {
+    NamedTensors tensors = named_tensors(reference::run_reference_tp(test_case));
+    if (first_ && ++runs_ == 5) tensors.at("out").values[0] += 1.0;
+    return tensors;
+  }
+  static inline int instances_ = 0;
+
+ private:
+  bool first_;
+  int runs_ = 0;
+  std::string name_ = "fails-once";
+};
+
+// A failure no fresh instance reproduces, alone or after its earlier cases, is reported as not
+// reproduced, with the failing case saved: still a failure, never a pass.
+TEST(Fuzz, AFailureNoFreshInstanceReproducesIsReportedSo) {
+  FailsOnceInTheFirstInstance::instances_ = 0;
+  FailsOnceInTheFirstInstance first;
+  const FuzzReport report = fuzz(first, fresh<FailsOnceInTheFirstInstance>(),
+                                 {.seed = 1,
+                                  .cases = 100,
+                                  .repro_dir = ::testing::TempDir() + "/fuzz_test_not_reproduced",
+                                  .progress_seconds = 0},
+                                 nullptr);
+  ASSERT_TRUE(report.failure.has_value());
+  EXPECT_EQ(report.cases, 5);
+  EXPECT_EQ(report.failure->reproduction, Reproduction::not_reproduced);
+  EXPECT_EQ(report.failure->outcome.verdict, Verdict::fail);
+  EXPECT_EQ(report.failure->sequence_longest_tried, 4);  // every earlier case, from the start
+  EXPECT_FALSE(report.failure->sequence_budget_spent);
+  EXPECT_TRUE(std::filesystem::is_regular_file(report.failure->repro_path));
 }
 
 TEST(Fuzz, ShardsSplitTheCasesWithoutOverlapOrGap) {
   RecordingImplementation whole, first, second;
   FuzzOptions options{.seed = 3, .cases = 30, .progress_seconds = 0};
-  fuzz(whole, options, nullptr);
+  fuzz(whole, fresh<RecordingImplementation>(), options, nullptr);
   FuzzOptions half = options;
   half.cases = 15;
   half.shard_count = 2;
-  fuzz(first, half, nullptr);
+  fuzz(first, fresh<RecordingImplementation>(), half, nullptr);
   half.shard_index = 1;
-  fuzz(second, half, nullptr);
+  fuzz(second, fresh<RecordingImplementation>(), half, nullptr);
   std::multiset<std::string> both = first.seen;
   both.insert(second.seen.begin(), second.seen.end());
   EXPECT_EQ(both, whole.seen);
@@ -231,15 +458,16 @@ TEST(Fuzz, ShardsSplitTheCasesWithoutOverlapOrGap) {
 
 TEST(Fuzz, AFailureShrinksToNoLargerACaseAndIsSaved) {
   const auto mutant = impl::open_implementation("mutant-gqa-kv-grad-last-head-only");
+  const ImplementationFactory open = [] { return impl::open_implementation("mutant-gqa-kv-grad-last-head-only"); };
   const std::string directory = ::testing::TempDir() + "/fuzz_test_repro";
   const FuzzReport report =
-      fuzz(*mutant, {.seed = 1, .cases = 2000, .repro_dir = directory, .shrink_seconds = 30, .progress_seconds = 0},
-           nullptr);
+      fuzz(*mutant, open, {.seed = 1, .cases = 2000, .repro_dir = directory, .progress_seconds = 0}, nullptr);
   ASSERT_TRUE(report.failure.has_value());
   EXPECT_LE(work(report.failure->shrunk), work(report.failure->original));
   EXPECT_GT(resolve_geometry(report.failure->shrunk.geometry).group_size(), 1);  // the bug needs a GQA group
   EXPECT_EQ(report.failure->outcome.verdict, Verdict::fail);
   EXPECT_TRUE(std::filesystem::exists(report.failure->repro_path));
+  EXPECT_EQ(report.failure->reproduction, Reproduction::alone);  // a mutant keeps no state
 }
 
 }  // namespace

@@ -1,8 +1,14 @@
 // Repro files: a failing case saved as a golden file (schema v1: geometry, inputs, weights and the
 // reference's answers), which `attncheck replay FILE --impl NAME` (or any golden reader) replays.
+//
+// A failure that shows only after earlier cases in the same process (state_dependence.hpp) is saved as
+// a sequence: a folder holding one such file per case and sequence.txt listing them in the order they
+// run, the failing case last; `attncheck replay FOLDER --impl NAME` runs them in order in one instance.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/model/case.hpp"
 
@@ -11,7 +17,26 @@ namespace attncheck::properties {
 // Writes <directory>/repro-<implementation>-<hash of the case>.h5 and returns its path.
 std::string write_repro(const Case& test_case, const std::string& directory, const std::string& implementation);
 
-// The command that replays it, quoted for a POSIX shell.
+// The listing in a sequence folder.
+inline constexpr const char* kSequenceListing = "sequence.txt";
+
+struct SequenceCase {
+  Case test_case;
+  std::string name;  // its file's name without .h5, e.g. "case-17", "failing-case-25"
+};
+
+// Writes <directory>/repro-<implementation>-<hash of the last case>-sequence/ with one golden file per
+// case and sequence.txt (the cases in order, the last the failing one, after `comment` lines that say
+// what the sequence is); returns the folder's path.
+std::string write_sequence_repro(const std::vector<SequenceCase>& cases, const std::string& comment,
+                                 const std::string& directory, const std::string& implementation);
+
+// The files a sequence folder lists, in order, as paths. InputError (naming what is wrong and what a
+// sequence folder holds) when the folder has no sequence.txt, it lists fewer than two files, a line is
+// not a plain file name in the folder, or a listed file is missing.
+std::vector<std::string> read_sequence_repro(const std::string& folder);
+
+// The command that replays a repro file or sequence folder, quoted for a POSIX shell.
 std::string replay_command(const std::string& path, const std::string& implementation);
 
 }  // namespace attncheck::properties

@@ -2,7 +2,7 @@
 # h % H_kv must fail, shrink to at most 2 KV heads, 4 query heads and seq <= 4, and write a repro file
 # that `attncheck replay` fails with the mutant (exit 1) and passes with the reference (exit 0).
 file(REMOVE_RECURSE ${DIR})
-execute_process(COMMAND ${ATTNCHECK} fuzz --impl mutant-kv-head-modulo --seconds 60 --repro-dir ${DIR}
+execute_process(COMMAND ${ATTNCHECK} fuzz --impl mutant-kv-head-modulo --cases 2000 --repro-dir ${DIR}
                 RESULT_VARIABLE fuzz_exit OUTPUT_VARIABLE fuzz_out ERROR_VARIABLE fuzz_err TIMEOUT 180)
 message("${fuzz_out}${fuzz_err}")
 if(NOT fuzz_exit EQUAL 1)

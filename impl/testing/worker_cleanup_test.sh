@@ -1,6 +1,7 @@
 #!/bin/sh
 # A worker that never answers is stopped at ATTNCHECK_WORKER_TIMEOUT: attncheck must kill its whole
-# process group (the worker and the child it started) and remove the worker's temporary folder.
+# process group (the worker and the child it started) and remove the worker's temporary folder; the fuzzer
+# reports it as its own verdict (answers-in-time) and does not shrink it.
 # Usage: worker_cleanup_test.sh ATTNCHECK STATE_DIR
 set -u
 attncheck=$1
@@ -13,6 +14,9 @@ status=$?
 fail() { echo "FAIL: $*"; cat "$state/stdout" "$state/stderr"; exit 1; }
 [ "$status" -eq 1 ] || fail "expected exit 1 (the worker failed), got $status"
 grep -q "no answer within 2 s" "$state/stdout" "$state/stderr" || fail "no timeout message"
+# Its own verdict (property answers-in-time), not a mismatch, and not shrunk (every candidate could time out).
+grep -q "answers-in-time" "$state/stdout" || fail "the timeout is not reported as answers-in-time"
+grep -q "shrunk in [1-9]" "$state/stdout" && fail "a timeout was shrunk"
 # A process is gone when /proc has no entry for it, or only a zombie's (state Z) awaiting its reaper.
 alive() { [ -r "/proc/$1/stat" ] && ! awk '{ exit ($3 == "Z") ? 0 : 1 }' "/proc/$1/stat"; }
 for name in worker_pid child_pid; do
