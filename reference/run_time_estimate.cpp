@@ -12,13 +12,20 @@
 namespace attncheck::reference {
 namespace {
 
-// Fitted on the committed goldens on the project's VM (docs/MEASUREMENTS.md, "Time estimates"): the
-// reference reaches this share of the GEMM rate over its whole run (softmax, RoPE, norms and copies
-// between the GEMMs), each parameter costs this many GEMM operations' time (generating it, touching its
-// pages, its gradient's sketch), and one run of the emulated layer costs this many reference runs.
-constexpr double kReferenceShareOfGemmRate = 0.1;
-constexpr double kOperationsPerParameter = 1150.0;
-constexpr double kEmulatedRunsPerReferenceRun = 1.5;
+// Fitted on the committed goldens on the project's quiet VM (docs/MEASUREMENTS.md, "Time estimates"): the
+// reference reaches this share of the measured GEMM rate over its whole run (softmax, RoPE, norms and copies
+// between the GEMMs); each parameter costs this many operations' time (generating it, touching its pages,
+// its gradient's sketch); one run of the emulated layer (fixed-order fma products, rounding every step) costs
+// this many times the reference's operations, and this many operations per parameter (its weights rounded
+// and read once per product).
+constexpr double kReferenceShareOfGemmRate = 1.0;
+constexpr double kOperationsPerParameter = 3500.0;
+// Each score (a query-key pair of a head, forward and backward: masks, exp, softmax's sums, dS) costs this many
+// operations' time besides its products: it dominates narrow heads over long sequences (seq 12288 of one
+// 16-wide head: 2.7 s, of which the products are 0.4 s).
+constexpr double kOperationsPerScore = 1000.0;
+constexpr double kEmulatedOperationsPerReferenceOperation = 4.0;
+constexpr double kEmulatedOperationsPerParameter = 2600.0;
 
 }  // namespace
 
@@ -48,7 +55,8 @@ double reference_flops(const TpPlan& plan, std::int64_t batch_size, std::int64_t
                4.0 * batch * static_cast<double>(geometry.num_heads()) * decoded * decoded *
                    static_cast<double>(geometry.head_dim());
   }
-  return projections + attention + decoding;
+  const double scores = batch * static_cast<double>(geometry.num_heads()) * seq * seq;
+  return projections + attention + decoding + kOperationsPerScore * scores;
 }
 
 double measured_flop_rate() {
@@ -86,7 +94,10 @@ double estimated_reference_seconds(const Case& test_case) {
 double estimated_yardstick_seconds(const Case& test_case, Precision precision) {
   if (precision == Precision::fp64) return 0.0;
   const double runs = precision == Precision::fp32 ? 12.0 : 9.0;  // yardstick.hpp's set of runs
-  return runs * kEmulatedRunsPerReferenceRun * estimated_reference_seconds(test_case);
+  const double parameters = static_cast<double>(test_case.plan.unsharded_params.total());
+  const double per_run = kEmulatedOperationsPerReferenceOperation * reference_flops(test_case) +
+                         kEmulatedOperationsPerParameter * parameters;
+  return runs * per_run / (measured_flop_rate() * kReferenceShareOfGemmRate);
 }
 
 std::string describe_duration(double seconds) {

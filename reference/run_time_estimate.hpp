@@ -3,10 +3,11 @@
 // no verdict, limit or case budget depends on it.
 //
 // The model: the fp64 reference's arithmetic (projection GEMMs forward and backward, the attention blocks,
-// decoding's re-run of its calls) in floating-point operations, plus a cost per parameter (generating the
-// weights, first touches of their pages, the gradient sketches), over this machine's rate measured once per
-// process by timing a small Eigen GEMM. The constants were fitted on the committed goldens on the project's
-// 2-core VM (docs/MEASUREMENTS.md); estimates land within about 2x of the time taken there.
+// decoding's re-run of its calls) in floating-point operations, plus a cost per score (masks, exp, softmax)
+// and per parameter (generating the weights, first touches of their pages, the gradient sketches), over this
+// machine's rate measured once per process by timing a small Eigen GEMM. The constants were fitted on the
+// committed goldens on the project's 2-core VM (docs/MEASUREMENTS.md, "Time estimates"); estimates land
+// within about 2x of the time taken there.
 #pragma once
 
 #include "core/model/case.hpp"
@@ -16,8 +17,9 @@
 
 namespace attncheck::reference {
 
-// Floating-point operations of the fp64 reference's forward, backward and decoding of a case of this plan and
-// these sizes (the case itself need not exist yet: golden make estimates before generating it).
+// The fp64 reference's work on a case of this plan and these sizes, in floating-point operations' time: its
+// products forward, backward and decoding, and each score's elementwise steps (the case itself need not exist
+// yet: golden make estimates before generating it).
 double reference_flops(const TpPlan& plan, std::int64_t batch, std::int64_t seq, const DecodeSchedule& decode);
 double reference_flops(const Case& test_case);
 
