@@ -426,8 +426,12 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostre
         if (!unsupported) entry["verdict"] = verdict_word(not_judged->kind);
         files.push_back(std::move(entry));
       } else {
-        progress.print(out, fmt::format("== {} vs {}: {}: {}\n", file, options.implementation,
-                                        unsupported ? "DECLINED (unsupported)" : verdict_word(not_judged->kind),
+        const std::string verdict =
+            unsupported ? "DECLINED (unsupported)"
+            : not_judged->kind == PairVerdict::Kind::no_answer
+                ? "NO ANSWER"
+                : fmt::format("FAIL: {} raised", options.implementation);
+        progress.print(out, fmt::format("== {} vs {}: {}: {}\n", file, options.implementation, verdict,
                                         not_judged->message));
       }
       html.sections.push_back(

@@ -37,18 +37,18 @@ Heartbeat::Heartbeat(std::ostream& out, std::string what, std::chrono::milliseco
       what_(std::move(what)),
       period_(period),
       estimate_(estimated_seconds ? " of " + reference::describe_duration(*estimated_seconds) : "") {
-  if (estimated_seconds && *estimated_seconds * 1000.0 >= static_cast<double>(period_.count())) {
-    out_ << fmt::format("{}: {} estimated (a rough figure from the layer's size and this machine's speed)\n", what_,
-                        reference::describe_duration(*estimated_seconds))
-         << std::flush;
-  }
   thread_ = std::thread([this] {
     const auto started = std::chrono::steady_clock::now();
     std::unique_lock lock(mutex_);
-    while (!stop_signal_.wait_for(lock, period_, [this] { return stopping_; })) {
+    for (bool first = true; !stop_signal_.wait_for(lock, period_, [this] { return stopping_; }); first = false) {
       const auto seconds =
           std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
-      out_ << fmt::format("{}, {}:{:02} so far{}\n", what_, seconds / 60, seconds % 60, estimate_) << std::flush;
+      // The estimate's origin once, on the first line: work shorter than a period prints nothing at all, so a
+      // quick command's stderr stays its own whatever the machine's speed.
+      out_ << fmt::format("{}, {}:{:02} so far{}{}\n", what_, seconds / 60, seconds % 60, estimate_,
+                          first && !estimate_.empty() ? " (estimated from the layer's size and this machine's speed)"
+                                                      : "")
+           << std::flush;
     }
   });
 }

@@ -1,8 +1,10 @@
 // A line every `period` on a stream while long work runs, so that a CI log or a terminal never sits a
 // minute in silence: "golden make: running the fp64 reference, 1:30 so far of about 4 min". Unlike
 // ProgressLine it writes plain lines (no carriage returns), terminal or not; nothing at all for work shorter
-// than one period. With an estimate (reference/run_time_estimate.hpp) of at least one period, a first line
-// says it at once: "golden check: g.h5 with reference: about 4 min estimated". The period is 30 s, or
+// than one period, whatever the machine's speed. With an estimate (reference/run_time_estimate.hpp) every line
+// carries it, the first also where it comes from: "golden check: reference on g.h5, 0:30 so far of about 4 min
+// (estimated from the layer's size and this machine's speed)". Not at once: a line before the first period
+// would make a quick command's stderr depend on the machine's speed. The period is 30 s, or
 // ATTNCHECK_HEARTBEAT_SECONDS (a whole number in [1, 3600]; anything else is bad input, exit 2).
 #pragma once
 
