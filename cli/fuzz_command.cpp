@@ -426,8 +426,12 @@ namespace {
 std::string sequence_entry_line(std::size_t position, const std::string& file, const nlohmann::json& entry) {
   const std::string name = std::filesystem::path(file).filename().string();
   if (entry.value("passed", false)) return fmt::format("  {}. {}: pass\n", position, name);
+  if (entry.contains("declined")) {
+    return fmt::format("  {}. {}: declined (unsupported): {}\n", position, name, entry["declined"].get<std::string>());
+  }
   if (entry.contains("error")) {
-    return fmt::format("  {}. {}: FAIL: raised: {}\n", position, name, entry["error"].get<std::string>());
+    return fmt::format("  {}. {}: {}: {}\n", position, name, entry.value("verdict", std::string("FAIL: raised")),
+                       entry["error"].get<std::string>());
   }
   std::vector<std::string> tensors;
   for (const nlohmann::json& tensor : entry.value("tensors", nlohmann::json::array())) {
@@ -441,6 +445,18 @@ std::string sequence_entry_line(std::size_t position, const std::string& file, c
   return fmt::format("  {}. {}: FAIL: {}\n", position, name, fmt::join(tensors, ", "));
 }
 
+// A verdict of `golden check --json` that failed: neither passed nor declined (a declined case is not judged).
+bool entry_failed(const nlohmann::json& entry) {
+  return !entry.value("passed", false) && !entry.contains("declined");
+}
+
+// `golden check --json` of `golden`'s files: its per-file entries (its notes and heartbeat go to `out`).
+nlohmann::json checked_entries(const GoldenOptions& golden, std::ostream& out) {
+  std::ostringstream json_output;
+  run_golden_check(golden, json_output, out);
+  return nlohmann::json::parse(json_output.str()).at("files");
+}
+
 // A sequence folder: its cases in order in one instance, then the failing one alone in a fresh one.
 int run_sequence_replay(const FuzzCommandOptions& options, std::ostream& out) {
   const std::vector<std::string> files = properties::read_sequence_repro(options.file);
@@ -451,28 +467,29 @@ int run_sequence_replay(const FuzzCommandOptions& options, std::ostream& out) {
   golden.html = options.html;
   golden.html_all = options.html_all;
   golden.html_command = "replay";
-  std::ostringstream sequence_output;
-  run_golden_check(golden, sequence_output, out);
-  const std::string text = sequence_output.str();
-  // Notes (a file without an integrity digest) may come before the JSON object, which starts a line.
-  const std::size_t json_start = text.starts_with("{") ? 0 : text.find("\n{") + 1;
-  const nlohmann::json verdicts = nlohmann::json::parse(text.substr(json_start));
-  out << text.substr(0, json_start);
-  const nlohmann::json& entries = verdicts.at("files");
+  // --json's stdout is the object alone (notes go to the other stream).
+  const nlohmann::json entries = checked_entries(golden, out);
   out << fmt::format("{}: {} cases in order in one instance of {}:\n", options.file, files.size(),
                      options.implementation);
   bool earlier_failed = false;
   for (std::size_t i = 0; i < files.size(); ++i) {
     out << sequence_entry_line(i + 1, files[i], entries.at(i));
-    if (i + 1 < files.size() && !entries.at(i).value("passed", false)) earlier_failed = true;
+    if (i + 1 < files.size() && entry_failed(entries.at(i))) earlier_failed = true;
   }
-  const bool last_failed = !entries.at(files.size() - 1).value("passed", false);
+  const nlohmann::json& last = entries.at(files.size() - 1);
   out << fmt::format("the last case alone, in a fresh instance of {}:\n", options.implementation);
   GoldenOptions alone = golden;
   alone.files = {files.back()};
-  alone.json = false;
   alone.html.clear();
-  const bool fails_alone = run_golden_check(alone, out, out) != kExitOk;
+  const nlohmann::json alone_entry = checked_entries(alone, out).at(0);
+  out << sequence_entry_line(files.size(), files.back(), alone_entry);
+  if (last.contains("declined") || alone_entry.contains("declined")) {
+    out << fmt::format("FAIL {}: the last case is declined{}: nothing decides whether the failure reproduces\n",
+                       options.implementation, last.contains("declined") ? " after the earlier ones" : " alone");
+    return kExitCheckFailed;
+  }
+  const bool last_failed = entry_failed(last);
+  const bool fails_alone = entry_failed(alone_entry);
   std::vector<std::string> earlier_names;
   for (std::size_t i = 0; i + 1 < files.size(); ++i) {
     earlier_names.push_back(std::filesystem::path(files[i]).stem().string());

@@ -5,6 +5,8 @@ one estimate checked before anything large is allocated (golden/golden_file.cpp,
 - A 100 KB golden that names the generators, its /geometry edited to a 151M-parameter layer, is refused by
   `golden inspect --max-memory 512M` (exit 2) with a peak resident size of tens of MB (it reached 2.7 GB).
 - position_ids of [2^22, 1] with generated inputs: refused before generating x (it took 4.4 GB first).
+- /geometry/rope_long_factor declared at 2^27 values (read with the geometry, before the estimate): refused
+  by its shape before it is read.
 - A golden whose stored data and generated weights each fit in --max-memory but not together is refused: one
   sum bounds the whole read.
 - The estimate is an upper bound: `golden inspect` of goldens with generated weights and inputs, stored
@@ -85,6 +87,26 @@ with tempfile.TemporaryDirectory() as folder:
     code, output, peak = run("golden", "inspect", rows)
     expect(code == 2 and "batch 4194304 is beyond 2^20" in output, "batch 2^22 is refused naming the limit")
     expect(peak < program + 256 * 2 ** 20, f"refused before generating x: peak {peak / 2 ** 20:.0f} MB")
+
+    # 2b. The longrope factors, read with the geometry (before the estimate, which needs it), declared at 2^27
+    # values each in a gzip chunk: refused by their shape (one per rotated pair) before anything is read.
+    import json
+    config = folder / "longrope.json"
+    config.write_text(json.dumps({"model_type": "phi3", "hidden_size": 32, "num_attention_heads": 2,
+                                  "num_key_value_heads": 1, "num_hidden_layers": 1, "max_position_embeddings": 4096,
+                                  "original_max_position_embeddings": 64, "rope_theta": 10000.0,
+                                  "rope_scaling": {"type": "longrope", "short_factor": [1.0] * 8,
+                                                   "long_factor": [2.0] * 8}}))
+    longrope = folder / "longrope.h5"
+    code, _, _ = run("golden", "make", "--hf-config", config, "--batch", "1", "--seq", "3", "-o", longrope)
+    expect(code == 0, "a longrope golden is made")
+    with h5py.File(longrope, "r+") as file:
+        del file["geometry/rope_long_factor"]
+        file.create_dataset("geometry/rope_long_factor", shape=(2 ** 27,), dtype="<f8", chunks=(2 ** 20,),
+                            compression="gzip", fillvalue=1.0)
+    code, output, peak = run("golden", "inspect", "--max-memory", "256M", longrope)
+    expect(code == 2 and "/geometry/rope_long_factor" in output, "a longrope factor of 2^27 values is refused")
+    expect(peak < program + 64 * 2 ** 20, f"refused before reading it: peak {peak / 2 ** 20:.0f} MB")
 
     # 3. Parts that each fit, together not: stored gradients (~34 MB) and generated weights (~42 MB with the
     # transpose) under --max-memory 64M.

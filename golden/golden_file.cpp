@@ -165,11 +165,15 @@ std::string read_version_2_geometry(const H5::H5File& file, const H5::Group& gro
        {std::pair{"rope_short_factor", &scaling.short_factor}, std::pair{"rope_long_factor", &scaling.long_factor}}) {
     const std::string path = std::string("/geometry/") + name;
     if (!exists(file, path)) continue;
-    const Tensor factors = read_tensor(file, path, file_name, std::nullopt, false);
-    if (factors.shape.size() != 1) {
-      fail(file_name, path, to_string(factors.shape), "must be rank 1: one factor per rotated channel pair", "");
+    // Read before the memory estimate (it needs the geometry), so its size is bounded by rotary_dim first:
+    // one factor per rotated pair, rotary_dim within head_dim's limit.
+    const std::int64_t rotary_dim = spec.rotary_dim.value_or(0);  // required: read before this
+    if (rotary_dim < 0 || rotary_dim > kMaxDimension) {
+      fail(file_name, "/geometry@rotary_dim", std::to_string(rotary_dim),
+           fmt::format("must lie in [0, {}] (head_dim's limit)", kMaxDimension), "");
     }
-    *target = factors.values;
+    Tensor factors = read_tensor(file, path, file_name, Shape{rotary_dim / 2}, false);
+    *target = std::move(factors.values);
   }
   return scale_source;
 }

@@ -133,7 +133,11 @@ herr_t add_declared_values(hid_t object, const char* name, const H5O_info_t* inf
     const int rank = H5Pget_layout(properties) == H5D_CHUNKED ? H5Pget_chunk(properties, H5S_MAX_RANK, chunk) : -1;
     if (rank > 0) {
       chunk_values = 1;
-      for (int axis = 0; axis < rank; ++axis) chunk_values *= chunk[axis];
+      for (int axis = 0; axis < rank; ++axis) {
+        chunk_values = chunk[axis] != 0 && chunk_values > (std::uint64_t{1} << 60) / chunk[axis]
+                           ? std::uint64_t{1} << 60
+                           : chunk_values * chunk[axis];
+      }
     }
     H5Pclose(properties);
   }
@@ -144,8 +148,9 @@ herr_t add_declared_values(hid_t object, const char* name, const H5O_info_t* inf
   if (points > kMaxDatasetElements) return 0;
   auto& values = *static_cast<DeclaredValues*>(total);
   values.total = std::min<std::uint64_t>(values.total + static_cast<std::uint64_t>(points), std::uint64_t{1} << 60);
-  values.largest_chunk =
-      std::max<std::uint64_t>(values.largest_chunk, std::min(chunk_values, static_cast<std::uint64_t>(points)));
+  // As declared, not capped by the dataset's size: HDF5 buffers the whole chunk (a 1-value dataset may
+  // declare a chunk of gigabytes); saturating, as the sum.
+  values.largest_chunk = std::max<std::uint64_t>(values.largest_chunk, std::min(chunk_values, std::uint64_t{1} << 60));
   return 0;
 }
 

@@ -118,7 +118,7 @@ std::string binding_digest(const std::string& file_integrity, const YardstickCon
   digest.field(contract_key(contract));
   digest.field(version);
   digest.field(case_digest);
-  for (const auto& [name, error] : errors) {  // a std::map: bytewise order of name
+  for (const auto& [name, error] : errors) {  // YardstickErrors' TensorNameOrder (SCHEMA.md says so)
     digest.field(name);
     digest.field(std::string_view(reinterpret_cast<const char*>(&error), sizeof error));
   }
@@ -209,7 +209,7 @@ bool write_stored_yardstick(const std::string& path, const YardstickContract& co
                             const YardstickErrors& errors) {
   const std::string digest = case_digest(path);  // also checks that the file reads
   std::optional<std::string> integrity;
-  {
+  try {
     const H5::H5File file = open_for_reading(path);
     check_structure(file, path);
     // A damaged file is refused here; one without a digest gets a yardstick without a binding, which every
@@ -217,6 +217,8 @@ bool write_stored_yardstick(const std::string& path, const YardstickContract& co
     if (verify_integrity(file, path) == Integrity::verified) {
       integrity = read_string_attribute(file.openGroup("/"), kIntegrityAttribute, path + ":/");
     }
+  } catch (const H5::Exception& exception) {  // /yardstick is outside what read_golden read: damage there
+    fail(path, kGroup, "unreadable", "a golden's /yardstick must be readable", exception.getDetailMsg());
   }
   try {
     H5::H5File file(path, H5F_ACC_RDWR);

@@ -45,8 +45,8 @@ inline constexpr const char* kYardstickBindingVersion = "attncheck-yardstick-bin
 
 // "attncheck-yardstick-binding-v1:<64 hex digits>": SHA-256 over the length-prefixed fields (SCHEMA.md,
 // "Stored yardsticks") kYardstickBindingVersion, the file's integrity attribute as stored, the contract key,
-// the version, the case digest, then each tensor name in bytewise order with its error as 8 little-endian
-// bytes of float64.
+// the version, the case digest, then each tensor name in TensorNameOrder (digit runs as numbers: ranks/2
+// before ranks/10) with its error as 8 little-endian bytes of float64.
 std::string binding_digest(const std::string& file_integrity, const YardstickContract& contract,
                            const std::string& version, const std::string& case_digest, const YardstickErrors& errors);
 

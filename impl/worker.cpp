@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "core/errors/input_error.hpp"
 #include "golden/golden_file.hpp"
 #include "impl/worker_candidate.hpp"
 #include "impl/worker_supervisor.hpp"
@@ -134,7 +135,10 @@ class Worker : public Implementation {
   NamedTensors run(const Case& test_case) override {
     // A case that ended the worker (no answer in time, an exit, garbage on its output) is that case's verdict;
     // the next case gets a fresh worker rather than a failure it did not earn.
-    if (session_->process.stopped()) {
+    // A worker that ended by itself between cases (its output hung up) is stopped first, so that it is
+    // restarted rather than sent a case nobody will read.
+    if (session_ && !session_->process.stopped() && unread_.empty() && output_hung_up()) session_->process.stop();
+    if (!session_ || session_->process.stopped()) {  // empty after a restart that could not even fork
       if (const std::string problem = start(); !problem.empty()) {
         throw std::runtime_error(fmt::format(
             "{}: restarted after an earlier case ended it, the worker did not greet: {}", name_, problem));
@@ -147,7 +151,12 @@ class Worker : public Implementation {
     const std::string case_path = fmt::format("{}/case{}.h5", session_->folder.path(), cases_);
     const std::string candidate_path = fmt::format("{}/candidate{}.h5", session_->folder.path(), cases_);
     ++cases_;
-    golden::write_case(case_path, test_case, name_);
+    try {
+      golden::write_case(case_path, test_case, name_);
+    } catch (const InputError& error) {  // not the user's input: the worker's folder (disk full, removed)
+      session_->process.stop();
+      throw std::runtime_error(fmt::format("{}: cannot write the case for the worker: {}", name_, error.what()));
+    }
     std::error_code ignored;
     std::filesystem::remove_all(candidate_path, ignored);
     send(fmt::format("run {} {}\n", case_path, candidate_path));
@@ -164,6 +173,9 @@ class Worker : public Implementation {
     }
     if (reply.text.starts_with("error")) throw std::runtime_error(fmt::format("{}: {}", name_, echoable(reply.text, reply.cut)));
     if (reply.text != "ok" || reply.cut != 0) {
+      // Out of step with the protocol (a stray line before its answer?): its next lines would be taken for the
+      // next case's replies, one case late. It is stopped; the next case starts a fresh one.
+      session_->process.stop();
       throw std::runtime_error(fmt::format("{}: the worker replied '{}', which is not ok, unsupported REASON or error MESSAGE",
                                            name_, echoable(reply.text, reply.cut)));
     }
@@ -206,6 +218,15 @@ class Worker : public Implementation {
   }
 
  private:
+  // Whether the worker's output is at its end now (POLLHUP with nothing left to read): it has exited.
+  bool output_hung_up() const {
+    pollfd descriptor{.fd = session_->process.output(), .events = POLLIN, .revents = 0};
+    while (poll(&descriptor, 1, 0) < 0) {
+      if (errno != EINTR) return false;
+    }
+    return (descriptor.revents & POLLHUP) != 0 && (descriptor.revents & POLLIN) == 0;
+  }
+
   // Starts the worker (a fresh one after a stop) and reads its greeting: "" when it greets with protocol 1,
   // else what it printed instead (the worker is then stopped). Its description's word "sharded" is noted.
   std::string start() {

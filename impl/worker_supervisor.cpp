@@ -372,6 +372,19 @@ bool worker_ended_reaping_others(pid_t worker) {
   }
   if (worker_reaped) report.flags |= kWorkerReaped, report.wait_status = worker_status;
   if (ended_by_itself) report.flags |= kEndedByItself;
+  // A worker that ended by itself may have ended between cases: attncheck may be writing the next case file
+  // into the folder right now, and learns of the end only when it sends the case. So the folder goes only
+  // once attncheck lets go (the lifeline closes, by stop() or by attncheck's end), never under its feet.
+  while (ended_by_itself) {
+    pollfd lifeline{.fd = kLifelineFd, .events = POLLIN, .revents = 0};
+    if (poll(&lifeline, 1, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    char ignored[64];
+    const ssize_t n = read(kLifelineFd, ignored, sizeof ignored);
+    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) break;  // EOF
+  }
   remove_folder(folder);  // nothing of the tree is left to write into it
   write(kReportFd, &report, sizeof report);
   _exit(0);

@@ -52,9 +52,14 @@ void say(std::ostream* progress, const std::string& line) {
 void reproduce(const std::string& name, const ImplementationFactory& open_fresh, const FuzzOptions& options,
                const std::vector<std::int64_t>& earlier, CheckOutcome original_outcome, Counterexample& failure,
                std::ostream* progress) {
+  // A reproduction counts only as the same failure: the same property (a timeout is not a mismatch).
+  const std::string property = original_outcome.property;
+  const auto same_failure = [&property](const CheckOutcome& outcome) {
+    return outcome.verdict == Verdict::fail && outcome.property == property;
+  };
   say(progress, fmt::format("fuzz {}: checking the shrunk case in a fresh instance...", name));
   CheckOutcome alone = check_alone(open_fresh, failure.shrunk);
-  if (alone.verdict == Verdict::fail) {
+  if (same_failure(alone)) {
     failure.reproduction = Reproduction::alone;
     failure.outcome = std::move(alone);
     failure.repro_path = write_repro(make_case(failure.failing), options.repro_dir, name);
@@ -64,7 +69,7 @@ void reproduce(const std::string& name, const ImplementationFactory& open_fresh,
   if (shrank) {
     say(progress, fmt::format("fuzz {}: it passes there; checking the original case in a fresh instance...", name));
     CheckOutcome original = check_alone(open_fresh, failure.original);
-    if (original.verdict == Verdict::fail) {
+    if (same_failure(original)) {
       failure.reproduction = Reproduction::original_alone;
       failure.failing = failure.original;
       failure.failing_is_shrunk = false;
@@ -72,6 +77,15 @@ void reproduce(const std::string& name, const ImplementationFactory& open_fresh,
       failure.repro_path = write_repro(make_case(failure.failing), options.repro_dir, name);
       return;
     }
+  }
+  if (property == kAnswersInTime) {
+    // No sequence search for a timeout: every replay could cost the whole limit again.
+    failure.reproduction = Reproduction::not_reproduced;
+    failure.outcome = std::move(original_outcome);
+    failure.failing = failure.original;
+    failure.failing_is_shrunk = false;
+    failure.repro_path = write_repro(make_case(failure.original), options.repro_dir, name);
+    return;
   }
   say(progress, fmt::format("fuzz {}: it passes alone in a fresh instance; replaying the {} earlier cases from the "
                             "start (at most {} cases in all)...",
@@ -83,7 +97,7 @@ void reproduce(const std::string& name, const ImplementationFactory& open_fresh,
   failure.sequence_longest_tried = search.longest_tried;
   failure.failing = failure.original;
   failure.failing_is_shrunk = false;
-  if (!search.reproduced) {
+  if (!search.reproduced || search.outcome.property != property) {
     failure.reproduction = Reproduction::not_reproduced;
     failure.outcome = std::move(original_outcome);
     failure.repro_path = write_repro(make_case(failure.original), options.repro_dir, name);
@@ -97,7 +111,7 @@ void reproduce(const std::string& name, const ImplementationFactory& open_fresh,
   if (shrank && failure.sequence_cases_run + replay_cost <= options.sequence_cases) {
     failure.sequence_cases_run += replay_cost;
     CheckOutcome shrunk = replay_sequence(open_fresh, search.earlier, case_at, failure.shrunk);
-    if (shrunk.verdict == Verdict::fail) {
+    if (same_failure(shrunk)) {
       failure.failing = failure.shrunk;
       failure.failing_is_shrunk = true;
       failure.outcome = std::move(shrunk);

@@ -15,12 +15,17 @@ using Clock = std::chrono::steady_clock;
 class Shrinker {
  public:
   Shrinker(impl::Implementation& implementation, const ShrinkBudget& budget, ShrinkResult& result)
-      : implementation_(implementation), budget_(budget), result_(result), start_(Clock::now()) {}
+      : implementation_(implementation),
+        budget_(budget),
+        result_(result),
+        property_(result.outcome.property),
+        start_(Clock::now()) {}
 
-  // Whether another candidate may be checked; notes why not.
+  // Whether another candidate may be checked; notes why not (a budget of none is no budget spent: a
+  // timeout is not shrunk at all).
   bool may_try() {
     if (result_.candidates >= budget_.candidates) {
-      result_.budget_spent = true;
+      result_.budget_spent = budget_.candidates > 0;
       return false;
     }
     if (budget_.time_limit_seconds > 0 && seconds() >= budget_.time_limit_seconds) {
@@ -34,7 +39,8 @@ class Shrinker {
   bool fails(const CaseSpec& candidate) {
     ++result_.candidates;
     CheckOutcome outcome = check_matches_reference(implementation_, make_case(candidate));
-    if (outcome.verdict != Verdict::fail) return false;
+    // Only the same failure: a mismatch must not shrink onto a hang (answers-in-time) or a crash elsewhere.
+    if (outcome.verdict != Verdict::fail || outcome.property != property_) return false;
     result_.shrunk = candidate;
     result_.outcome = std::move(outcome);
     ++result_.steps;
@@ -59,6 +65,7 @@ class Shrinker {
   impl::Implementation& implementation_;
   const ShrinkBudget& budget_;
   ShrinkResult& result_;
+  std::string property_;  // the failure being shrunk
   Clock::time_point start_;
 };
 

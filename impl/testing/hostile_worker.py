@@ -17,11 +17,15 @@
     silent         never answers (sleeps)
     daemonize      before greeting, starts a daemon (fork, setsid, fork) that sleeps; then says unsupported
     daemonize-hang the same daemon, then never answers
+    exit-after-answer  answers its first case right (through `$ATTNCHECK_BINARY golden run --impl reference`),
+                   then exits: it ends between cases
+    stray-line     answers right, but prints a stray line before each "ok" (out of step with the protocol)
 
     hostile_worker.py MODE
 
 With ATTNCHECK_TREE_STATE set, it writes each request line to that file first (the test learns the case
-file's folder, and that attncheck is mid-run)."""
+file's folder, and that attncheck is mid-run); with ATTNCHECK_TREE_PIDFILE set, the daemon writes its pid
+there (the test knows it existed)."""
 import os
 import shutil
 import signal
@@ -37,6 +41,9 @@ def daemonize():
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
+            if "ATTNCHECK_TREE_PIDFILE" in os.environ:
+                with open(os.environ["ATTNCHECK_TREE_PIDFILE"], "w") as pidfile:
+                    pidfile.write(str(os.getpid()))
             # stdin, stdout and stderr closed like a daemon's: attncheck's pipes cannot keep it in view.
             devnull = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
@@ -101,6 +108,17 @@ for line in sys.stdin:
             time.sleep(1000)
     elif mode == "daemonize":
         print("unsupported this worker only starts a daemon", flush=True)
+        continue
+    elif mode in ("exit-after-answer", "stray-line"):
+        import subprocess
+
+        subprocess.run([os.environ["ATTNCHECK_BINARY"], "golden", "run", "--impl", "reference", case, "-o",
+                        candidate], check=True, stdout=subprocess.DEVNULL)
+        if mode == "stray-line":
+            print("loading weights...", flush=True)
+        print("ok", flush=True)
+        if mode == "exit-after-answer":
+            os._exit(0)  # at once: gone long before attncheck has judged this case and prepared the next
         continue
     else:
         print(f"error unknown mode {mode}", flush=True)

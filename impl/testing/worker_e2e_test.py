@@ -16,6 +16,8 @@ Scenarios:
                      1 and prints valid JSON; the plain table holds no raw escape byte
     exit-3           a worker that exits with status 3 instead of answering: exit 1, status named
     silent           a worker that never answers, ATTNCHECK_WORKER_TIMEOUT=2: exit 1, "no answer within 2 s"
+    exit-after-answer  a worker that ends between two goldens' cases: the second gets a fresh worker, both pass
+    stray-line       a worker that prints a stray line before each "ok": each golden fails for its own line
     tree-daemon      a worker whose daemon (fork, setsid, fork) would outlive it: none of its processes
                      left once attncheck exits
     tree-setsid      the same with sh's `setsid sleep &`
@@ -196,10 +198,21 @@ def kill_marked(marker):
 def check_tree(implementation, expected_processes):
     expected = unsupported_exit_code()
     marker = uuid.uuid4().hex
-    environment = dict(os.environ, ATTNCHECK_TREE_MARKER=marker)
+    pidfile = os.path.join(folder, "escaped.pid")
+    if os.path.exists(pidfile):
+        os.remove(pidfile)
+    environment = dict(os.environ, ATTNCHECK_TREE_MARKER=marker, ATTNCHECK_TREE_PIDFILE=pidfile)
     result = run(["golden", "check", "--impl", implementation, golden], environment)
     if result.returncode != expected or "cannot run this case" not in result.stdout + result.stderr:
         fail(f"expected the worker's unsupported answer (exit {expected})", result)
+    # The escaping process existed (else the test would pass for want of one), and is gone.
+    if not os.path.exists(pidfile):
+        fail("the escaping process never started (no pid written): nothing was tested")
+    with open(pidfile) as written:
+        escaped = written.read().strip()
+    if os.path.exists(f"/proc/{escaped}") and open(f"/proc/{escaped}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+        os.kill(int(escaped), signal.SIGKILL)
+        fail(f"the escaping process {escaped} outlived attncheck")
     left = marked_processes(marker)
     if left:
         kill_marked(marker)
@@ -242,6 +255,31 @@ def check_tree_after_sigkill():
     print(f"PASS: attncheck killed; the worker's tree and its folder were gone {time.monotonic() - killed:.1f} s later")
 
 
+def check_between_cases(mode):
+    """Two goldens through a worker that ends between cases (exit-after-answer) or falls out of step with the
+    protocol (stray-line)."""
+    second = os.path.join(folder, "G2.h5")
+    made = run(["golden", "make", "--hidden", "24", "--heads", "2", "--head-dim", "8", "--seq", "3", "-o", second])
+    if made.returncode != 0:
+        fail("golden make failed", made)
+    environment = dict(os.environ, ATTNCHECK_BINARY=attncheck)
+    result = run(["golden", "check", "--impl", worker(mode), golden, second], environment)
+    output = result.stdout + result.stderr
+    if mode == "exit-after-answer":
+        # The end between cases is noticed before the next case is sent: a fresh worker judges it (it was exit 2
+        # naming the removed folder's case file, the supervisor having removed the folder).
+        if result.returncode != 0 or "2 of 2 golden files pass" not in output or "/tmp/attncheck-worker-" in output:
+            fail("a worker that exits after answering: expected both goldens judged by fresh workers, exit 0", result)
+        print("PASS: a worker that ends between cases is restarted for the next case")
+    else:
+        # Each golden fails for its own stray line; the second is not judged by the first's late "ok".
+        if result.returncode != 1 or output.count("'loading weights...', which is not ok") != 2:
+            fail("a stray line: expected both goldens to fail for it, each with a fresh worker", result)
+        if "wrote no file" in output:
+            fail("a reply was read one case late", result)
+        print("PASS: a worker out of step with the protocol fails that case and is restarted")
+
+
 if scenario.startswith("candidate-"):
     check_bad_candidate(scenario[len("candidate-"):])
 elif scenario == "long-reason":
@@ -256,6 +294,8 @@ elif scenario == "tree-daemon":
     check_tree(worker("daemonize"), "a worker and its double-forked, setsid daemon")
 elif scenario == "tree-setsid":
     check_tree(f"exec:sh {here}/setsid_worker.sh", "a sh worker and the sleeper it started with setsid")
+elif scenario in ("exit-after-answer", "stray-line"):
+    check_between_cases(scenario)
 elif scenario == "tree-sigkill":
     check_tree_after_sigkill()
 else:
