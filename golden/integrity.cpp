@@ -1,6 +1,7 @@
 #include "golden/integrity.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -24,9 +25,8 @@ std::vector<hsize_t> dimensions(const H5::DataSpace& space) {
 
 // The shape as text, "" for a scalar: "2,6,64".
 std::string shape_text(const std::vector<hsize_t>& dims) {
-  std::string text;
-  for (std::size_t i = 0; i < dims.size(); ++i) text += (i == 0 ? "" : ",") + std::to_string(dims[i]);
-  return text;
+  // fmt::join rather than string concatenation: GCC 12 at -O3 reports a false -Wrestrict in the latter.
+  return fmt::format("{}", fmt::join(dims, ","));
 }
 
 // "integer", "float" or "string"; InputError for anything else, which no golden holds.

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -135,33 +136,53 @@ class Worker : public Implementation {
   NamedTensors run(const Case& test_case) override {
     // A case that ended the worker (no answer in time, an exit, garbage on its output) is that case's verdict;
     // the next case gets a fresh worker rather than a failure it did not earn.
-    // A worker that ended by itself between cases (its output hung up) is stopped first, so that it is
-    // restarted rather than sent a case nobody will read.
-    if (session_ && !session_->process.stopped() && unread_.empty() && output_hung_up()) session_->process.stop();
-    if (!session_ || session_->process.stopped()) {  // empty after a restart that could not even fork
-      if (const std::string problem = start(); !problem.empty()) {
-        throw std::runtime_error(fmt::format(
-            "{}: restarted after an earlier case ended it, the worker did not greet: {}", name_, problem));
-      }
-    }
     declined_.clear();  // this case's, once its candidate is read
     // The case as a case file (a golden without /expected): a worker never sees the answers. The
     // reference still runs here for the names and shapes the candidate is read against.
     const Result expected = reference::run_reference_tp(test_case);
-    const std::string case_path = fmt::format("{}/case{}.h5", session_->folder.path(), cases_);
-    const std::string candidate_path = fmt::format("{}/candidate{}.h5", session_->folder.path(), cases_);
-    ++cases_;
-    try {
-      golden::write_case(case_path, test_case, name_);
-    } catch (const InputError& error) {  // not the user's input: the worker's folder (disk full, removed)
-      session_->process.stop();
-      throw std::runtime_error(fmt::format("{}: cannot write the case for the worker: {}", name_, error.what()));
-    }
     std::error_code ignored;
-    std::filesystem::remove_all(candidate_path, ignored);
-    send(fmt::format("run {} {}\n", case_path, candidate_path));
-    const WorkerLine reply = read_line();
-    std::filesystem::remove(case_path, ignored);
+    std::string candidate_path;
+    WorkerLine reply;
+    // A worker that ended by itself between cases cannot be told apart, in time, from one about to read the
+    // next request: whatever attncheck polls first, the worker may exit a moment later. What decides is
+    // whether the request was read: written into a pipe nobody reads (EPIPE), or still whole in the pipe when
+    // the worker's output closed, it never was, and the case goes to a fresh worker, once. A fresh worker that
+    // does the same has failed the case.
+    for (int attempt = 0;; ++attempt) {
+      if (session_ && !session_->process.stopped() && unread_.empty() && output_hung_up()) session_->process.stop();
+      if (!session_ || session_->process.stopped()) {  // empty after a restart that could not even fork
+        if (const std::string problem = start(); !problem.empty()) {
+          throw std::runtime_error(fmt::format(
+              "{}: restarted after an earlier case ended it, the worker did not greet: {}", name_, problem));
+        }
+      }
+      const std::string case_path = fmt::format("{}/case{}.h5", session_->folder.path(), cases_);
+      candidate_path = fmt::format("{}/candidate{}.h5", session_->folder.path(), cases_);
+      ++cases_;
+      try {
+        golden::write_case(case_path, test_case, name_);
+      } catch (const InputError& error) {  // not the user's input: the worker's folder (disk full, removed)
+        session_->process.stop();
+        throw std::runtime_error(fmt::format("{}: cannot write the case for the worker: {}", name_, error.what()));
+      }
+      std::filesystem::remove_all(candidate_path, ignored);
+      const std::string request = fmt::format("run {} {}\n", case_path, candidate_path);
+      const int write_error = send(request);
+      if (write_error != 0) {
+        if (attempt == 0) {
+          session_->process.stop();
+          continue;
+        }
+        throw ended_without_answer(fmt::format("stopped reading its input ({}): it ", std::strerror(write_error)));
+      }
+      reply = read_line();
+      std::filesystem::remove(case_path, ignored);
+      if (reply.end == WorkerLine::End::closed && attempt == 0 && unread_input_bytes() == static_cast<std::int64_t>(request.size())) {
+        session_->process.stop();
+        continue;
+      }
+      break;
+    }
     if (reply.end == WorkerLine::End::timed_out) {
       session_->process.stop();  // a late reply would be taken for the next case's
       throw NoAnswer(name_, timeout_seconds_, "ATTNCHECK_WORKER_TIMEOUT");
@@ -264,14 +285,24 @@ class Worker : public Implementation {
         fmt::format("{}: the worker {}closed its output without answering ({})", name_, what_happened, describe(end)));
   }
 
-  void send(const std::string& line) {
+  // Writes a request line: 0, or the errno that stopped it (EPIPE: nobody reads the worker's input).
+  int send(const std::string& line) {
     std::size_t written = 0;
     while (written < line.size()) {
       const ssize_t n = write(session_->process.input(), line.data() + written, line.size() - written);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw ended_without_answer(fmt::format("stopped reading its input ({}): it ", std::strerror(errno)));
+      if (n <= 0) return n < 0 ? errno : EPIPE;
       written += static_cast<std::size_t>(n);
     }
+    return 0;
+  }
+
+  // Bytes written to the worker's input that nobody has read (the pipe keeps them while attncheck holds its
+  // end); -1 when the pipe cannot say.
+  std::int64_t unread_input_bytes() const {
+    int count = 0;
+    if (ioctl(session_->process.input(), FIONREAD, &count) != 0) return -1;
+    return count;
   }
 
   // Adds bytes to the line being read, up to its newline (which is consumed from bytes): at most

@@ -24,6 +24,7 @@ attncheck_worker_case(exit-3 120)
 attncheck_worker_case(silent 120)
 # A worker that ends between cases is restarted for the next; one out of step with the protocol is stopped.
 attncheck_worker_case(exit-after-answer 120)
+attncheck_worker_case(exit-after-lingering 120)
 attncheck_worker_case(stray-line 120)
 # The worker's whole tree ends with it: after a normal exit, and after attncheck is killed with SIGKILL.
 attncheck_worker_case(tree-daemon 120)

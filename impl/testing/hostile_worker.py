@@ -19,6 +19,8 @@
     daemonize-hang the same daemon, then never answers
     exit-after-answer  answers its first case right (through `$ATTNCHECK_BINARY golden run --impl reference`),
                    then exits: it ends between cases
+    exit-after-lingering  the same, but lingers a second before exiting, reading nothing: the next request is
+                   written to it and left unread
     stray-line     answers right, but prints a stray line before each "ok" (out of step with the protocol)
 
     hostile_worker.py MODE
@@ -109,7 +111,7 @@ for line in sys.stdin:
     elif mode == "daemonize":
         print("unsupported this worker only starts a daemon", flush=True)
         continue
-    elif mode in ("exit-after-answer", "stray-line"):
+    elif mode in ("exit-after-answer", "exit-after-lingering", "stray-line"):
         import subprocess
 
         subprocess.run([os.environ["ATTNCHECK_BINARY"], "golden", "run", "--impl", "reference", case, "-o",
@@ -119,6 +121,9 @@ for line in sys.stdin:
         print("ok", flush=True)
         if mode == "exit-after-answer":
             os._exit(0)  # at once: gone long before attncheck has judged this case and prepared the next
+        if mode == "exit-after-lingering":
+            time.sleep(1)  # attncheck has most likely sent the next request by now; it stays unread
+            os._exit(0)
         continue
     else:
         print(f"error unknown mode {mode}", flush=True)

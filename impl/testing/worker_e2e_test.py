@@ -17,6 +17,8 @@ Scenarios:
     exit-3           a worker that exits with status 3 instead of answering: exit 1, status named
     silent           a worker that never answers, ATTNCHECK_WORKER_TIMEOUT=2: exit 1, "no answer within 2 s"
     exit-after-answer  a worker that ends between two goldens' cases: the second gets a fresh worker, both pass
+    exit-after-lingering  the same, the worker ending a second after its answer (the next request is written
+                     to it and left unread)
     stray-line       a worker that prints a stray line before each "ok": each golden fails for its own line
     tree-daemon      a worker whose daemon (fork, setsid, fork) would outlive it: none of its processes
                      left once attncheck exits
@@ -265,8 +267,9 @@ def check_between_cases(mode):
     environment = dict(os.environ, ATTNCHECK_BINARY=attncheck)
     result = run(["golden", "check", "--impl", worker(mode), golden, second], environment)
     output = result.stdout + result.stderr
-    if mode == "exit-after-answer":
-        # The end between cases is noticed before the next case is sent: a fresh worker judges it (it was exit 2
+    if mode in ("exit-after-answer", "exit-after-lingering"):
+        # The end between cases is noticed before the next case is sent, or the request it left unread goes to a
+        # fresh worker: a fresh worker judges the second golden (it was exit 2
         # naming the removed folder's case file, the supervisor having removed the folder).
         if result.returncode != 0 or "2 of 2 golden files pass" not in output or "/tmp/attncheck-worker-" in output:
             fail("a worker that exits after answering: expected both goldens judged by fresh workers, exit 0", result)
@@ -294,7 +297,7 @@ elif scenario == "tree-daemon":
     check_tree(worker("daemonize"), "a worker and its double-forked, setsid daemon")
 elif scenario == "tree-setsid":
     check_tree(f"exec:sh {here}/setsid_worker.sh", "a sh worker and the sleeper it started with setsid")
-elif scenario in ("exit-after-answer", "stray-line"):
+elif scenario in ("exit-after-answer", "exit-after-lingering", "stray-line"):
     check_between_cases(scenario)
 elif scenario == "tree-sigkill":
     check_tree_after_sigkill()
