@@ -35,8 +35,11 @@ struct Shape {
 
 const std::vector<Shape>& shapes() {
   static const std::vector<Shape> all = {
-      {"gqa64x8_d128", 64, 8, 128}, {"gqa16x8_d128", 16, 8, 128}, {"gqa16x8_d64", 16, 8, 64},
-      {"gqa16x8_d80", 16, 8, 80},   {"gqa16x8_d256", 16, 8, 256},
+      // GQA 64/8 at every head_dim real models use (the H200 comparison table), then 16/8 ones.
+      {"gqa64x8_d64", 64, 8, 64},   {"gqa64x8_d80", 64, 8, 80},   {"gqa64x8_d96", 64, 8, 96},
+      {"gqa64x8_d128", 64, 8, 128}, {"gqa64x8_d192", 64, 8, 192}, {"gqa64x8_d256", 64, 8, 256},
+      {"gqa16x8_d128", 16, 8, 128}, {"gqa16x8_d64", 16, 8, 64},   {"gqa16x8_d80", 16, 8, 80},
+      {"gqa16x8_d256", 16, 8, 256},
   };
   return all;
 }

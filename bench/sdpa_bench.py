@@ -16,7 +16,12 @@ import sys
 
 TOKENS = 16384
 SHAPES = [  # name, query heads, KV heads, head_dim (cuda_bench.cpp's list)
+    ("gqa64x8_d64", 64, 8, 64),
+    ("gqa64x8_d80", 64, 8, 80),
+    ("gqa64x8_d96", 64, 8, 96),
     ("gqa64x8_d128", 64, 8, 128),
+    ("gqa64x8_d192", 64, 8, 192),
+    ("gqa64x8_d256", 64, 8, 256),
     ("gqa16x8_d128", 16, 8, 128),
     ("gqa16x8_d64", 16, 8, 64),
     ("gqa16x8_d80", 16, 8, 80),

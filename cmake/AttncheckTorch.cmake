@@ -8,12 +8,26 @@
 # are newer than the toolkit's on this machine: attncheck_torch_runtime points the linker (rpath-link)
 # at the wheels' folders so that those, not the toolkit's, resolve libtorch_cuda's references; at run
 # time libtorch_cuda's own RPATH ($ORIGIN/../../nvidia/...) finds them.
+#
+# -DATTNCHECK_TORCH_SITE_PACKAGES=DIR builds against DIR/torch instead of the interpreter's torch: another
+# machine's version (ci/gpu-bundle builds the torch plugin for a GPU machine's own torch, whose C++ ABI
+# changes with every release). Only shared modules link it then (the plugin); executables that would link
+# LibTorch's CUDA libraries, which are not here, leave it out (cuda_bench times SDPA through
+# bench/sdpa_bench.py there).
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
+set(ATTNCHECK_TORCH_SITE_PACKAGES "" CACHE PATH "a site-packages folder whose torch/ to build against (default: the Python interpreter's)")
 set(_attncheck_torch_found OFF)
 set(_attncheck_torch_status 1)
 # Switched off with -D (the asan and fuzz presets): no probe. Importing torch and TorchConfig's CUDA
 # detection cost 10-30 s of each configure.
-if(NOT (DEFINED CACHE{ATTNCHECK_TORCH} AND NOT ATTNCHECK_TORCH))
+if(ATTNCHECK_TORCH_SITE_PACKAGES)
+  if(NOT EXISTS "${ATTNCHECK_TORCH_SITE_PACKAGES}/torch/share/cmake/Torch/TorchConfig.cmake")
+    message(FATAL_ERROR "ATTNCHECK_TORCH_SITE_PACKAGES=${ATTNCHECK_TORCH_SITE_PACKAGES} holds no "
+                        "torch/share/cmake/Torch/TorchConfig.cmake: name the folder that holds a torch wheel's torch/")
+  endif()
+  set(_attncheck_torch_paths "${ATTNCHECK_TORCH_SITE_PACKAGES}/torch/share/cmake;${ATTNCHECK_TORCH_SITE_PACKAGES}")
+  set(_attncheck_torch_status 0)
+elseif(NOT (DEFINED CACHE{ATTNCHECK_TORCH} AND NOT ATTNCHECK_TORCH))
   execute_process(
     COMMAND ${Python3_EXECUTABLE} -c "import torch, os; print(torch.utils.cmake_prefix_path); print(os.path.dirname(os.path.dirname(torch.__file__)))"
     OUTPUT_VARIABLE _attncheck_torch_paths RESULT_VARIABLE _attncheck_torch_status ERROR_QUIET
