@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -162,10 +163,32 @@ torch::Tensor ParallelSelfAttention::attend(const torch::Tensor& q, const torch:
     if (!has_key.all().item<bool>()) {
       throw TorchUnsupported("a query that sees no key: scaled_dot_product_attention leaves that row undefined");
     }
-    const SdpaBackendGuard backend(options_.cuda ? options_.backend : SdpaBackend::any);
+    const SdpaBackend chosen = options_.cuda ? options_.backend : SdpaBackend::any;
+    const SdpaBackendGuard backend(chosen);
+    // The mask as a framework passes it: none when every key is visible, is_causal when the mask is exactly the
+    // square causal one, an explicit boolean mask only otherwise (padding, a window, a KV cache). The flash
+    // backend takes no explicit mask: passed one always, it declined every case (first H200 run, 2026-12-04).
+    const std::int64_t seq_q = q.size(2), seq_k = k.size(2);
+    std::optional<torch::Tensor> mask = visible;
+    bool is_causal = false;
+    if (visible.all().item<bool>()) {
+      mask.reset();
+    } else if (const auto index = torch::TensorOptions().dtype(torch::kInt64).device(visible.device());
+               seq_q == seq_k && visible.equal(torch::arange(seq_k, index)
+                                                   .view({1, seq_k})
+                                                   .le(torch::arange(seq_q, index).view({seq_q, 1}))
+                                                   .expand(visible.sizes()))) {
+      mask.reset();
+      is_causal = true;
+    }
+    // The memory-efficient backend has no grouped-query form: KV heads repeated for their groups, as frameworks
+    // did before enable_gqa (autograd sums the repeats' gradients back).
+    const bool repeat_kv = chosen == SdpaBackend::efficient && num_heads_ != num_kv_heads_;
+    const torch::Tensor keys = repeat_kv ? k.repeat_interleave(num_heads_ / num_kv_heads_, 1) : k;
+    const torch::Tensor values = repeat_kv ? v.repeat_interleave(num_heads_ / num_kv_heads_, 1) : v;
     try {
-      return at::scaled_dot_product_attention(q, k, v, visible, /*dropout_p=*/0.0, /*is_causal=*/false, g.scale(),
-                                              /*enable_gqa=*/true);
+      return at::scaled_dot_product_attention(q, keys, values, mask, /*dropout_p=*/0.0, is_causal, g.scale(),
+                                              /*enable_gqa=*/!repeat_kv);
     } catch (const c10::Error& error) {
       // A backend that refuses the inputs (head_dim over its limit, a mask it cannot take, the type) is
       // unsupported for this case: "No available kernel" is torch's message for that.
