@@ -75,7 +75,7 @@ attncheck_cli_case(golden_seal_not_a_golden 2 "^$" "not-a-golden.h5.*(missing|no
 # Found by ci/fuzz-parsers (fuzz_golden_reader): metadata whose sizes make HDF5 ask for 3.4 PB. HDF5 gets
 # NULL and fails the open; the file is bad input, exit 2 (ci/fuzz-parsers replays it under ASan too).
 attncheck_cli_case(golden_metadata_asking_petabytes 2 "^$" "file = damaged: the HDF5 file must open"
-                   golden inspect ${PROJECT_SOURCE_DIR}/fuzz/regressions/golden/huge_metadata_allocation.h5)
+                   golden inspect ${PROJECT_SOURCE_DIR}/parser_fuzz/regressions/golden/huge_metadata_allocation.h5)
 # Ranks listed in numeric order (0, 1, 2, ..., 9, 10), not as strings sort (0, 1, 10, ...).
 attncheck_cli_case(golden_inspect_ranks_in_order 0 "ranks/1/grads/v_proj#sketch +\\[128, 4\\][^a-z]+ranks/2/grads/k_norm.*ranks/9/grads/v_proj#sketch +\\[128, 4\\][^a-z]+ranks/10/grads/k_norm" "^$"
                    golden inspect ${PROJECT_SOURCE_DIR}/golden/data/qwen3-32b_tp16.h5)

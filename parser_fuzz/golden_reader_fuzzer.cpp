@@ -12,7 +12,7 @@
 #include <string>
 
 #include "core/resources/memory_room.hpp"
-#include "fuzz/fuzz_input.hpp"
+#include "parser_fuzz/fuzz_input.hpp"
 #include "golden/golden_file.hpp"
 
 namespace {

@@ -2,7 +2,7 @@
 // every accepted config must resolve, or be refused as bad input.
 #include "core/config/hf_config.hpp"
 #include "core/model/geometry.hpp"
-#include "fuzz/fuzz_input.hpp"
+#include "parser_fuzz/fuzz_input.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text = attncheck::fuzz::as_text(data, size);
