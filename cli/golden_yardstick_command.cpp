@@ -1,7 +1,7 @@
 // `attncheck golden yardstick FILES... [--precision P]... [--rope-angles A]... [--tp-convention C] [--verify]`:
 // computes the yardstick of each golden for each contract given (default: fp32 with float32 angles, the
 // golden's own TP convention) and stores it in the golden (golden/stored_yardstick.hpp), so that later
-// checks read it instead of running the emulated layer twelve times. A yardstick is bound to the file's
+// checks read it instead of running the emulated layer 9 to 20 times. A yardstick is bound to the file's
 // integrity digest when it has one (golden/stored_yardstick.hpp); in a file without one it is stored unbound,
 // and every check recomputes it to verify it. --verify recomputes and compares with what is stored, changing
 // nothing: exit 1 when one is missing, stale, unbound, or differs.
@@ -97,11 +97,10 @@ int run_golden_yardstick(const GoldenOptions& options, std::ostream& out, std::o
                 file, key, reference::kYardstickVersion, file);
             continue;
           }
-          // The computation is deterministic; a relative 1e-9 allows only for printing and reading back.
           std::vector<std::string> differing;
           for (const auto& [name, error] : computed) {
             const auto found = stored->find(name);
-            if (found == stored->end() || std::abs(found->second - error) > 1e-9 * std::max(std::abs(error), 1e-300)) {
+            if (found == stored->end() || !golden::same_yardstick_value(found->second, error)) {
               differing.push_back(fmt::format("{} (stored {}, computed {:.17g})", name,
                                               found == stored->end() ? "none" : fmt::format("{:.17g}", found->second),
                                               error));

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   reexecute_with_huge_pages(argc, argv);
   // Keep freed memory for reuse instead of returning every large block to the kernel. By default glibc
   // maps each allocation above 32 MB afresh and unmaps it when freed, so every gradient of a large layer
-  // (Qwen3-32B's q_proj: 335 MB in fp64; a run makes several, a yardstick twelve runs) paid its page
+  // (Qwen3-32B's q_proj: 335 MB in fp64; a run makes several, a yardstick up to twenty runs) paid its page
   // faults and the kernel's zeroing again: 38% of `attncheck run`'s time on GPT-NeoX-20B (perf), the
   // reference's run 6.7 s -> 1.6 s without it. Peak memory grows by about a tenth. One arena: a thread's
   // own arena (OpenMP's GEMM threads, `run --jobs`) is a set of mapped heaps that would bring the mapping

@@ -52,7 +52,7 @@ with tempfile.TemporaryDirectory() as folder:
     expect("stored yardstick bf16.float64.replicated-kv" in stored_output, "golden yardstick names what it stored")
     with h5py.File(golden, "r") as file:
         group = file["yardstick/bf16.float64.replicated-kv"]
-        expect(group.attrs["version"] == "attncheck-yardstick-v2", "version attribute")
+        expect(group.attrs["version"] == "attncheck-yardstick-v3", "version attribute")
         expect(re.fullmatch(r"attncheck-yardstick-binding-v1:[0-9a-f]{64}", group.attrs["binding"]) is not None,
                "binding: the binding version and 64 hex digits")
         expect(re.fullmatch(r"[0-9a-f]{16}", group.attrs["case_digest"]) is not None, "case_digest: 16 hex digits")

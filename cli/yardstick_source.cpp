@@ -72,12 +72,11 @@ SourcedYardstick golden_yardstick(const std::string& golden_path, const golden::
     sourced.errors = reference::yardstick_errors(golden.test_case, expected, precision, angles, convention);
   }
   if (!complete) return sourced;
-  // Stored without a binding that counts: only a claim. The computation is deterministic (reference/
-  // fixed_order_product.hpp); a relative 1e-9 allows only for printing and reading back, as --verify does.
+  // Stored without a binding that counts: only a claim, held to its recomputation as --verify holds it.
   std::vector<std::string> differing;
   for (const auto& [name, error] : sourced.errors) {
     const double claimed = stored->errors.at(name);
-    if (std::abs(claimed - error) > 1e-9 * std::max(std::abs(error), 1e-300)) {
+    if (!golden::same_yardstick_value(claimed, error)) {
       differing.push_back(fmt::format("@{} = {:.17g} (recomputed {:.17g})", name, claimed, error));
     }
   }

@@ -18,6 +18,8 @@
 // values differ (cli/yardstick_source.hpp).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -34,6 +36,12 @@ struct YardstickContract {
   TpConvention tp_convention = TpConvention::replicated_kv;
 };
 std::string contract_key(const YardstickContract& contract);  // "fp32.float32.replicated-kv"
+
+// Whether a stored yardstick value is its recomputation: the computation is deterministic
+// (reference/fixed_order_product.hpp), so a relative 1e-9 allows only for printing and reading back.
+inline bool same_yardstick_value(double stored, double computed) {
+  return std::abs(stored - computed) <= 1e-9 * std::max(std::abs(computed), 1e-300);
+}
 
 // A digest of what a yardstick depends on in the file: the root attributes but `generator`; /geometry,
 // /inputs and /weights, every attribute and dataset (raw stored bytes, by name, recursively); and the names

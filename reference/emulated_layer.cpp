@@ -150,6 +150,7 @@ class EmulatedLayer {
         store_{precision},
         rounding_(variant.rounding),
         angles_(variant.angles),
+        d_from_output_(variant.d_from_output),
         d_(g_.head_dim()),
         tokens_(c.inputs.batch * c.inputs.seq) {
     if (variant.jitter_seed != 0) {
@@ -378,7 +379,14 @@ class EmulatedLayer {
         {
           const RoundingScope directed(rounding_, store_.precision);  // the softmax chain's backward
           using Column = Eigen::Matrix<S, Eigen::Dynamic, 1>;
-          const Column weighted = (p.array() * dp.array()).rowwise().sum().matrix();  // sum_j p_ij dp_ij
+          // D = sum_j p_ij dp_ij, or (d_from_output) rowsum(dO o O) from the stored output, itself stored.
+          Column weighted;
+          if (d_from_output_) {
+            weighted = (dc.array() * f.context.block(b * seq, h * d_, seq, d_).array()).rowwise().sum().matrix();
+            for (S& value : weighted) value = store_.round(value);
+          } else {
+            weighted = (p.array() * dp.array()).rowwise().sum().matrix();
+          }
           if (w.sinks) d_sinks(h) -= f.p_sink[index].dot(weighted);                   // the sink's dp is 0
           ds = Mat<S>(p.array() * (dp.colwise() - weighted).array());
           if (g_.softcap()) ds = Mat<S>(ds.array() * (S(1) - f.tanh[index].array().square()));
@@ -419,6 +427,7 @@ class EmulatedLayer {
   Storage store_;
   Rounding rounding_;
   RopeAngles angles_;
+  bool d_from_output_;
   std::int64_t d_;
   std::int64_t tokens_;
   std::vector<RopeFrequencies> frequency_sets_;  // scaled layers: each distinct call's frequencies

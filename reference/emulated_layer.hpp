@@ -32,6 +32,12 @@ namespace attncheck::reference {
 //   in half precision, and the jittered runs stand for other roundings there.
 // - jitter_seed != 0: every operation's result is additionally moved by one ulp of the precision, in a
 //   random direction, half of the time (seeded).
+// - d_from_output: the backward's D = sum_j p_ij dp_ij formed as flash-style kernels form it, as
+//   rowsum(dO o O) from the stored output (FlashAttention-2, PyTorch's memory-efficient and cuDNN
+//   kernels, attncheck's cuda_impl), and stored. Equal in exact arithmetic, but its rounding no longer
+//   cancels against dP's in dS = P (dP - D): behind a saturated softmax with large q and k (outlier
+//   activations) that costs up to ~4x the naive form's error on the q/k gradients (measured on the
+//   first H200 run: cuda-fp32 761 ulps of grads/k_proj where the naive yardstick allowed 625).
 enum class Rounding { nearest, upward, downward, toward_zero };
 inline constexpr Rounding kRoundings[] = {Rounding::nearest, Rounding::upward, Rounding::downward,
                                           Rounding::toward_zero};
@@ -42,6 +48,7 @@ struct EmulationVariant {
   // RoPE angles as the candidate forms them (core/model/precision.hpp): position x frequency in the
   // layer's float arithmetic, or in float64 by SCHEMA.md's frequencies, cos/sin then rounded.
   RopeAngles angles = RopeAngles::float32;
+  bool d_from_output = false;
 };
 
 // fp64 ignores the variant: it rounds as the reference does (to nearest, no jitter).

@@ -14,11 +14,12 @@ namespace attncheck::reference {
 // version they were computed with: change this whenever a change to emulated_layer.cpp or
 // yardstick.cpp can change any error, and recompute the committed goldens' (golden/data/make_goldens.sh).
 // ctest golden.stored_yardsticks_current recomputes them and fails when they differ under this version.
-inline constexpr const char* kYardstickVersion = "attncheck-yardstick-v2";
+inline constexpr const char* kYardstickVersion = "attncheck-yardstick-v3";
 
 // Errors of the emulated layer in `precision` against `expected` (tensors under golden names, sketched
-// where `expected` holds sketches): fp32, one run per IEEE rounding mode of the softmax chain and 8
-// jittered runs; bf16/fp16, one nearest-rounded and 8 jittered runs. Empty for fp64, which needs none.
+// where `expected` holds sketches): fp32, one run per IEEE rounding mode of the softmax chain, 8
+// jittered runs and 8 jittered runs with the backward's D formed from the output (flash-style);
+// bf16/fp16, one nearest-rounded and 8 jittered runs. Empty for fp64, which needs none.
 // angles: how the candidate forms its RoPE angles (its declared contract); the yardstick forms them so.
 // tp_convention: how `expected` holds its per-rank tensors; each run's (replicated-kv, as the reference's)
 // are regrouped to it before they are measured, so every rank's line meets its own counterpart.
