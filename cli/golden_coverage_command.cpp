@@ -1,5 +1,5 @@
 // `attncheck golden coverage FILES... [--require-all]`: for each golden, the features its case claims and
-// whether each bites (golden/golden_coverage.hpp); then, per feature, the goldens where it bites.
+// whether each bites (reference/feature_coverage.hpp); then, per feature, the goldens where it bites.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -7,8 +7,8 @@
 
 #include "cli/exit_codes.hpp"
 #include "cli/golden_command.hpp"
-#include "golden/golden_coverage.hpp"
 #include "golden/golden_file.hpp"
+#include "reference/feature_coverage.hpp"
 
 namespace attncheck::cli {
 
@@ -18,9 +18,9 @@ int run_golden_coverage(const GoldenOptions& options, std::ostream& out) {
     const golden::Golden golden = golden::read_golden(file);
     out << fmt::format("== {}\n{:<18} {:<5} {:>10} {:>11}  {:<22} {:<44} {}\n", file, "feature", "bites", "change",
                        "tolerances", "most changed", "claim", "switched off");
-    const golden::StoredForm stored{.activations_sketched = golden.activations_sketched,
+    const reference::StoredForm stored{.activations_sketched = golden.activations_sketched,
                                     .gradients_sketched = golden.gradients_sketched};
-    for (const golden::FeatureBite& bite : golden::golden_coverage(golden.test_case, stored)) {
+    for (const reference::FeatureBite& bite : reference::feature_coverage(golden.test_case, stored)) {
       out << fmt::format("{:<18} {:<5} {:>10.3g} {:>11.3g}  {:<22} {:<44} {}\n", bite.feature,
                          bite.bites ? "yes" : "NO", bite.change, bite.tolerances, bite.tensor, bite.claim, bite.off);
       (bite.bites ? biting : inert)[bite.feature].push_back(file);
@@ -34,7 +34,7 @@ int run_golden_coverage(const GoldenOptions& options, std::ostream& out) {
   }
   std::vector<std::string> unclaimed;
   if (options.require_all) {
-    for (const std::string& feature : golden::coverage_features()) {
+    for (const std::string& feature : reference::coverage_features()) {
       if (!biting.contains(feature) && !inert.contains(feature)) unclaimed.push_back(feature);
     }
   }

@@ -1,11 +1,12 @@
-// Golden coverage: does each feature a golden claims actually change its expected answer?
+// Feature coverage (`attncheck golden coverage`): does each feature a case claims actually change its expected
+// answer? An analysis that runs the oracle, so it lives beside it rather than with the golden file format.
 //
 // A golden "claims" a feature when its case has it (padding shorter than seq, a window, a softcap, rows
 // whose queries see no key, decoding over a cache, a replicated KV head, ...). The feature "bites" when
 // switching it off in the case changes the fp64 reference's answer by more than the fp64 tolerance
 // (core/compare/tolerance.hpp) in some tensor: only then can the golden catch an implementation that
 // gets the feature wrong. A window of 512 at seq 6, or key lengths equal to seq, are claims that do
-// not bite. What "off" means for each feature is written beside it in golden_coverage.cpp.
+// not bite. What "off" means for each feature is written beside it in feature_coverage.cpp.
 #pragma once
 
 #include <string>
@@ -13,7 +14,7 @@
 
 #include "core/model/case.hpp"
 
-namespace attncheck::golden {
+namespace attncheck::reference {
 
 struct FeatureBite {
   std::string feature;      // "padding", "window", "rows without keys", ...
@@ -38,6 +39,6 @@ struct StoredForm {
 
 // Every feature the case claims, each with its bite. Runs the fp64 reference once per claimed feature
 // (and each TP rank's layer once for the replication features).
-std::vector<FeatureBite> golden_coverage(const Case& test_case, const StoredForm& stored = {});
+std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredForm& stored = {});
 
-}  // namespace attncheck::golden
+}  // namespace attncheck::reference

@@ -1,4 +1,4 @@
-#include "golden/golden_coverage.hpp"
+#include "reference/feature_coverage.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -15,7 +15,7 @@
 #include "reference/rank_layer.hpp"
 #include "reference/reference.hpp"
 
-namespace attncheck::golden {
+namespace attncheck::reference {
 
 namespace {
 
@@ -260,7 +260,7 @@ const std::vector<std::string>& coverage_features() {
   return features;
 }
 
-std::vector<FeatureBite> golden_coverage(const Case& test_case, const StoredForm& stored) {
+std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredForm& stored) {
   const Geometry& g = test_case.geometry();
   const GeometrySpec& spec = g.spec();
   const Inputs& in = test_case.inputs;
@@ -445,4 +445,4 @@ std::vector<FeatureBite> golden_coverage(const Case& test_case, const StoredForm
   return bites;
 }
 
-}  // namespace attncheck::golden
+}  // namespace attncheck::reference
