@@ -168,18 +168,17 @@ class Worker : public Implementation {
       std::filesystem::remove_all(candidate_path, ignored);
       const std::string request = fmt::format("run {} {}\n", case_path, candidate_path);
       const int write_error = send(request);
-      if (write_error != 0) {
-        if (attempt == 0) {
-          session_->process.stop();
-          continue;
-        }
-        throw ended_without_answer(fmt::format("stopped reading its input ({}): it ", std::strerror(write_error)));
-      }
-      reply = read_line();
+      if (write_error == 0) reply = read_line();
       std::filesystem::remove(case_path, ignored);
-      if (reply.end == WorkerLine::End::closed && attempt == 0 && unread_input_bytes() == static_cast<std::int64_t>(request.size())) {
+      const bool never_read =
+          write_error != 0 || (reply.end == WorkerLine::End::closed &&
+                               unread_input_bytes() == static_cast<std::int64_t>(request.size()));
+      if (never_read && attempt == 0) {
         session_->process.stop();
         continue;
+      }
+      if (write_error != 0) {
+        throw ended_without_answer(fmt::format("stopped reading its input ({}): it ", std::strerror(write_error)));
       }
       break;
     }
