@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ctest cli.reading_memory: reading a golden counts everything it will allocate, generated tensors included, in
-one estimate checked before anything large is allocated (golden/golden_file.cpp, require_room_for_reading).
+one estimate checked before anything large is allocated (golden/case_file_part.cpp, require_room_for_reading).
 
 - A 100 KB golden that names the generators, its /geometry edited to a 151M-parameter layer, is refused by
   `golden inspect --max-memory 512M` (exit 2) with a peak resident size of tens of MB (it reached 2.7 GB).

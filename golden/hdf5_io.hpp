@@ -33,7 +33,7 @@ DeclaredValues declared_values(const H5::H5File& file, const std::string& path);
 
 // Opens an existing file read-only; InputError when it is missing, not HDF5, or damaged, or when the values
 // its datasets declare (declared_values, 8 bytes each) do not fit in memory_room().
-// counted_by_caller: the caller checks the declared values itself, with more besides (golden_file.cpp's
+// counted_by_caller: the caller checks the declared values itself, with more besides (case_file_part.cpp's
 // require_room_for_reading adds the tensors a golden generates), before reading anything large.
 enum class DeclaredData { checked_here, counted_by_caller };
 H5::H5File open_for_reading(const std::string& path, DeclaredData declared = DeclaredData::checked_here);
