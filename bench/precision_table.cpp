@@ -5,7 +5,7 @@
 //     and with float64 angles, in bf16 and in fp16 (float64 angles): what the contract allows is k times
 //     the worst of several such runs (core/compare/tolerance.hpp), plus 4 ulps of the precision;
 //   - layers exact but for P.V or the softmax row sum accumulated key by key in bf16 / fp16
-//     (properties/mutants: pv_accumulated_in, row_sum_accumulated_in), as a kernel that keeps its
+//     (mutants/: pv_accumulated_in, row_sum_accumulated_in), as a kernel that keeps its
 //     accumulators in 16 bits would.
 // Usage: precision_table [--seqs 64,256,1024,4096] [--position-offset 440000] [--bias]
 #include <fmt/format.h>
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/generation/input_generation.hpp"
-#include "properties/mutants/mutant_functions.hpp"
+#include "mutants/mutant_functions.hpp"
 #include "reference/emulated_layer.hpp"
 #include "reference/reference.hpp"
 
@@ -63,14 +63,14 @@ int main(int argc, char** argv) {
        [](const Case& c) { return reference::run_emulated(c, Precision::fp32, {.angles = RopeAngles::float64}).out; }},
       {"bf16 yardstick",
        [](const Case& c) { return reference::run_emulated(c, Precision::bf16, {.angles = RopeAngles::float64}).out; }},
-      {"P.V in bf16", [](const Case& c) { return properties::mutants::pv_accumulated_in(Precision::bf16, c).out; }},
+      {"P.V in bf16", [](const Case& c) { return mutants::pv_accumulated_in(Precision::bf16, c).out; }},
       {"row sum in bf16",
-       [](const Case& c) { return properties::mutants::row_sum_accumulated_in(Precision::bf16, c).out; }},
+       [](const Case& c) { return mutants::row_sum_accumulated_in(Precision::bf16, c).out; }},
       {"fp16 yardstick",
        [](const Case& c) { return reference::run_emulated(c, Precision::fp16, {.angles = RopeAngles::float64}).out; }},
-      {"P.V in fp16", [](const Case& c) { return properties::mutants::pv_accumulated_in(Precision::fp16, c).out; }},
+      {"P.V in fp16", [](const Case& c) { return mutants::pv_accumulated_in(Precision::fp16, c).out; }},
       {"row sum in fp16",
-       [](const Case& c) { return properties::mutants::row_sum_accumulated_in(Precision::fp16, c).out; }},
+       [](const Case& c) { return mutants::row_sum_accumulated_in(Precision::fp16, c).out; }},
   };
   std::string header = "| seq |", rule = "| --- |";
   for (const auto& [name, run] : columns) {

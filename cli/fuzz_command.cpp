@@ -16,8 +16,9 @@
 #include "cli/html_report.hpp"
 #include "core/errors/input_error.hpp"
 #include "impl/registry.hpp"
+#include "mutants/catalog.hpp"
 #include "properties/fuzz.hpp"
-#include "properties/mutants/catalog.hpp"
+#include "properties/mutant_budget.hpp"
 #include "properties/repro.hpp"
 
 namespace attncheck::cli {
@@ -310,7 +311,7 @@ int run_mutants(const FuzzCommandOptions& options, std::ostream& out) {
   properties::FuzzOptions fuzz = fuzz_options(options);
   fuzz.progress_seconds = 0;
   fuzz.time_limit_seconds = options.time_limit;
-  std::vector<std::string> names = options.mutants.empty() ? properties::mutant_names() : options.mutants;
+  std::vector<std::string> names = options.mutants.empty() ? mutants::mutant_names() : options.mutants;
   if (!options.json) {
     out << fmt::format("seed {}; cases per mutant: {}\n", options.seed,
                        options.cases
@@ -332,8 +333,8 @@ int run_mutants(const FuzzCommandOptions& options, std::ostream& out) {
     // own shrink budget where it has one and none was asked for.
     properties::FuzzOptions mutant_fuzz = fuzz;
     std::string source;  // the real bug it re-plants, if any
-    if (const properties::Mutant* mutant = properties::find_mutant(name)) {
-      mutant_fuzz.limits = properties::GenLimits::for_profile(mutant->profile);
+    if (const mutants::Mutant* mutant = mutants::find_mutant(name)) {
+      mutant_fuzz.limits = properties::GenLimits::for_profile(properties::mutant_size_profile(*mutant));
       source = mutant->source;
       if (mutant->shrink_candidates > 0 && !options.shrink_candidates) {
         mutant_fuzz.shrink_candidates = mutant->shrink_candidates;

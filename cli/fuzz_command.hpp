@@ -6,7 +6,7 @@
 //     what it covered depends on the machine. A failure that a fresh instance does not show is reported
 //     as failing only after earlier cases in the same process, with the sequence that reproduces it.
 //   mutants [--mutant NAME]... [--cases N] [--time-limit S]: fuzzes every mutant of the catalog for its
-//     profile's case budget (mutant_case_budget); a table of mutant, killed?, by which property, cases
+//     profile's case budget (properties/mutant_budget.hpp); a table of mutant, killed?, by which property, cases
 //     needed, seconds, shrunk counterexample. Exit 1 if any survives, or if the time limit (a runaway
 //     stop) ended a mutant's cases or shrink: such a row has no verdict.
 //   replay FILE|FOLDER --impl NAME: a repro (or any golden) file checked against one implementation; a

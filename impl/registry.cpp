@@ -7,7 +7,6 @@
 #include <set>
 #include <stdexcept>
 
-#include "impl/worker.hpp"
 
 namespace attncheck::impl {
 
@@ -37,6 +36,11 @@ std::vector<Backend>& backends() {
   return registered;
 }
 
+std::vector<ImplementationPrefix>& prefixes() {
+  static std::vector<ImplementationPrefix> registered;
+  return registered;
+}
+
 // Every entry in listing order, built once on first use.
 const std::vector<ImplementationEntry>& entries() {
   static const std::vector<ImplementationEntry> listed = [] {
@@ -50,11 +54,23 @@ const std::vector<ImplementationEntry>& entries() {
     std::stable_sort(all.begin(), all.end(), [](const ImplementationEntry& a, const ImplementationEntry& b) {
       return static_cast<int>(a.kind) < static_cast<int>(b.kind);
     });
+    // A name registered twice, or one that a prefix would open instead, is a build's mistake.
+    const auto shadowed = [](const std::string& name, const ImplementationPrefix* self) {
+      return std::any_of(prefixes().begin(), prefixes().end(), [&](const ImplementationPrefix& prefix) {
+        return &prefix != self && name.starts_with(prefix.prefix);
+      });
+    };
     std::set<std::string> names;
     for (const ImplementationEntry& entry : all) {
-      if (!names.insert(entry.name).second || entry.name.starts_with(kExecPrefix)) {
+      if (!names.insert(entry.name).second || shadowed(entry.name, nullptr)) {
         throw std::logic_error(
-            fmt::format("implementation registry: '{}' is registered twice or shadows exec:", entry.name));
+            fmt::format("implementation registry: '{}' is registered twice or shadows a prefix", entry.name));
+      }
+    }
+    for (const ImplementationPrefix& prefix : prefixes()) {
+      if (prefix.prefix.empty() || shadowed(prefix.prefix, &prefix)) {
+        throw std::logic_error(
+            fmt::format("implementation registry: prefix '{}' is empty or overlaps another", prefix.prefix));
       }
     }
     return all;
@@ -67,6 +83,8 @@ const std::vector<ImplementationEntry>& entries() {
 BackendRegistration::BackendRegistration(int order, std::function<std::vector<ImplementationEntry>()> entries) {
   backends().push_back({order, std::move(entries)});
 }
+
+PrefixRegistration::PrefixRegistration(ImplementationPrefix prefix) { prefixes().push_back(std::move(prefix)); }
 
 std::vector<std::string> implementation_names() {
   std::vector<std::string> names;
@@ -83,13 +101,15 @@ std::vector<RegisteredImplementation> registered_implementations() {
 }
 
 std::unique_ptr<Implementation> open_implementation(const std::string& name) {
-  if (name.starts_with(kExecPrefix)) return open_worker(name.substr(kExecPrefix.size()));
   for (const ImplementationEntry& entry : entries()) {
     if (entry.name == name) return entry.open();
   }
+  for (const ImplementationPrefix& prefix : prefixes()) {
+    if (name.starts_with(prefix.prefix)) return prefix.open(name.substr(prefix.prefix.size()));
+  }
   std::vector<std::string> valid;
   for (const ImplementationEntry& entry : entries()) valid.push_back(entry.name);
-  valid.push_back("exec:COMMAND");
+  for (const ImplementationPrefix& prefix : prefixes()) valid.push_back(prefix.usage);
   ViolationList violations;
   violations.add("--impl", name, "must name an implementation attncheck has",
                  fmt::format("valid: {}", fmt::join(valid, ", ")));

@@ -1,7 +1,8 @@
 // The registry of implementations by name. Each backend registers its own from its own folder, with a
-// namespace-scope BackendRegistration in a file of its own (reference/reference_implementations.cpp,
-// torch_impl/torch_implementations.cpp, cuda_impl/cuda_implementations.cpp,
-// properties/mutants/mutant_implementations.cpp). Those files are built as object libraries and linked
+// namespace-scope BackendRegistration (or PrefixRegistration) in a file of its own
+// (reference/reference_implementations.cpp, torch_impl/torch_implementations.cpp,
+// cuda_impl/cuda_implementations.cpp, mutants/mutant_implementations.cpp,
+// exec_worker/exec_worker_registration.cpp). Those files are built as object libraries and linked
 // into every program through the interface target attncheck_implementations
 // (cmake/AttncheckImplementations.cmake), so a backend that is built is registered and one that is not
 // (no LibTorch, no nvcc) is simply absent: the registry itself knows no backend. The torch and CUDA
@@ -22,7 +23,7 @@ namespace attncheck::impl {
 enum class ImplementationKind {
   default_run,  // correct and runnable on any machine: `attncheck run` and the property suite check it
   device,       // needs a GPU (cuda-*, torch-cuda-*): named explicitly, as ci/gpu-check does
-  mutant,       // a deliberately broken implementation (properties/mutants)
+  mutant,       // a deliberately broken implementation (mutants/)
 };
 std::string_view to_string(ImplementationKind kind);  // "default" | "device" | "mutant"
 
@@ -32,11 +33,26 @@ struct ImplementationEntry {
   std::function<std::unique_ptr<Implementation>()> open;
 };
 
+// A family of implementations named by a prefix and a free-form rest: "exec:COMMAND" (the exec: worker,
+// exec_worker/worker.hpp). `usage` is how listings and errors name the family; `open` gets the rest.
+struct ImplementationPrefix {
+  std::string prefix;  // "exec:"
+  std::string usage;   // "exec:COMMAND"
+  std::function<std::unique_ptr<Implementation>(const std::string& rest)> open;
+};
+
 // Registers a backend's entries. `order` places the backend in listings (reference 0, torch 10, cuda 20,
 // mutants 90); entries are produced on first use of the registry, not during static initialisation.
 class BackendRegistration {
  public:
   BackendRegistration(int order, std::function<std::vector<ImplementationEntry>()> entries);
+};
+
+// Registers a family of names by prefix. No registered name may start with a registered prefix, and no
+// prefix with another (a logic_error on first use of the registry).
+class PrefixRegistration {
+ public:
+  explicit PrefixRegistration(ImplementationPrefix prefix);
 };
 
 // The default-kind names, in listing order: what `attncheck run` and the property suite check.
@@ -50,8 +66,8 @@ struct RegisteredImplementation {
 };
 std::vector<RegisteredImplementation> registered_implementations();
 
-// Any registered name, or `exec:COMMAND` (impl/worker.hpp); InputError listing the valid names for
-// anything else.
+// Any registered name, or a registered prefix and its rest (`exec:COMMAND`); InputError listing the valid
+// names and prefix usages for anything else.
 std::unique_ptr<Implementation> open_implementation(const std::string& name);
 
 }  // namespace attncheck::impl

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """An exec: worker that answers each case with `attncheck golden run CASE --impl IMPL -o CANDIDATE` (as
-impl/testing/attncheck_worker.py does) and then declines decoding on every case: it drops
+exec_worker/testing/attncheck_worker.py does) and then declines decoding on every case: it drops
 /result/decode and writes /result/declined with decode = REASON (golden/SCHEMA.md, "Candidate files").
 For the ctests fuzz.worker_declines_decode and cli.run_declined_tensors: declined parts are counted
 apart and their reasons tallied, never passed and never silently absent. A case without decoding has no

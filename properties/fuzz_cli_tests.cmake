@@ -52,7 +52,7 @@ attncheck_fuzz_case(worker_timeout_not_a_number 2 "^$" "ATTNCHECK_WORKER_TIMEOUT
 set_tests_properties(fuzz.worker_timeout_not_a_number PROPERTIES ENVIRONMENT "ATTNCHECK_WORKER_TIMEOUT=abc")
 # A worker that never answers: killed with what it started, its folder removed.
 add_test(NAME fuzz.worker_timeout_cleans_up
-         COMMAND sh ${PROJECT_SOURCE_DIR}/impl/testing/worker_cleanup_test.sh $<TARGET_FILE:attncheck>
+         COMMAND sh ${PROJECT_SOURCE_DIR}/exec_worker/testing/worker_cleanup_test.sh $<TARGET_FILE:attncheck>
                  ${fuzz_dir}/stuck_worker)
 set_tests_properties(fuzz.worker_timeout_cleans_up PROPERTIES LABELS property PASS_REGULAR_EXPRESSION "^PASS")
 # Time flags are finite and within a year; shard counts within 2^20 (a case's size grows with its index).
@@ -96,19 +96,19 @@ set_tests_properties(fuzz.hf_worker_clean fuzz.hf_worker_planted_bug PROPERTIES
 
 # A worker never receives the answers: one that copies /expected to /result finds none to copy and can
 # only decline, and a fuzz in which an implementation declined every case fails, naming the reason.
-set(copier "exec:${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/impl/testing/answer_copying_worker.py")
+set(copier "exec:${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/exec_worker/testing/answer_copying_worker.py")
 attncheck_fuzz_case(worker_never_sees_answers 1
                     "5 cases \\(5 unsupported\\).*unsupported: 5 x .*carries no answers to copy.*FAIL .*declined all 5 cases"
                     "" 120 fuzz --impl ${copier} --cases 5 --repro-dir ${fuzz_dir}/copier)
 # A worker whose candidates are fp32 is fuzzed under the contract its candidate files declare (precision
 # and RoPE angles), the yardstick `attncheck compare` applies to the same files (it used to be declined).
-set(fp32_worker "exec:${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/impl/testing/attncheck_worker.py $<TARGET_FILE:attncheck> torch-cpu-fp32")
+set(fp32_worker "exec:${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/exec_worker/testing/attncheck_worker.py $<TARGET_FILE:attncheck> torch-cpu-fp32")
 attncheck_fuzz_case(worker_fp32_judged_by_its_contract 0 "12 cases \\(0 unsupported\\)" "" 120
                     fuzz --impl ${fp32_worker} --cases 12 --repro-dir ${fuzz_dir}/fp32_worker)
 # One rule for per-rank gradients, the candidate's /result@tp_size, whatever the greeting: a worker that
 # does not greet "sharded" but writes them has them checked (a replicated KV head's missing all-reduce is
 # caught), and one that greets "sharded" but declares tp_size 1 is excused (no ranks/* MISSING).
-set(worker_script "${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/impl/testing/attncheck_worker.py $<TARGET_FILE:attncheck>")
+set(worker_script "${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/exec_worker/testing/attncheck_worker.py $<TARGET_FILE:attncheck>")
 attncheck_fuzz_case(worker_rank_gradients_checked_without_greeting 1 "FAIL matches-reference: ranks/[0-9]+/grads/[kv]_proj" ""
                     300 fuzz --impl "exec:${worker_script} reference-tp --halve-rank-kv" --cases 200
                     --shrink-candidates 10 --repro-dir ${fuzz_dir}/rank_rule)

@@ -8,7 +8,7 @@
 #include "impl/registry.hpp"
 #include "properties/checks.hpp"
 #include "properties/generators.hpp"
-#include "properties/mutants/tiled_layer.hpp"
+#include "mutants/tiled_layer.hpp"
 #include "properties/property_test_support.hpp"
 
 namespace attncheck::properties {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An exec: worker with a cache that is never cleared, for ctest fuzz.state_dependent_failure_reported: it
 answers each case with `attncheck golden run CASE --impl IMPL -o CANDIDATE` (as
-impl/testing/attncheck_worker.py does) and keeps each answer under the shapes of x and q_proj, as a
+exec_worker/testing/attncheck_worker.py does) and keeps each answer under the shapes of x and q_proj, as a
 compiled-graph cache keys its captured graphs by input shape. A later case of the same shapes gets the
 cached answer back, as a graph replayed without copying the new inputs into its static buffers would
 give: right for every case run first in a fresh process, wrong for the second case of a shape. Such a

@@ -1,4 +1,4 @@
-"""attncheck's worker protocol 1 (impl/worker.hpp), served for an implementation written in Python:
+"""attncheck's worker protocol 1 (exec_worker/worker.hpp), served for an implementation written in Python:
 
     worker -> attncheck   "attncheck-worker 1 ..."          once, at start
     attncheck -> worker   "run CASE.h5 CANDIDATE.h5"         per case (CASE.h5 has no /expected)

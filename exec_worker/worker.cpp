@@ -1,0 +1,389 @@
+#include "exec_worker/worker.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string_view>
+
+#include "core/errors/input_error.hpp"
+#include "golden/golden_file.hpp"
+#include "exec_worker/worker_candidate.hpp"
+#include "exec_worker/worker_supervisor.hpp"
+#include "exec_worker/worker_text.hpp"
+#include "reference/reference.hpp"
+
+namespace attncheck::exec_worker {
+
+using impl::Implementation;
+using impl::NoAnswer;
+using impl::Unsupported;
+
+namespace {
+
+constexpr int kDefaultTimeoutSeconds = 300;
+constexpr int kLongestTimeoutSeconds = 86400;
+
+// ATTNCHECK_WORKER_TIMEOUT: unset means 300 s; anything else must be a whole number of seconds in
+// [1, 86400], or it is bad input (never silently the default).
+int timeout_seconds() {
+  const char* text = std::getenv("ATTNCHECK_WORKER_TIMEOUT");
+  if (text == nullptr) return kDefaultTimeoutSeconds;
+  const std::string_view value_text(text);
+  int value = 0;
+  const auto [end, error] = std::from_chars(value_text.data(), value_text.data() + value_text.size(), value);
+  if (value_text.empty() || error != std::errc() || end != value_text.data() + value_text.size() || value < 1 ||
+      value > kLongestTimeoutSeconds) {
+    ViolationList violations;
+    violations.add("ATTNCHECK_WORKER_TIMEOUT", std::string(value_text.substr(0, 100)),
+                   "must be a whole number of seconds in [1, 86400]", "300 (the default, when it is unset)");
+    violations.throw_if_any("invalid environment variable");
+  }
+  return value;
+}
+
+// Whether a line greets with protocol 1: the words "attncheck-worker" and "1", exactly, then optionally a
+// space and free text (a description; the word "sharded" among it is noted). "attncheck-worker 10" and
+// "attncheck-worker 1junk" are not protocol 1.
+bool is_greeting(const std::string& line) {
+  constexpr std::string_view kGreeting = "attncheck-worker 1";
+  return line == kGreeting || line.starts_with(std::string(kGreeting) + " ");
+}
+
+// Whether the greeting's free text holds the word "sharded".
+bool greets_sharded(const std::string& line) {
+  std::istringstream words(line);
+  std::string word;
+  while (words >> word) {
+    if (word == "sharded") return true;
+  }
+  return false;
+}
+
+// The worker's temporary folder (case and candidate files), removed with everything in it.
+class TemporaryFolder {
+ public:
+  TemporaryFolder() {
+    char folder_template[] = "/tmp/attncheck-worker-XXXXXX";
+    if (mkdtemp(folder_template) == nullptr) {
+      throw std::runtime_error(fmt::format("cannot create a folder in /tmp ({})", std::strerror(errno)));
+    }
+    path_ = folder_template;
+  }
+  ~TemporaryFolder() {  // the worker's supervisor has removed it already, unless it could not finish
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TemporaryFolder(const TemporaryFolder&) = delete;
+  TemporaryFolder& operator=(const TemporaryFolder&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// One line from the worker: its first kLongestWorkerLine bytes, without the newline, and how many more
+// it had; or why there is none.
+struct WorkerLine {
+  enum class End { line, closed, timed_out };
+  End end = End::line;
+  std::string text;
+  std::size_t cut = 0;  // bytes of the line beyond text, read and dropped
+};
+
+// One started worker: its temporary folder and its supervised process tree (declared after the folder: the
+// tree ends before the folder goes).
+struct WorkerSession {
+  explicit WorkerSession(const std::string& command) : process(command, folder.path()) {}
+  TemporaryFolder folder;
+  SupervisedWorker process;
+};
+
+class Worker : public Implementation {
+ public:
+  explicit Worker(const std::string& command)
+      : command_(command), name_(std::string(kExecPrefix) + command), timeout_seconds_(timeout_seconds()) {
+    signal(SIGPIPE, SIG_IGN);  // a dead worker is an error on write, not the end of attncheck
+    if (const std::string problem = start(); !problem.empty()) {
+      ViolationList violations;
+      violations.add("--impl", name_,
+                     "must start a process that first prints 'attncheck-worker 1', alone or followed by a space "
+                     "and a description",
+                     problem);
+      violations.throw_if_any("not an attncheck worker");
+    }
+  }
+
+  ~Worker() override = default;  // the session ends the worker's tree, then removes its folder
+
+  const std::string& name() const override { return name_; }
+  // Asked after run(): whether this case's candidate declared per-rank gradients (see run()).
+  bool sharded() const override { return sharded_; }
+  // The contract its latest candidate declared (checks ask after run()): fp64 before any.
+  Precision precision() const override { return precision_; }
+  RopeAngles rope_angles() const override { return rope_angles_; }
+  TpConvention tp_convention() const override { return tp_convention_; }
+  const DeclinedParts& declined() const override { return declined_; }
+
+  NamedTensors run(const Case& test_case) override {
+    // A case that ended the worker (no answer in time, an exit, garbage on its output) is that case's verdict;
+    // the next case gets a fresh worker rather than a failure it did not earn.
+    declined_.clear();  // this case's, once its candidate is read
+    // The case as a case file (a golden without /expected): a worker never sees the answers. The
+    // reference still runs here for the names and shapes the candidate is read against.
+    const Result expected = reference::run_reference_tp(test_case);
+    std::error_code ignored;
+    std::string candidate_path;
+    WorkerLine reply;
+    // A worker that ended by itself between cases cannot be told apart, in time, from one about to read the
+    // next request: whatever attncheck polls first, the worker may exit a moment later. What decides is
+    // whether the request was read: written into a pipe nobody reads (EPIPE), or still whole in the pipe when
+    // the worker's output closed, it never was, and the case goes to a fresh worker, once. A fresh worker that
+    // does the same has failed the case.
+    for (int attempt = 0;; ++attempt) {
+      if (session_ && !session_->process.stopped() && unread_.empty() && output_hung_up()) session_->process.stop();
+      if (!session_ || session_->process.stopped()) {  // empty after a restart that could not even fork
+        if (const std::string problem = start(); !problem.empty()) {
+          throw std::runtime_error(fmt::format(
+              "{}: restarted after an earlier case ended it, the worker did not greet: {}", name_, problem));
+        }
+      }
+      const std::string case_path = fmt::format("{}/case{}.h5", session_->folder.path(), cases_);
+      candidate_path = fmt::format("{}/candidate{}.h5", session_->folder.path(), cases_);
+      ++cases_;
+      try {
+        golden::write_case(case_path, test_case, name_);
+      } catch (const InputError& error) {  // not the user's input: the worker's folder (disk full, removed)
+        session_->process.stop();
+        throw std::runtime_error(fmt::format("{}: cannot write the case for the worker: {}", name_, error.what()));
+      }
+      std::filesystem::remove_all(candidate_path, ignored);
+      const std::string request = fmt::format("run {} {}\n", case_path, candidate_path);
+      const int write_error = send(request);
+      if (write_error == 0) reply = read_line();
+      std::filesystem::remove(case_path, ignored);
+      const bool never_read =
+          write_error != 0 || (reply.end == WorkerLine::End::closed &&
+                               unread_input_bytes() == static_cast<std::int64_t>(request.size()));
+      if (never_read && attempt == 0) {
+        session_->process.stop();
+        continue;
+      }
+      if (write_error != 0) {
+        throw ended_without_answer(fmt::format("stopped reading its input ({}): it ", std::strerror(write_error)));
+      }
+      break;
+    }
+    if (reply.end == WorkerLine::End::timed_out) {
+      session_->process.stop();  // a late reply would be taken for the next case's
+      throw NoAnswer(name_, timeout_seconds_, "ATTNCHECK_WORKER_TIMEOUT");
+    }
+    if (reply.end == WorkerLine::End::closed) throw ended_without_answer("");
+    if (reply.text.starts_with("unsupported")) {
+      throw Unsupported(name_, echoable(std::string_view(reply.text).substr(std::min<std::size_t>(12, reply.text.size())),
+                                        reply.cut));
+    }
+    if (reply.text.starts_with("error")) throw std::runtime_error(fmt::format("{}: {}", name_, echoable(reply.text, reply.cut)));
+    if (reply.text != "ok" || reply.cut != 0) {
+      // Out of step with the protocol (a stray line before its answer?): its next lines would be taken for the
+      // next case's replies, one case late. It is stopped; the next case starts a fresh one.
+      session_->process.stop();
+      throw std::runtime_error(fmt::format("{}: the worker replied '{}', which is not ok, unsupported REASON or error MESSAGE",
+                                           name_, echoable(reply.text, reply.cut)));
+    }
+    golden::Candidate candidate = [&] {
+      try {
+        return read_worker_candidate(candidate_path, named_tensors(expected), name_);
+      } catch (...) {
+        std::filesystem::remove_all(candidate_path, ignored);
+        throw;
+      }
+    }();
+    std::filesystem::remove(candidate_path, ignored);
+    // The candidate file declares its precision contract (SCHEMA.md): the worker is judged by it, as
+    // `attncheck compare` judges the same file.
+    precision_ = candidate.precision;
+    rope_angles_ = candidate.rope_angles;
+    // One rule with `attncheck compare` (SCHEMA.md, "Candidate files"): the candidate's /result@tp_size
+    // decides whether its per-rank gradients are checked — 1: excused; absent or the case's tp_size:
+    // checked; anything else: a wrong TP layout, a failure.
+    const std::int64_t case_tp = test_case.plan.tp_size;
+    if (candidate.tp_size && *candidate.tp_size != 1 && *candidate.tp_size != case_tp) {
+      throw std::runtime_error(fmt::format("{}: its candidate declares tp_size {} for a case of tp_size {}", name_,
+                                           *candidate.tp_size, case_tp));
+    }
+    sharded_ = case_tp > 1 && candidate.tp_size.value_or(case_tp) == case_tp;
+    // Its per-rank gradients are held as its /result@tp_convention says (the oracle's are regrouped to
+    // it); a convention that cannot partition this case's plan is a candidate that disagrees with itself.
+    tp_convention_ = candidate.tp_convention;
+    // read_candidate refused malformed parts, `out`, and parts also supplied; the reasons are the
+    // worker's text, repeated in reports: bounded and escaped.
+    for (auto& [part, reason] : candidate.declined) reason = echoable(reason);
+    declined_ = std::move(candidate.declined);
+    if (sharded_) {
+      if (const std::string problem = partition_problem(test_case.plan, tp_convention_); !problem.empty()) {
+        throw std::runtime_error(fmt::format("{}: its candidate declares tp_convention {}, which {}", name_,
+                                             to_string(tp_convention_), problem));
+      }
+    }
+    return std::move(candidate.tensors);
+  }
+
+ private:
+  // Whether the worker's output is at its end now (POLLHUP with nothing left to read): it has exited.
+  bool output_hung_up() const {
+    pollfd descriptor{.fd = session_->process.output(), .events = POLLIN, .revents = 0};
+    while (poll(&descriptor, 1, 0) < 0) {
+      if (errno != EINTR) return false;
+    }
+    return (descriptor.revents & POLLHUP) != 0 && (descriptor.revents & POLLIN) == 0;
+  }
+
+  // Starts the worker (a fresh one after a stop) and reads its greeting: "" when it greets with protocol 1,
+  // else what it printed instead (the worker is then stopped). Its description's word "sharded" is noted.
+  std::string start() {
+    session_.reset();  // the old tree ended, its folder removed, before another starts
+    session_.emplace(command_);
+    line_.clear();
+    line_cut_ = 0;
+    unread_.clear();
+    const WorkerLine greeting = read_line();
+    if (greeting.end == WorkerLine::End::line && is_greeting(greeting.text)) {
+      sharded_ = greets_sharded(greeting.text);  // until a candidate declares its tp_size
+      return "";
+    }
+    std::string printed;
+    if (greeting.end == WorkerLine::End::line) {
+      printed = fmt::format("it printed '{}'", echoable(greeting.text, greeting.cut));
+    } else if (greeting.end == WorkerLine::End::timed_out) {
+      printed = fmt::format("it printed nothing within {} s", timeout_seconds_);
+    } else {
+      printed = fmt::format("it printed nothing and closed its output ({})", describe(session_->process.stop()));
+    }
+    session_->process.stop();
+    return printed;
+  }
+
+  // The failure of a worker whose output closed before it answered (or that stopped reading its
+  // input), with how it ended; the worker's whole tree has been ended.
+  std::runtime_error ended_without_answer(const std::string& what_happened) {
+    const WorkerEnd end = session_->process.stop();
+    if (end.known && end.ended_by_itself) {
+      return std::runtime_error(fmt::format("{}: the worker {}exited without answering ({})", name_, what_happened,
+                                            describe(end)));
+    }
+    return std::runtime_error(
+        fmt::format("{}: the worker {}closed its output without answering ({})", name_, what_happened, describe(end)));
+  }
+
+  // Writes a request line: 0, or the errno that stopped it (EPIPE: nobody reads the worker's input).
+  int send(const std::string& line) {
+    std::size_t written = 0;
+    while (written < line.size()) {
+      const ssize_t n = write(session_->process.input(), line.data() + written, line.size() - written);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return n < 0 ? errno : EPIPE;
+      written += static_cast<std::size_t>(n);
+    }
+    return 0;
+  }
+
+  // Bytes written to the worker's input that nobody has read (the pipe keeps them while attncheck holds its
+  // end); -1 when the pipe cannot say.
+  std::int64_t unread_input_bytes() const {
+    int count = 0;
+    if (ioctl(session_->process.input(), FIONREAD, &count) != 0) return -1;
+    return count;
+  }
+
+  // Adds bytes to the line being read, up to its newline (which is consumed from bytes): at most
+  // kLongestWorkerLine of them kept, the rest counted. True when the line is complete.
+  bool take(std::string_view& bytes) {
+    const std::size_t newline = bytes.find('\n');
+    const std::string_view part = bytes.substr(0, newline);
+    const std::size_t room = kLongestWorkerLine - std::min(kLongestWorkerLine, line_.size());
+    line_.append(part.substr(0, room));
+    line_cut_ += part.size() - std::min(room, part.size());
+    if (newline == std::string_view::npos) {
+      bytes = {};
+      return false;
+    }
+    bytes.remove_prefix(newline + 1);
+    return true;
+  }
+
+  WorkerLine finished_line() {
+    WorkerLine line{.end = WorkerLine::End::line, .text = std::move(line_), .cut = line_cut_};
+    line_.clear();
+    line_cut_ = 0;
+    if (line.cut == 0 && !line.text.empty() && line.text.back() == '\r') line.text.pop_back();
+    return line;
+  }
+
+  // The next line from the worker within ATTNCHECK_WORKER_TIMEOUT seconds. Memory stays bounded
+  // whatever the worker sends: a line's bytes beyond kLongestWorkerLine are read and counted, not kept.
+  WorkerLine read_line() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds_);
+    if (!unread_.empty()) {  // what came after the previous line's newline
+      std::string_view bytes = unread_;
+      if (take(bytes)) {
+        unread_ = std::string(bytes);
+        return finished_line();
+      }
+      unread_.clear();
+    }
+    while (true) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return {.end = WorkerLine::End::timed_out};
+      pollfd descriptor{.fd = session_->process.output(), .events = POLLIN, .revents = 0};
+      const int ready = poll(&descriptor, 1, static_cast<int>(left.count()));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready < 0) return {.end = WorkerLine::End::closed};
+      if (ready == 0) return {.end = WorkerLine::End::timed_out};
+      char chunk[65536];
+      const ssize_t n = read(session_->process.output(), chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return {.end = WorkerLine::End::closed};
+      std::string_view bytes(chunk, static_cast<std::size_t>(n));
+      if (take(bytes)) {
+        unread_ = std::string(bytes);
+        return finished_line();
+      }
+    }
+  }
+
+  std::string command_;
+  std::string name_;
+  int timeout_seconds_;  // ATTNCHECK_WORKER_TIMEOUT, read once
+  std::optional<WorkerSession> session_;  // the running worker (a new one after a case ended the last)
+  bool sharded_ = false;                  // what its latest candidate declared (the greeting before any)
+  Precision precision_ = Precision::fp64;
+  RopeAngles rope_angles_ = RopeAngles::float32;
+  TpConvention tp_convention_ = TpConvention::replicated_kv;
+  DeclinedParts declined_;
+  std::string line_;           // the line being read: its first kLongestWorkerLine bytes
+  std::size_t line_cut_ = 0;   // and how many more it had
+  std::string unread_;         // bytes read after the last line's newline
+  std::int64_t cases_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<impl::Implementation> open_worker(const std::string& command) {
+  return std::make_unique<Worker>(command);
+}
+
+}  // namespace attncheck::exec_worker

@@ -1,0 +1,23 @@
+// Registers the mutant catalog (catalog.hpp) as implementations of kind "mutant" (impl/registry.hpp).
+#include "impl/function_implementation.hpp"
+#include "impl/registry.hpp"
+#include "mutants/catalog.hpp"
+
+namespace attncheck::mutants {
+
+namespace {
+
+const impl::BackendRegistration kRegistration(90, [] {
+  std::vector<impl::ImplementationEntry> entries;
+  for (const Mutant& mutant : mutant_catalog()) {
+    entries.push_back({mutant.name, impl::ImplementationKind::mutant, [&mutant] {
+                         return impl::function_implementation(mutant.name, mutant.sharded, mutant.run, mutant.precision,
+                                                              mutant.rope_angles);
+                       }});
+  }
+  return entries;
+});
+
+}  // namespace
+
+}  // namespace attncheck::mutants

@@ -1,0 +1,14 @@
+#include "properties/mutant_budget.hpp"
+
+namespace attncheck::properties {
+
+SizeProfile mutant_size_profile(const mutants::Mutant& mutant) {
+  return mutant.sequences == mutants::Sequences::long_sequences ? SizeProfile::long_sequences
+                                                                : SizeProfile::short_sequences;
+}
+
+std::int64_t mutant_case_budget(SizeProfile profile) {
+  return profile == SizeProfile::long_sequences ? 150 : 1000;
+}
+
+}  // namespace attncheck::properties
