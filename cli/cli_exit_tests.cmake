@@ -300,11 +300,13 @@ add_test(NAME cli.html_report_browser
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/html_report_browser_test.py
                  $<TARGET_FILE:attncheck> ${PROJECT_SOURCE_DIR}/golden/data)
 set_tests_properties(cli.html_report_browser PROPERTIES LABELS unit SKIP_RETURN_CODE 77)
-# RoPE scaling: the frequencies and attention factor `plan --json` shows, against transformers' own.
+# RoPE scaling: the frequencies and attention factor `plan --json` shows, against transformers' own (run
+# as attncheck.adapters.hf_transformers runs it, from this tree's python/).
 add_test(NAME cli.rope_frequencies_transformers
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/rope_frequencies_test.py $<TARGET_FILE:attncheck>
                  ${PROJECT_SOURCE_DIR}/core/config/hf_configs)
-set_tests_properties(cli.rope_frequencies_transformers PROPERTIES LABELS unit)
+set_tests_properties(cli.rope_frequencies_transformers PROPERTIES LABELS unit
+                     ENVIRONMENT "PYTHONPATH=${PROJECT_SOURCE_DIR}/python")
 # Stored yardsticks: used when current, ignored when stale, refused when malformed (golden/SCHEMA.md).
 add_test(NAME cli.stored_yardstick
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/stored_yardstick_test.py $<TARGET_FILE:attncheck>)

@@ -2,7 +2,7 @@
 """ctest cli.rope_frequencies_transformers: the RoPE frequencies and attention factor attncheck computes
 (golden/SCHEMA.md "RoPE frequencies", core/model/rope_frequencies.hpp; shown by `attncheck plan --json`)
 against transformers' own (modeling_rope_utils.ROPE_INIT_FUNCTIONS, run in float64 as
-golden/adapters/hf_transformers.py runs transformers: its float32 requests made float64), for every scaled layer of
+attncheck.adapters.hf_transformers runs transformers: its float32 requests made float64), for every scaled layer of
 the official configs in core/config/hf_configs and for yarn variants no official file here has
 (mscale / mscale_all_dim, an explicit attention factor, truncate false, partial rotary).
 
@@ -20,9 +20,9 @@ import tempfile
 import transformers
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
+from attncheck.adapters.hf_transformers import float64_everywhere  # the adapter's float64 regime
+
 attncheck, configs = sys.argv[1], pathlib.Path(sys.argv[2])
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "golden" / "adapters"))
-from hf_transformers import float64_everywhere  # noqa: E402  (the adapter's float64 regime)
 failures = []
 
 

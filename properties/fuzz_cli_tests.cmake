@@ -84,15 +84,16 @@ add_test(NAME fuzz.kv_head_modulo_shrinks_and_replays
                  -P ${CMAKE_CURRENT_LIST_DIR}/shrink_replay_test.cmake)
 set_tests_properties(fuzz.kv_head_modulo_shrinks_and_replays PROPERTIES LABELS property)
 
-# transformers as an exec: worker: clean on what it supports; a planted bug is caught and shrunk.
+# transformers as an exec: worker (attncheck.adapters.hf_transformers, from this tree's python/): clean on
+# what it supports; a planted bug is caught and shrunk.
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
-set(hf_worker "exec:${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/golden/adapters/hf_transformers.py --worker")
+set(hf_worker "exec:${Python3_EXECUTABLE} -m attncheck.adapters.hf_transformers --worker")
 attncheck_fuzz_case(hf_worker_clean 0 "fuzz exec:.*: 1200 cases \\([0-9]+ unsupported\\).*largest: heads" "" 120
                     fuzz --impl ${hf_worker} --cases 1200 --repro-dir ${fuzz_dir}/hf)
 attncheck_fuzz_case(hf_worker_planted_bug 1 "FAIL matches-reference.*shrunk in [0-9]+ steps.*to: heads.*it fails alone, in a fresh instance.*replay: attncheck replay" ""
                     180 fuzz --impl "${hf_worker} --plant-bug quotient-scale" --cases 500 --repro-dir ${fuzz_dir}/hf_bug)
 set_tests_properties(fuzz.hf_worker_clean fuzz.hf_worker_planted_bug PROPERTIES
-  ENVIRONMENT "HF_HUB_OFFLINE=1;TRANSFORMERS_OFFLINE=1;TOKENIZERS_PARALLELISM=false")
+  ENVIRONMENT "HF_HUB_OFFLINE=1;TRANSFORMERS_OFFLINE=1;TOKENIZERS_PARALLELISM=false;PYTHONPATH=${PROJECT_SOURCE_DIR}/python")
 
 # A worker never receives the answers: one that copies /expected to /result finds none to copy and can
 # only decline, and a fuzz in which an implementation declined every case fails, naming the reason.

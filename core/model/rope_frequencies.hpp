@@ -22,7 +22,7 @@
 // The attention factor multiplies cos and sin, so it scales the rotated channels of q and k (not the
 // channels past rotary_dim), and scores by its square on those channels.
 // Everything is float64, as transformers computes it in float64 (its float32 requests made float64,
-// as golden/adapters/hf_transformers.py runs it): its default float32 run rounds the base frequencies,
+// as attncheck.adapters.hf_transformers runs it): its default float32 run rounds the base frequencies,
 // yarn's ramp and longrope's factors to float32, precision artifacts the fp64 layer does not have.
 #pragma once
 

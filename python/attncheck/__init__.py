@@ -9,6 +9,8 @@
 - serve(run_case, description): the exec: worker protocol for a single-process layer.
 - serve_sharded(run_rank, description, ranks=P, ..., preload=[modules]): the protocol for a layer running
   one process per rank under torch.distributed (gloo on CPU, NCCL on GPU).
+- attncheck.adapters: transformers' and Megatron-Core's own attention as candidate writers and workers
+  (`python -m attncheck.adapters.hf_transformers`, `... .megatron_core`); not imported here, nor torch.
 
 See README "Checking your own attention layer" and golden/SCHEMA.md.
 """

@@ -322,5 +322,42 @@ class ShardedWorker(unittest.TestCase):
                 self.assertEqual(written.read(), b"")
 
 
+class Adapters(unittest.TestCase):
+    """The framework adapters are modules of the package (run as `python -m attncheck.adapters.NAME`),
+    installed with it, and importing the package imports neither them nor the frameworks."""
+
+    def test_adapters_are_modules_of_the_package(self):
+        import importlib.util
+
+        folder = os.path.join(os.path.dirname(os.path.abspath(attncheck.__file__)), "adapters")
+        for name in ["hf_transformers", "megatron_core", "megatron_imports"]:
+            spec = importlib.util.find_spec(f"attncheck.adapters.{name}")  # found, not run
+            self.assertIsNotNone(spec, name)
+            self.assertEqual(os.path.dirname(os.path.abspath(spec.origin)), folder, name)
+
+    def test_pip_install_takes_every_subpackage(self):
+        try:
+            import tomllib
+        except ImportError:  # Python 3.10
+            self.skipTest("tomllib is Python 3.11's")
+        root = os.path.dirname(os.path.abspath(attncheck.__file__))
+        with open(os.path.join(root, "..", "pyproject.toml"), "rb") as file:
+            listed = set(tomllib.load(file)["tool"]["setuptools"]["packages"])
+        found = {os.path.relpath(folder, os.path.dirname(root)).replace(os.sep, ".")
+                 for folder, _, files in os.walk(root) if "__init__.py" in files}
+        self.assertEqual(listed, found)
+
+    def test_importing_the_package_imports_no_framework(self):
+        import subprocess
+
+        probe = ("import sys, attncheck, attncheck.adapters; "
+                 "print(sorted(m for m in ('torch', 'transformers', 'megatron', 'attncheck.adapters.hf_transformers',"
+                 " 'attncheck.adapters.megatron_core') if m in sys.modules))")
+        result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                                env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(
+                                    os.path.abspath(attncheck.__file__)))))
+        self.assertEqual(result.stdout.strip(), "[]")
+
+
 if __name__ == "__main__":
     unittest.main()

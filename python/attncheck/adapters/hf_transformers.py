@@ -1,12 +1,12 @@
-#!/usr/bin/env python3
 """Runs Hugging Face transformers' own attention module on attncheck golden files, in float64, and
 writes candidate files (golden/SCHEMA.md, "Candidate files") for `attncheck compare`.
 
-    hf_transformers.py GOLDEN.h5 -o CANDIDATE.h5 [--arch auto|qwen3|gemma3|olmo2|gemma2|llama|gpt-neox|...]
-    hf_transformers.py GOLDEN.h5 ... --output-dir DIR      # DIR/<golden name>.candidate.h5 each
-    hf_transformers.py --worker [--plant-bug NAME]          # for attncheck fuzz --impl exec:'...'
+    python -m attncheck.adapters.hf_transformers GOLDEN.h5 -o CANDIDATE.h5
+                                                 [--arch auto|qwen3|gemma3|olmo2|gemma2|llama|gpt-neox|...]
+    python -m attncheck.adapters.hf_transformers GOLDEN.h5 ... --output-dir DIR  # DIR/<golden name>.candidate.h5
+    python -m attncheck.adapters.hf_transformers --worker [--plant-bug NAME]     # attncheck fuzz --impl exec:'...'
 
-Built on attncheck's Python package (python/attncheck: reading the case, SCHEMA-exact RoPE frequencies,
+Built on the rest of attncheck's Python package (reading the case, SCHEMA-exact RoPE frequencies,
 masks, writing the candidate, the worker protocol); besides it only torch and transformers (with
 huggingface_hub, which it depends on) are used.
 
@@ -43,12 +43,11 @@ import sys
 
 import numpy as np
 
-try:
-    import attncheck  # the adapters' package (python/), installed by ci/setup
-except ImportError:  # run from a checkout without installing it
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-    import attncheck
+import attncheck
 from attncheck import BadInput, Unsupported
+
+MODULE = "attncheck.adapters.hf_transformers"  # run as `python -m {MODULE}` (PROG)
+PROG = f"python -m {MODULE}"
 
 # ---------------------------------------------------------------------------------------------
 # float64 throughout
@@ -647,12 +646,12 @@ def adapt(golden_path, candidate_path, architecture, attn_implementation, plant_
     # One unsharded module: tp_size 1, excused from per-rank gradients.
     attncheck.write_candidate(candidate_path, tensors,
                               generator=f"transformers {transformers.__version__} {architecture} attention "
-                                        f"({attn_implementation}, float64) via golden/adapters/hf_transformers.py")
+                                        f"({attn_implementation}, float64) via {MODULE}")
     print(f"{golden_path}: {architecture} ({attn_implementation}) -> {candidate_path}", file=log)
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("goldens", nargs="*", metavar="GOLDEN")
     target = parser.add_mutually_exclusive_group()
     target.add_argument("--worker", action="store_true",
@@ -683,7 +682,7 @@ def main():
                 candidate = os.path.join(arguments.output_dir, f"{name}.candidate.h5")
             adapt(golden, candidate, arguments.arch, arguments.attn_implementation, arguments.plant_bug)
     except BadInput as error:
-        print(f"hf_transformers.py: {error}", file=sys.stderr)
+        print(f"{MODULE}: {error}", file=sys.stderr)
         return 2
     return 0
 

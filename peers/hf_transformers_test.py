@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ctest golden.hf_transformers: transformers' own attention modules, run by
-golden/adapters/hf_transformers.py on committed goldens, must pass `attncheck compare`; damaged
+attncheck.adapters.hf_transformers on committed goldens, must pass `attncheck compare`; damaged
 goldens and geometries transformers cannot express must be refused with exit code 2.
 
     hf_transformers_test.py ATTNCHECK WORK_DIR GOLDEN...
@@ -13,13 +13,9 @@ import sys
 import h5py
 import numpy as np
 
-try:
-    import attncheck  # the adapters' package (python/), installed by ci/setup
-except ImportError:
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-    import attncheck
+import attncheck  # python/ of this tree (PYTHONPATH from ctest)
 
-ADAPTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "adapters", "hf_transformers.py")
+ADAPTER = ["-m", "attncheck.adapters.hf_transformers"]
 failures = []
 
 
@@ -39,7 +35,7 @@ module_of = {}  # golden file name -> the architecture the adapter chose
 
 def agreement(attncheck, work_dir, goldens):
     """One adapter process for every golden (transformers imports once), then one compare each."""
-    adapter = run([sys.executable, ADAPTER, *goldens, "--output-dir", work_dir])
+    adapter = run([sys.executable, *ADAPTER, *goldens, "--output-dir", work_dir])
     print(adapter.stdout + adapter.stderr)
     for line in adapter.stdout.splitlines():  # "GOLDEN: ARCH (eager) -> CANDIDATE"
         if ": " in line and " -> " in line:
@@ -84,7 +80,7 @@ def planted_longrope_bug(attncheck, work_dir, goldens):
     expect(bool(longrope), "a committed longrope golden")
     for golden in longrope[:1]:
         candidate = os.path.join(work_dir, "longrope_short.candidate.h5")
-        adapter = run([sys.executable, ADAPTER, golden, "-o", candidate, "--plant-bug", "longrope-short-factors"])
+        adapter = run([sys.executable, *ADAPTER, golden, "-o", candidate, "--plant-bug", "longrope-short-factors"])
         compare = run([attncheck, "compare", golden, candidate])
         expect(adapter.returncode == 0 and compare.returncode == 1 and "FAIL" in compare.stdout,
                f"short factors at long positions fail {os.path.basename(golden)}: adapter {adapter.returncode}, "
@@ -107,7 +103,7 @@ def refused(work_dir, golden, name, reason, damage_h5=None, damage_file=None):
     else:
         with h5py.File(path, "r+") as h5:
             damage_h5(h5)
-    result = run([sys.executable, ADAPTER, path, "-o", os.path.join(work_dir, f"damaged_{name}.candidate.h5")])
+    result = run([sys.executable, *ADAPTER, path, "-o", os.path.join(work_dir, f"damaged_{name}.candidate.h5")])
     expect(result.returncode == 2 and reason in result.stderr and "Traceback" not in result.stderr,
            f"{name}: exit {result.returncode} (want 2), message: {result.stderr.strip()[:200]}")
     os.remove(path)
@@ -158,7 +154,7 @@ def refused_rows_without_keys(work_dir, golden):
     """transformers has no convention for a query that sees no key (an additive finite mask gives the mean
     of V); the adapter must refuse such a golden (exit 2, saying why), never write a candidate for it."""
     candidate = os.path.join(work_dir, "rows_without_keys.candidate.h5")
-    result = run([sys.executable, ADAPTER, golden, "-o", candidate])
+    result = run([sys.executable, *ADAPTER, golden, "-o", candidate])
     expect(result.returncode == 2 and "sees no key" in result.stderr and "Traceback" not in result.stderr
            and not os.path.exists(candidate),
            f"{os.path.basename(golden)} (queries that see no key) refused: exit {result.returncode}, "

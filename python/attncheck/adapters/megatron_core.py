@@ -1,11 +1,11 @@
-#!/usr/bin/env python3
 """Runs Megatron-Core's own SelfAttention (the local module spec: ColumnParallelLinear linear_qkv,
 torch RMSNorm QK-norm, DotProductAttention, RowParallelLinear linear_proj) on attncheck golden or
 case files, on the CPU in float64, one process per tensor-parallel rank under torch.distributed
 (gloo), and writes candidate files (golden/SCHEMA.md, "Candidate files") for `attncheck compare`.
 
-    megatron_core.py GOLDEN.h5 ... --output-dir DIR [--ranks P]   # DIR/<golden name>.candidate.h5 each
-    megatron_core.py --worker [--ranks P] [--plant-bug NAME] [--megatron-rope-table] [--megatron-window-mask]
+    python -m attncheck.adapters.megatron_core GOLDEN.h5 ... --output-dir DIR [--ranks P]  # DIR/<name>.candidate.h5
+    python -m attncheck.adapters.megatron_core --worker [--ranks P] [--plant-bug NAME] [--megatron-rope-table]
+                                               [--megatron-window-mask]
 
 P defaults to the largest tp_size of the goldens (--worker: 4). Both modes start P processes once
 (attncheck.distributed's RankPool: one gloo world, a process group per TP size; file mode starts it
@@ -55,16 +55,15 @@ import sys
 
 import numpy as np
 
-try:
-    import attncheck  # the adapters' package (python/), installed by ci/setup
-except ImportError:  # run from a checkout without installing it
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-    import attncheck
+import attncheck
 from attncheck import BadInput, RankResult, Unsupported
+
+MODULE = "attncheck.adapters.megatron_core"  # run as `python -m {MODULE}` (PROG)
+PROG = f"python -m {MODULE}"
 
 CONVENTION = "megatron-equal-block"
 # Imported once by the fork server the ranks start from (megatron_imports.py: Megatron-Core's modules).
-PRELOAD = ["megatron_imports"]
+PRELOAD = ["attncheck.adapters.megatron_imports"]
 FAMILIES = "qkv"
 
 # ---------------------------------------------------------------------------------------------
@@ -474,7 +473,7 @@ def description(options):
     extras = [name.replace("_", "-") for name in ("megatron_rope_table", "megatron_window_mask") if options.get(name)]
     if options.get("plant_bug"):
         extras.append(f"planted bug: {options['plant_bug']}")
-    return (f"megatron-core {version} SelfAttention (local spec, float64, CPU gloo) via golden/adapters/megatron_core.py"
+    return (f"megatron-core {version} SelfAttention (local spec, float64, CPU gloo) via {MODULE}"
             + (f" ({', '.join(extras)})" if extras else ""))
 
 
@@ -524,7 +523,7 @@ PLANTED_BUGS = ["skip-qk-norm-grad-allreduce"]
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("goldens", nargs="*", metavar="GOLDEN")
     parser.add_argument("--worker", action="store_true",
                         help="serve attncheck's worker protocol on stdin/stdout (attncheck fuzz --impl exec:...)")
@@ -559,10 +558,10 @@ def main():
             run_case(pool, golden, candidate, options)
             print(f"{golden} -> {candidate}")
     except Unsupported as error:
-        print(f"megatron_core.py: {golden}: {error}", file=sys.stderr)
+        print(f"{MODULE}: {golden}: {error}", file=sys.stderr)
         return 2
     except BadInput as error:  # names the file itself
-        print(f"megatron_core.py: {error}", file=sys.stderr)
+        print(f"{MODULE}: {error}", file=sys.stderr)
         return 2
     finally:
         pool.stop()

@@ -1,4 +1,4 @@
-"""What every rank of golden/adapters/megatron_core.py imports, imported once: the RankPool's fork
+"""What every rank of attncheck.adapters.megatron_core imports, imported once: the RankPool's fork
 server preloads this module, so the ranks are forked with Megatron-Core already in memory instead of
 each importing it (torch and Megatron-Core: ~7 CPU-seconds per process). Megatron-Core warns on import
 that Transformer Engine and Apex are absent; the CPU float64 path uses neither, so the warnings are

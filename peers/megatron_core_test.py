@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""ctest golden.megatron_core (label peer): Megatron-Core's own SelfAttention, run on the CPU in float64
-with one gloo process per TP rank by golden/adapters/megatron_core.py, must pass `attncheck compare`
+"""ctest peer.megatron_core: Megatron-Core's own SelfAttention, run on the CPU in float64
+with one gloo process per TP rank by attncheck.adapters.megatron_core, must pass `attncheck compare`
 on the committed Qwen3 and Pythia goldens (TP 1, 2, 4 in one pool of 4 processes; TP 16 in a pool of
 16, per-rank gradients judged under Megatron's equal-block convention); the planted bug (QK-norm
 gradients not all-reduced) must fail exactly the ranks' q_norm/k_norm gradients; goldens Megatron
@@ -17,15 +17,10 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ADAPTER = os.path.join(HERE, "adapters", "megatron_core.py")
-sys.path.insert(0, os.path.join(HERE, "adapters"))
-try:
-    import attncheck
-except ImportError:
-    sys.path.insert(0, os.path.join(HERE, "..", "python"))
-    import attncheck
-import megatron_core  # noqa: E402  (the adapter, for its converters; imports no Megatron at module level)
+import attncheck  # python/ of this tree (PYTHONPATH from ctest)
+from attncheck.adapters import megatron_core  # for its converters; imports no Megatron at module level
+
+ADAPTER = ["-m", "attncheck.adapters.megatron_core"]
 
 failures = []
 
@@ -42,7 +37,7 @@ def run(command):
 
 def adapter(goldens, work_dir, *flags):
     started = time.time()
-    result = run([sys.executable, ADAPTER, *goldens, "--output-dir", work_dir, *flags])
+    result = run([sys.executable, *ADAPTER, *goldens, "--output-dir", work_dir, *flags])
     return result, time.time() - started
 
 
