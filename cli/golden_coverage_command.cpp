@@ -16,12 +16,12 @@ int run_golden_coverage(const GoldenOptions& options, std::ostream& out) {
   std::map<std::string, std::vector<std::string>> biting, inert;  // feature -> golden files
   for (const std::string& file : options.files) {
     const golden::Golden golden = golden::read_golden(file);
-    out << fmt::format("== {}\n{:<18} {:<5} {:>10} {:>11}  {:<22} {:<44} {}\n", file, "feature", "bites", "change",
+    out << fmt::format("== {}\n{:<23} {:<5} {:>10} {:>11}  {:<22} {:<44} {}\n", file, "feature", "bites", "change",
                        "tolerances", "most changed", "claim", "switched off");
     const reference::StoredForm stored{.activations_sketched = golden.activations_sketched,
                                     .gradients_sketched = golden.gradients_sketched};
     for (const reference::FeatureBite& bite : reference::feature_coverage(golden.test_case, stored)) {
-      out << fmt::format("{:<18} {:<5} {:>10.3g} {:>11.3g}  {:<22} {:<44} {}\n", bite.feature,
+      out << fmt::format("{:<23} {:<5} {:>10.3g} {:>11.3g}  {:<22} {:<44} {}\n", bite.feature,
                          bite.bites ? "yes" : "NO", bite.change, bite.tolerances, bite.tensor, bite.claim, bite.off);
       (bite.bites ? biting : inert)[bite.feature].push_back(file);
     }
@@ -39,10 +39,10 @@ int run_golden_coverage(const GoldenOptions& options, std::ostream& out) {
     }
   }
   for (const auto& [feature, files] : biting) {
-    out << fmt::format("{:<18} bites in {} golden(s)\n", feature, files.size());
+    out << fmt::format("{:<23} bites in {} golden(s)\n", feature, files.size());
   }
-  for (const std::string& feature : never) out << fmt::format("{:<18} claimed but bites in none\n", feature);
-  for (const std::string& feature : unclaimed) out << fmt::format("{:<18} in none of these goldens\n", feature);
+  for (const std::string& feature : never) out << fmt::format("{:<23} claimed but bites in none\n", feature);
+  for (const std::string& feature : unclaimed) out << fmt::format("{:<23} in none of these goldens\n", feature);
   const bool passed = never.empty() && unclaimed.empty();
   out << (passed ? fmt::format("COVERED: every claimed feature bites in at least one of {} golden(s){}\n",
                                options.files.size(), options.require_all ? ", and every feature is claimed" : "")

@@ -73,6 +73,7 @@ std::string rope_scaling_line(const Geometry& geometry) {
   add("mscale", scaling.mscale);
   add("mscale_all_dim", scaling.mscale_all_dim);
   add("attention_factor", scaling.attention_factor);
+  if (scaling.type == RopeScalingType::yarn && !scaling.truncate) parts.push_back("truncate false");
   if (!scaling.short_factor.empty()) parts.push_back(fmt::format("{} short/long factors", scaling.short_factor.size()));
   std::string line = fmt::format("{} ({})", to_string(scaling.type), fmt::join(parts, ", "));
   const auto describe = [&](std::int64_t position, const std::string& when) {

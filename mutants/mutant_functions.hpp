@@ -46,6 +46,12 @@ Result sink_softcapped(const Case& test_case);  // the sink logit passed through
 Result rope_attention_factor_dropped(const Case& test_case);    // yarn/longrope cos and sin not scaled
 Result llama3_band_reversed(const Case& test_case);             // llama3's wavelength edges exchanged
 Result longrope_factors_by_token_count(const Case& test_case);  // factors chosen by token count, not position
+// yarn with a stated attention_factor: sglang #33558 multiplied it by the derived m(factor, 1) (the scale
+// applied twice); TensorRT-LLM #16379 took it as mscale, m(factor, attention_factor); vllm #46280
+// dropped it for the derived factor.
+Result yarn_stated_factor_times_derived(const Case& test_case);
+Result yarn_stated_factor_through_log(const Case& test_case);
+Result yarn_stated_factor_ignored(const Case& test_case);
 
 // Real frameworks' bugs with a mechanism of their own (real_bug_mutants.cpp; the source in catalog.cpp)
 Result rope_after_scores(const Case& test_case);              // gpt-neox #222: RoPE never reaches the scores

@@ -46,6 +46,48 @@ class Llama3BandReversed : public NaiveLayer {
   }
 };
 
+// yarn's m(s, k) = 0.1 * k * ln(s) + 1 (s > 1), as rope_frequencies.hpp writes it.
+double yarn_m(double scale, double mscale) {
+  return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
+}
+
+// How a framework misread a yarn config that states attention_factor (transformers: the stated value is
+// the final factor, used as it is). Configs that state none are read right.
+enum class StatedFactorMisread {
+  times_derived,  // the stated factor multiplied by the derived m(factor, 1): the scale applied twice
+  through_log,    // the stated factor taken as mscale: m(factor, attention_factor)
+  ignored,        // the stated factor dropped: the derived one used
+};
+
+class YarnStatedFactorMisread : public NaiveLayer {
+ public:
+  explicit YarnStatedFactorMisread(StatedFactorMisread misread) : misread_(misread) {}
+
+ private:
+  RopeFrequencies call_frequencies(const Geometry& geometry, std::span<const std::int64_t> positions) const override {
+    RopeFrequencies frequencies = NaiveLayer::call_frequencies(geometry, positions);
+    const RopeScaling& scaling = geometry.rope_scaling();
+    if (scaling.type != RopeScalingType::yarn || !scaling.attention_factor) return frequencies;
+    const double factor = *scaling.factor;
+    switch (misread_) {
+      case StatedFactorMisread::times_derived:
+        frequencies.attention_factor = *scaling.attention_factor * yarn_m(factor, 1.0);
+        break;
+      case StatedFactorMisread::through_log:
+        frequencies.attention_factor = yarn_m(factor, *scaling.attention_factor);
+        break;
+      case StatedFactorMisread::ignored: {
+        GeometrySpec derived = geometry.spec();
+        derived.rope_scaling.attention_factor.reset();
+        frequencies.attention_factor = NaiveLayer::call_frequencies(resolve_geometry(derived), positions).attention_factor;
+        break;
+      }
+    }
+    return frequencies;
+  }
+  StatedFactorMisread misread_;
+};
+
 // longrope choosing its factors from the number of tokens in the call instead of its largest position
 // (transformers before it read position_ids): a short call at large positions keeps the short factors.
 class LongropeFactorsByTokenCount : public NaiveLayer {
@@ -62,6 +104,18 @@ Result rope_attention_factor_dropped(const Case& test_case) {
 
 Result llama3_band_reversed(const Case& test_case) {
   return Llama3BandReversed().run(test_case);
+}
+
+Result yarn_stated_factor_times_derived(const Case& test_case) {
+  return YarnStatedFactorMisread(StatedFactorMisread::times_derived).run(test_case);
+}
+
+Result yarn_stated_factor_through_log(const Case& test_case) {
+  return YarnStatedFactorMisread(StatedFactorMisread::through_log).run(test_case);
+}
+
+Result yarn_stated_factor_ignored(const Case& test_case) {
+  return YarnStatedFactorMisread(StatedFactorMisread::ignored).run(test_case);
 }
 
 Result longrope_factors_by_token_count(const Case& test_case) {

@@ -39,6 +39,12 @@ std::string describe(const CaseSpec& spec) {
     if (scaling.factor) text += fmt::format(" factor {}", *scaling.factor);
     if (scaling.original_max_position_embeddings)
       text += fmt::format(" original {}", *scaling.original_max_position_embeddings);
+    if (scaling.attention_factor) text += fmt::format(" attention_factor {} (stated)", *scaling.attention_factor);
+    if (scaling.mscale) text += fmt::format(" mscale {}", *scaling.mscale);
+    if (scaling.mscale_all_dim) text += fmt::format(" mscale_all_dim {}", *scaling.mscale_all_dim);
+    if (scaling.beta_fast) text += fmt::format(" beta_fast {}", *scaling.beta_fast);
+    if (scaling.beta_slow) text += fmt::format(" beta_slow {}", *scaling.beta_slow);
+    if (!scaling.truncate) text += " truncate false";
   }
   if (g.softcap) text += fmt::format(", softcap {}", *g.softcap);
   if (g.attention_sinks) text += ", attention sinks";

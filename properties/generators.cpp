@@ -173,6 +173,39 @@ GeometrySpec build_geometry(std::int64_t kv, std::int64_t group, std::int64_t he
 // each rope_type with parameters that bite at the generator's positions (pretraining lengths of 8 .. 4096 against
 // positions up to ~1e6: llama3's band and yarn's ramp fall inside small rotary dims, longrope switches factors).
 // longrope's factor lists are one per rotated pair, so this follows the rotary choice.
+//
+// Every optional field real configs carry is drawn in both forms, stated and left to be derived or
+// defaulted, so that a framework that misreads either form meets it: yarn's attention_factor (stated as 1.0,
+// the "no scaling" of Laguna-style configs, 1.2079 as OLMo-3 states it, or 0.8), its mscale / mscale_all_dim
+// (none, both as DeepSeek states them, both 1, or mscale alone, which transformers ignores), beta_fast /
+// beta_slow (defaults 32 / 1, or stated), truncate (true or false, gpt-oss's), and longrope's
+// attention_factor (stated or derived from factor).
+struct OptionalRopeFields {
+  std::optional<double> attention_factor;
+  int mscale_form = 0;  // 0 none, 1 (1.0, 0.707), 2 (1.0, 1.0), 3 mscale 1.0 alone
+  std::optional<std::pair<double, double>> betas;
+  bool truncate = true;
+};
+
+Gen<OptionalRopeFields> optional_rope_fields() {
+  return gen::map(
+      gen::tuple(weighted_one_of<std::optional<double>>(
+                     {{2, gen::just(std::optional<double>())},
+                      {1, gen::map(element(1.0, 1.2079, 0.8), [](double f) { return std::optional<double>(f); })}}),
+                 weighted_element<int>({{3, 0}, {1, 1}, {1, 2}, {1, 3}}),
+                 weighted_one_of<std::optional<std::pair<double, double>>>(
+                     {{3, gen::just(std::optional<std::pair<double, double>>())},
+                      {1, gen::map(element(std::pair{16.0, 2.0}, std::pair{64.0, 0.5}),
+                                   [](std::pair<double, double> b) { return std::optional(b); })}}),
+                 weighted_element<bool>({{3, true}, {1, false}})),
+      [](const auto& t) {
+        return OptionalRopeFields{.attention_factor = std::get<0>(t),
+                                  .mscale_form = std::get<1>(t),
+                                  .betas = std::get<2>(t),
+                                  .truncate = std::get<3>(t)};
+      });
+}
+
 Gen<GeometrySpec> with_scaling(const GeometrySpec& built) {
   const Geometry resolved = resolve_geometry(built);
   const std::int64_t pairs = resolved.rotary_dim() / 2;
@@ -195,7 +228,7 @@ Gen<GeometrySpec> with_scaling(const GeometrySpec& built) {
                  {1, gen::map(element(0.0078125, 0.25, 1.0), [](double m) { return std::optional<double>(m); })}});
   return gen::map(
       gen::tuple(types, parameters, multipliers, weighted_element<bool>({{5, false}, {1, true}}),
-                 weighted_element<bool>({{5, false}, {1, true}})),
+                 weighted_element<bool>({{5, false}, {1, true}}), optional_rope_fields()),
       [built](const auto& t) {
         GeometrySpec spec = built;
         spec.attention_sinks = std::get<3>(t);
@@ -215,20 +248,27 @@ Gen<GeometrySpec> with_scaling(const GeometrySpec& built) {
             scaling.high_freq_factor = high_freq_factor;
             scaling.original_max_position_embeddings = original;
             break;
-          case RopeScalingType::yarn:
+          case RopeScalingType::yarn: {
+            const OptionalRopeFields& fields = std::get<5>(t);
             scaling.factor = factor;
             scaling.original_max_position_embeddings = original;
-            if (variant) {  // DeepSeek-style mscale ratio, the ramp's edges not truncated
-              scaling.mscale = 1.0;
-              scaling.mscale_all_dim = 0.707;
-              scaling.truncate = false;
+            scaling.attention_factor = fields.attention_factor;
+            if (fields.mscale_form != 0) scaling.mscale = 1.0;
+            if (fields.mscale_form == 1) scaling.mscale_all_dim = 0.707;
+            if (fields.mscale_form == 2) scaling.mscale_all_dim = 1.0;
+            if (fields.betas) {
+              scaling.beta_fast = fields.betas->first;
+              scaling.beta_slow = fields.betas->second;
             }
+            scaling.truncate = fields.truncate;
             break;
+          }
           case RopeScalingType::longrope:
             scaling.factor = variant ? 32.0 : 1.0;  // an attention factor of sqrt(1 + ln 32 / ln original), or 1
             scaling.original_max_position_embeddings = original;
             scaling.short_factor = short_factor;
             scaling.long_factor = long_factor;
+            scaling.attention_factor = std::get<5>(t).attention_factor;  // stated, or derived from factor
             break;
         }
         spec.attention_multiplier = std::get<2>(t);

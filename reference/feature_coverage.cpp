@@ -256,7 +256,9 @@ const std::vector<std::string>& coverage_features() {
                                                     "position gaps",  "large positions",
                                                     "scale source",   "rope scaling",
                                                     "nope",           "attention multiplier",
-                                                    "sinks"};
+                                                    "sinks",          "stated attention factor",
+                                                    "yarn mscale",    "yarn beta",
+                                                    "yarn truncate"};
   return features;
 }
 
@@ -409,6 +411,46 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
                  .claim = fmt::format("{} RoPE scaling", to_string(g.rope_scaling().type)),
                  .off = "unscaled frequencies, attention factor 1"},
                 with_spec(test_case, changed));
+  }
+  // Optional fields of the scaling that real configs state or leave out: each bites when the answer
+  // under the stated value differs from the one under the derived value or the default, so a golden
+  // catches a framework that misreads one form (drops it, or applies the derived one on top).
+  if (const RopeScaling& scaling = g.rope_scaling(); g.rotary_dim() > 0) {
+    const auto scaling_off = [&](FeatureBite bite, const std::function<void(RopeScaling&)>& change) {
+      GeometrySpec changed = spec;
+      change(changed.rope_scaling);
+      off_by_case(std::move(bite), with_spec(test_case, changed));
+    };
+    if (scaling.attention_factor) {
+      scaling_off({.feature = "stated attention factor",
+                   .claim = fmt::format("{} attention_factor {} stated", to_string(scaling.type), *scaling.attention_factor),
+                   .off = "the attention factor derived from factor (mscale)"},
+                  [](RopeScaling& changed) { changed.attention_factor.reset(); });
+    }
+    if (scaling.mscale || scaling.mscale_all_dim) {
+      scaling_off({.feature = "yarn mscale",
+                   .claim = fmt::format("mscale {} / mscale_all_dim {}", scaling.mscale.value_or(0.0),
+                                        scaling.mscale_all_dim.value_or(0.0)),
+                   .off = "neither stated: m(factor, 1)"},
+                  [](RopeScaling& changed) {
+                    changed.mscale.reset();
+                    changed.mscale_all_dim.reset();
+                  });
+    }
+    if (scaling.beta_fast || scaling.beta_slow) {
+      scaling_off({.feature = "yarn beta",
+                   .claim = fmt::format("beta_fast {} / beta_slow {}", scaling.beta_fast.value_or(32.0),
+                                        scaling.beta_slow.value_or(1.0)),
+                   .off = "the defaults 32 / 1"},
+                  [](RopeScaling& changed) {
+                    changed.beta_fast.reset();
+                    changed.beta_slow.reset();
+                  });
+    }
+    if (scaling.type == RopeScalingType::yarn && !scaling.truncate) {
+      scaling_off({.feature = "yarn truncate", .claim = "truncate false", .off = "the ramp's edges floored and ceiled"},
+                  [](RopeScaling& changed) { changed.truncate = true; });
+    }
   }
   if (g.rotary_dim() == 0) {
     // A NoPE layer: what an implementation that rotates every layer would compute.

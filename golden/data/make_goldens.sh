@@ -89,6 +89,18 @@ variants=(--weights generated --inputs generated --sketch-gradients --sketch-act
 "$attncheck" golden make --hidden 32 --heads 4 --kv-heads 2 --head-dim 8 --qk-norm rms-full-width --tp 4 --batch 2 \
   --seq 6 --decode 4,1,1 --seed 2026 -o small_width_norm_replicated_kv.h5
 
+# yarn's optional fields, stated (configs/: small synthetic Qwen3-style configs, not a real model's): the
+# stated attention_factor 1.0 (the final factor as transformers uses it, no log applied; Laguna-style configs
+# state 1.0 to switch the scaling off) with beta_fast / beta_slow 16 / 2 and truncate false; and DeepSeek's
+# mscale / mscale_all_dim ratio (1.0 / 0.707) with the factor derived, in a GPT-NeoX-style layer (biases,
+# rotary_pct 0.5: yarn over the rotated channels only). Each field bites (golden coverage); the stated
+# factor's misreadings (mutant-sglang-33558-yarn-mscale-twice and the two beside it) fail small_yarn_stated,
+# yarn over the whole head (mutant-megatron-7476-yarn-ignores-rotary-percent) fails small_yarn_mscale.
+"$attncheck" golden make --hf-config configs/small_yarn_stated.json --tp 2 --batch 2 --seq 8 --decode 4,2,2 \
+  --seed 2026 -o small_yarn_stated.h5
+"$attncheck" golden make --hf-config configs/small_yarn_mscale.json --tp 2 --batch 2 --seq 8 --decode 4,2,2 \
+  --seed 2026 -o small_yarn_mscale.h5
+
 # Store each golden's yardsticks for low-precision candidates (SCHEMA.md, "Stored yardsticks"), so that
 # checking one reads them instead of running the naive layer twelve times: fp32 with float32 and float64
 # angles everywhere (torch-cpu-fp32 declares float64, transformers-style workers float32); bf16 and fp16

@@ -25,8 +25,9 @@ Architecture for a geometry (--arch auto), the first that applies: attention sin
 projections); softcap -> Gemma2Attention (sliding or full layer as the golden's
 window says); attention_multiplier -> GraniteAttention; rotary_dim 0 -> SmolLM3Attention as a NoPE
 layer; interleaved RoPE -> GPTJAttention; longrope -> Phi3Attention (fused qkv_proj, per-call choice of
-short or long factors); partial RoPE -> GPTNeoXAttention when head_dim is omitted, heads are not
-grouped and RoPE is unscaled (it derives head_dim = hidden / heads itself), else Phi3Attention;
+short or long factors); partial RoPE -> GPTNeoXAttention when head_dim is omitted and heads are not
+grouped (it derives head_dim = hidden / heads itself; its rotary embedding scales linear, llama3 and yarn
+frequencies over the rotated channels), else Phi3Attention;
 otherwise LlamaAttention (any RoPE scaling but longrope: linear, llama3, yarn). Each module's RoPE
 scaling is transformers' own (rope_parameters from the golden's attributes), its frequencies and
 attention factor checked against the golden's and then replaced by them (use_schema_frequencies). A geometry the chosen module cannot express (interleaved RoPE, separate q/k/v and o
@@ -114,10 +115,10 @@ def choose_architecture(geometry):
     if scaling == "longrope":
         return "phi3"
     if rotary_dim < head_dim:
-        # GPT-NeoX for its own family (head_dim derived, multi-head, unscaled); Phi-3's module otherwise
-        # (it rotates the first cos.shape[-1] channels whatever the head).
-        if "head_dim" not in geometry and scaling == "none" and \
-                geometry["num_key_value_heads"] == geometry["num_attention_heads"]:
+        # GPT-NeoX for its own family (head_dim derived, multi-head; its rotary embedding builds linear,
+        # llama3 and yarn frequencies over the rotated channels, partial_rotary_factor); Phi-3's module
+        # otherwise (it rotates the first cos.shape[-1] channels whatever the head).
+        if "head_dim" not in geometry and geometry["num_key_value_heads"] == geometry["num_attention_heads"]:
             return "gpt-neox"
         return "phi3"
     return "llama"
@@ -132,7 +133,7 @@ def check_expressible(architecture, case, attn_implementation):
         problems.append(f"attention sinks (only GptOssAttention has them, not {architecture})")
     if architecture == "gpt-oss" and not geometry.get("attention_sinks", 0):
         problems.append("no attention sinks (GptOssAttention always has them)")
-    if scaling != "none" and architecture in ("gpt-neox", "gptj"):
+    if scaling != "none" and architecture == "gptj":
         problems.append(f"RoPE scaling '{scaling}' (the {architecture} module has a fixed sinusoid table)")
     if scaling == "longrope" and architecture != "phi3":
         problems.append("longrope (only Phi-3's rotary embedding switches its factors per call)")
