@@ -19,7 +19,8 @@ int run_golden_coverage(const GoldenOptions& options, std::ostream& out) {
     out << fmt::format("== {}\n{:<23} {:<5} {:>10} {:>11}  {:<22} {:<44} {}\n", file, "feature", "bites", "change",
                        "tolerances", "most changed", "claim", "switched off");
     const reference::StoredForm stored{.activations_sketched = golden.activations_sketched,
-                                    .gradients_sketched = golden.gradients_sketched};
+                                       .gradients_sketched = golden.gradients_sketched,
+                                       .tp_convention = golden.tp_convention};
     for (const reference::FeatureBite& bite : reference::feature_coverage(golden.test_case, stored)) {
       out << fmt::format("{:<23} {:<5} {:>10.3g} {:>11.3g}  {:<22} {:<44} {}\n", bite.feature,
                          bite.bites ? "yes" : "NO", bite.change, bite.tolerances, bite.tensor, bite.claim, bite.off);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """ctest peer.megatron_core: Megatron-Core's own SelfAttention, run on the CPU in float64
 with one gloo process per TP rank by attncheck.adapters.megatron_core, must pass `attncheck compare`
-on the committed Qwen3 and Pythia goldens (TP 1, 2, 4 in one pool of 4 processes; TP 16 in a pool of
+on the committed Qwen3 and Pythia goldens and small_megatron_equal_block (a golden written under Megatron's
+equal-block convention at TP 4 over 2 KV heads) (TP 1, 2, 4 in one pool of 4 processes; TP 16 in a pool of
 16, per-rank gradients judged under Megatron's equal-block convention); the planted bug (QK-norm
 gradients not all-reduced) must fail exactly the ranks' q_norm/k_norm gradients; goldens Megatron
 cannot express must be refused with exit code 2 and the reason; and the Hugging Face <-> Megatron
@@ -210,7 +211,8 @@ def main():
         refused(work_dir, golden(name), reason)
     agreement(attncheck_cli, work_dir,
               [golden(name) for name in ("qwen3-0.6b_tp1", "qwen3-0.6b_tp2", "qwen3-0.6b_tp4", "qwen3-4b_tp2",
-                                         "qwen3-0.6b_tp2_seq1024", "pythia-410m_tp2_seq2048")], 4, "TP 1, 2, 4")
+                                         "qwen3-0.6b_tp2_seq1024", "pythia-410m_tp2_seq2048",
+                                         "small_megatron_equal_block")], 4, "TP 1, 2, 4")
     planted_bug(attncheck_cli, work_dir, golden("qwen3-0.6b_tp2"))
     findings(attncheck_cli, work_dir, golden_dir)
     agreement(attncheck_cli, work_dir, [golden("qwen3-32b_tp16")], 16, "TP 16")

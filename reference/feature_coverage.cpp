@@ -8,8 +8,10 @@
 #include <functional>
 
 #include "core/compare/compare.hpp"
+#include "core/compare/rank_regroup.hpp"
 #include "core/compare/sketch.hpp"
 #include "core/compare/tolerance.hpp"
+#include "core/model/rope_frequencies.hpp"
 #include "core/tp/tp_shard.hpp"
 #include "reference/attention_head.hpp"
 #include "reference/rank_layer.hpp"
@@ -164,6 +166,44 @@ FeatureBite decode_without_cache(const Case& test_case, const NamedTensors& base
   return measure(std::move(bite), test_case, base, alternative, stored);
 }
 
+// Off: every decode call rotates with the full forward's longrope factors, so decode/out is the full
+// forward's first rows (what a kernel that chooses the factors once per sequence, or from the allocated
+// context, computes).
+FeatureBite decode_without_factor_switch(const Case& test_case, const NamedTensors& base, FeatureBite bite,
+                                         const StoredForm& stored) {
+  const Inputs& in = test_case.inputs;
+  const std::int64_t hidden = test_case.geometry().hidden_size(), total = in.decode.total();
+  NamedTensors alternative{{"decode/out", base.at("decode/out")}};
+  for (std::int64_t b = 0; b < in.batch; ++b) {
+    std::copy_n(base.at("out").values.begin() + b * in.seq * hidden, total * hidden,
+                alternative.at("decode/out").values.begin() + b * total * hidden);
+  }
+  return measure(std::move(bite), test_case, base, alternative, stored);
+}
+
+// Off: the per-rank gradients held as replicated-kv, as a candidate that knows no other convention holds
+// them (and declares none). Where the two conventions cut a tensor differently its shape differs: such a
+// candidate fails there whatever its values (tolerances: infinite); elsewhere the values are measured.
+FeatureBite rank_gradients_as_replicated_kv(const Case& test_case, FeatureBite bite, const StoredForm& stored) {
+  NamedTensors replicated;
+  for (auto& [name, tensor] : named_tensors(reference::run_reference_tp(test_case))) {
+    if (name.starts_with("ranks/")) replicated.emplace(name, std::move(tensor));
+  }
+  const NamedTensors held =
+      regroup_rank_tensors(replicated, test_case.plan, TpConvention::replicated_kv, stored.tp_convention);
+  for (const auto& [name, tensor] : held) {
+    const auto other = replicated.find(name);
+    if (other == replicated.end() || other->second.shape != tensor.shape) {
+      bite.bites = true;
+      bite.tensor = name;
+      bite.change = 1.0;
+      bite.tolerances = HUGE_VAL;
+      return bite;
+    }
+  }
+  return measure(std::move(bite), test_case, held, replicated, stored);
+}
+
 NamedTensors rank_tensors(const Parameters& parameters, int rank, const std::vector<std::string>& names) {
   NamedTensors tensors;
   for_each_parameter(parameters, [&](std::string_view name, const Tensor& tensor) {
@@ -258,7 +298,8 @@ const std::vector<std::string>& coverage_features() {
                                                     "nope",           "attention multiplier",
                                                     "sinks",          "stated attention factor",
                                                     "yarn mscale",    "yarn beta",
-                                                    "yarn truncate"};
+                                                    "yarn truncate",  "longrope switch",
+                                                    "tp convention"};
   return features;
 }
 
@@ -309,6 +350,16 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
          .claim = fmt::format("prefill {} then steps [{}]", in.decode.prefill, fmt::join(in.decode.steps, ", ")),
          .off = "each step attends to its own tokens only (cache ignored)"},
         stored));
+    if (const std::int64_t call = decode_call_with_other_frequencies(test_case); call >= 0) {
+      const bool full_long = call_rope_frequencies(g, in.positions).long_factors;
+      bites.push_back(decode_without_factor_switch(
+          test_case, base,
+          {.feature = "longrope switch",
+           .claim = fmt::format("call {} {} factors, whole sequence {}", call,
+                                full_long ? "short" : "long", full_long ? "long" : "short"),
+           .off = "every decode call with the whole sequence's factors"},
+          stored));
+    }
   }
   const int tp_size = test_case.plan.tp_size;
   FeatureBite replication, norms;
@@ -451,6 +502,14 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
       scaling_off({.feature = "yarn truncate", .claim = "truncate false", .off = "the ramp's edges floored and ceiled"},
                   [](RopeScaling& changed) { changed.truncate = true; });
     }
+  }
+  if (stored.tp_convention != TpConvention::replicated_kv && test_case.plan.tp_size > 1) {
+    bites.push_back(rank_gradients_as_replicated_kv(
+        test_case,
+        {.feature = "tp convention",
+         .claim = fmt::format("rank gradients held as {}", to_string(stored.tp_convention)),
+         .off = "held as replicated-kv"},
+        stored));
   }
   if (g.rotary_dim() == 0) {
     // A NoPE layer: what an implementation that rotates every layer would compute.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/model/case.hpp"
+#include "core/tp/tp_convention.hpp"
 
 namespace attncheck::reference {
 
@@ -35,6 +36,9 @@ const std::vector<std::string>& coverage_features();
 struct StoredForm {
   bool activations_sketched = false;  // out, grads/x, decode/out
   bool gradients_sketched = false;    // q/k/v/o_proj gradients, per rank too
+  // How /expected/ranks holds each rank's gradients (/geometry@tp_convention): a golden under another
+  // convention than replicated-kv claims the feature "tp convention".
+  TpConvention tp_convention = TpConvention::replicated_kv;
 };
 
 // Every feature the case claims, each with its bite. Runs the fp64 reference once per claimed feature

@@ -101,6 +101,20 @@ variants=(--weights generated --inputs generated --sketch-gradients --sketch-act
 "$attncheck" golden make --hf-config configs/small_yarn_mscale.json --tp 2 --batch 2 --seq 8 --decode 4,2,2 \
   --seed 2026 -o small_yarn_mscale.h5
 
+# longrope switching factors between decode calls (configs/small_longrope_switch.json: Phi-3-style,
+# original_max_position_embeddings 20 at the top level, partial RoPE 12 of 16): positions 12 .. 23, so the
+# prefill (12 .. 17) and the first step (18, 19) take the short factors and the last step (20 .. 23) and the
+# whole sequence the long ones; outlier activations (one hidden channel in 32 scaled by 32).
+"$attncheck" golden make --hf-config configs/small_longrope_switch.json --tp 2 --batch 1 --seq 12 --decode 6,2,4 \
+  --activations outliers --seed 2026 -o small_longrope_switch.h5
+
+# A golden written under Megatron's equal-block TP convention (SCHEMA.md "TP conventions"): TP 4 over 2 KV
+# heads, so the fused QKV's equal row blocks cut heads apart and the per-rank gradients differ in shape
+# from replicated-kv's (golden coverage: "tp convention"); Megatron-Core's SelfAttention passes it per rank
+# (ctest peer.megatron_core).
+"$attncheck" golden make --hidden 48 --heads 4 --kv-heads 2 --head-dim 12 --qk-norm rms --tp 4 \
+  --tp-convention megatron-equal-block --batch 2 --seq 6 --decode 4,1,1 --seed 2026 -o small_megatron_equal_block.h5
+
 # Store each golden's yardsticks for low-precision candidates (SCHEMA.md, "Stored yardsticks"), so that
 # checking one reads them instead of running the naive layer twelve times: fp32 with float32 and float64
 # angles everywhere (torch-cpu-fp32 declares float64, transformers-style workers float32); bf16 and fp16
