@@ -153,6 +153,12 @@ std::string read_version_2_geometry(const H5::H5File& file, const H5::Group& gro
       fail(file_name, "/geometry@rope_scaling_truncate", std::to_string(*truncate), "must be 0 or 1", "1");
     }
     scaling.truncate = *truncate == 1;
+    // Only yarn has a ramp to truncate: on any other type the attribute would be read and then ignored
+    // (the geometry's check catches only a stated 0), so it is refused, as every field that means nothing.
+    if (scaling.type != RopeScalingType::yarn) {
+      fail(file_name, "/geometry@rope_scaling_truncate", std::to_string(*truncate),
+           fmt::format("only rope_scaling yarn has it, not {}", to_string(scaling.type)), "leave it out");
+    }
   } else if (scaling.type == RopeScalingType::yarn) {
     fail(file_name, "/geometry@rope_scaling_truncate", "absent", "rope_scaling yarn requires it (0 or 1)",
          "see golden/SCHEMA.md, \"Schema version 2\"");

@@ -6,7 +6,8 @@ Each hostile file is a small golden edited with h5py (no reseal: the schema's ch
 digest's, and the message must name the object, not /@integrity):
 - a yarn golden without /geometry@rope_scaling_truncate (it read as true: a non-truncating layer checked as a
   truncating one, the mismatch blamed on the implementation), a llama3 one without its low_freq_factor, a
-  llama3 one with yarn's beta_fast, files without the root generator or seed;
+  llama3 one with yarn's beta_fast or yarn's truncate = 1 (read, then ignored), files without the root
+  generator or seed;
 - a sketched golden whose q_proj gradient is also stored in full, as zeros (the full one was never compared),
   stray /expected/ranks/01, /expected/ranks/-1, a dataset the geometry has no tensor for, a soft link.
 
@@ -93,6 +94,8 @@ with tempfile.TemporaryDirectory() as folder:
                     ["low_freq_factor"], "llama3 without low_freq_factor")
     refused_by_both(edited("llama3", "foreign_beta", lambda f: f["geometry"].attrs.__setitem__("rope_scaling_beta_fast", 32.0)),
                     ["beta_fast"], "llama3 with yarn's beta_fast")
+    refused_by_both(edited("llama3", "foreign_truncate", lambda f: f["geometry"].attrs.__setitem__("rope_scaling_truncate", 1)),
+                    ["rope_scaling_truncate"], "llama3 with yarn's truncate = 1")
     refused_by_both(edited("yarn", "no_generator", lambda f: f.attrs.__delitem__("generator")), ["generator"],
                     "no root generator")
     refused_by_both(edited("yarn", "no_seed", lambda f: f.attrs.__delitem__("seed")), ["seed"], "no root seed")
