@@ -126,6 +126,8 @@ std::int64_t decode_call_with_other_frequencies(const Case& test_case) {
   const std::vector<std::int64_t> calls = decode_calls(inputs.decode);
   std::int64_t start = 0;
   for (std::size_t call = 0; call < calls.size(); start += calls[call], ++call) {
+    // A prefill of 0 tokens is no call: it rotates nothing, so it chooses nothing (SCHEMA.md).
+    if (calls[call] == 0) continue;
     if (rope_frequencies(geometry, largest_of(inputs, start, calls[call])).long_factors != full_long) {
       return static_cast<std::int64_t>(call);
     }

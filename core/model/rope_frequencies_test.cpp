@@ -8,6 +8,7 @@
 #include <numbers>
 
 #include "core/errors/input_error.hpp"
+#include "core/generation/input_generation.hpp"
 
 namespace attncheck {
 namespace {
@@ -114,6 +115,23 @@ TEST(RopeFrequencies, LongropeChoosesItsFactorsFromTheCallsLargestPosition) {
   EXPECT_EQ(beyond.inv_freq[5], base(5, 10000.0, 96) / 2.5);
   EXPECT_EQ(below.attention_factor, std::sqrt(1.0 + std::log(32.0) / std::log(4096.0)));
   EXPECT_EQ(beyond.attention_factor, below.attention_factor);
+}
+
+// The decode call whose longrope factors differ from the full forward's: a prefill of 0 tokens is no call
+// (it rotates nothing), so it never counts as one taking the short factors.
+TEST(RopeFrequencies, DecodeCallWithOtherFactorsSkipsAnEmptyPrefill) {
+  RopeScaling scaling{.type = RopeScalingType::longrope, .factor = 16.0, .original_max_position_embeddings = 8};
+  scaling.short_factor.assign(4, 1.0);
+  scaling.long_factor.assign(4, 4.0);
+  const Geometry geometry = with_scaling(scaling, 10000.0, 8);
+  // Positions 12 .. 23: every call is past the original length, as the whole sequence is.
+  const Case all_long = generate_case(
+      geometry, {.seed = 1, .batch = 1, .seq = 12, .position_offset = 12, .decode = {.prefill = 0, .steps = {4, 8}}});
+  EXPECT_EQ(decode_call_with_other_frequencies(all_long), -1);
+  // Positions 0 .. 11: the first step (0 .. 5) takes the short factors, the whole sequence the long ones.
+  const Case switching = generate_case(
+      geometry, {.seed = 1, .batch = 1, .seq = 12, .position_offset = 0, .decode = {.prefill = 0, .steps = {6, 6}}});
+  EXPECT_EQ(decode_call_with_other_frequencies(switching), 1);
 }
 
 TEST(RopeFrequencies, ScalingParametersAreValidated) {
