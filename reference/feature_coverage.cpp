@@ -299,7 +299,7 @@ const std::vector<std::string>& coverage_features() {
                                                     "sinks",          "stated attention factor",
                                                     "yarn mscale",    "yarn beta",
                                                     "yarn truncate",  "longrope switch",
-                                                    "tp convention"};
+                                                    "tp convention",  "outlier activations"};
   return features;
 }
 
@@ -501,6 +501,34 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
     if (scaling.type == RopeScalingType::yarn && !scaling.truncate) {
       scaling_off({.feature = "yarn truncate", .claim = "truncate false", .off = "the ramp's edges floored and ceiled"},
                   [](RopeScaling& changed) { changed.truncate = true; });
+    }
+  }
+  // Outlier activations (SCHEMA.md's `outliers` distribution, or any x like it): hidden channels whose
+  // largest |x| is over 8 times the median channel's. Off: each such channel scaled down to the median's.
+  {
+    const std::int64_t hidden = g.hidden_size(), tokens = in.batch * in.seq;
+    std::vector<double> largest(static_cast<std::size_t>(hidden), 0.0);
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      for (std::int64_t c = 0; c < hidden; ++c) {
+        largest[c] = std::max(largest[c], std::abs(in.x.values[t * hidden + c]));
+      }
+    }
+    std::vector<double> sorted = largest;
+    std::nth_element(sorted.begin(), sorted.begin() + hidden / 2, sorted.end());
+    const double median = sorted[hidden / 2];
+    Case changed = test_case;
+    std::int64_t outliers = 0;
+    for (std::int64_t c = 0; c < hidden && median > 0.0; ++c) {
+      if (largest[c] <= 8.0 * median) continue;
+      ++outliers;
+      const double down = median / largest[c];
+      for (std::int64_t t = 0; t < tokens; ++t) changed.inputs.x.values[t * hidden + c] *= down;
+    }
+    if (outliers > 0) {
+      off_by_case({.feature = "outlier activations",
+                   .claim = fmt::format("{} of {} channels: max |x| > 8x the median", outliers, hidden),
+                   .off = "those channels scaled down to the median's"},
+                  changed);
     }
   }
   if (stored.tp_convention != TpConvention::replicated_kv && test_case.plan.tp_size > 1) {
