@@ -39,6 +39,7 @@ set(ATTNCHECK_MEDIUM_TESTS
   "golden.committed_torch-cpu-fp32"
   "golden.committed_torch-cpu-fp64"
   "golden.schema_v2"
+  "python.conformance"
   "python.package"
   "worker.tree-sigkill"
 )

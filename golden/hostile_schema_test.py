@@ -96,6 +96,9 @@ with tempfile.TemporaryDirectory() as folder:
                     ["beta_fast"], "llama3 with yarn's beta_fast")
     refused_by_both(edited("llama3", "foreign_truncate", lambda f: f["geometry"].attrs.__setitem__("rope_scaling_truncate", 1)),
                     ["rope_scaling_truncate"], "llama3 with yarn's truncate = 1")
+    refused_by_both(edited("yarn", "scale_one_ulp", lambda f: f["geometry"].attrs.__setitem__(
+                        "scale", np.nextafter(f["geometry"].attrs["scale"], 1.0))),
+                    ["/geometry@scale"], "a scale one ulp from pow(head_dim, -0.5)")
     refused_by_both(edited("yarn", "no_generator", lambda f: f.attrs.__delitem__("generator")), ["generator"],
                     "no root generator")
     refused_by_both(edited("yarn", "no_seed", lambda f: f.attrs.__delitem__("seed")), ["seed"], "no root seed")

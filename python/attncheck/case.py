@@ -348,8 +348,27 @@ def _read_geometry(h5, path, version=1):
     if geometry.get("tp_convention", "replicated-kv") not in TP_CONVENTIONS:
         raise BadInput(f"{path}: /geometry@tp_convention is '{geometry['tp_convention']}'; "
                        f"known: {', '.join(TP_CONVENTIONS)}")
-    resolved_head_dim(geometry)
+    _check_scale(geometry, path)
     return geometry
+
+
+def _check_scale(geometry, path):
+    """/geometry@scale is what its source gives, exactly (SCHEMA.md "Tolerance"): C's pow(x, -0.5), which
+    Python's float ** is, of query_pre_attn_scalar or head_dim, or attention_multiplier itself; a version 2
+    file's scale_source must name the source present. A scale that disagrees would judge every candidate
+    against scores the layer does not compute."""
+    if "attention_multiplier" in geometry:
+        source, expected = "attention_multiplier", float(geometry["attention_multiplier"])
+    elif "query_pre_attn_scalar" in geometry:
+        source, expected = "query_pre_attn_scalar", float(geometry["query_pre_attn_scalar"]) ** -0.5
+    else:
+        source, expected = "head_dim", float(resolved_head_dim(geometry)) ** -0.5
+    if "scale_source" in geometry and geometry["scale_source"] != source:
+        raise BadInput(f"{path}: /geometry@scale_source is {geometry['scale_source']!r}, but the file's attributes "
+                       f"make it {source!r} (the file disagrees with itself)")
+    if float(geometry["scale"]) != expected:
+        raise BadInput(f"{path}: /geometry@scale is {float(geometry['scale'])!r}; its source {source} gives "
+                       f"{expected!r} (pow(x, -0.5), exactly)")
 
 
 def _unsigned_seed(attributes, where, path):
