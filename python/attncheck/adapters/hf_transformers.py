@@ -34,7 +34,7 @@ attention factor checked against the golden's and then replaced by them (use_sch
 bias flags, a query that sees no key, ...) is refused with the reason and exit code 2.
 
 Exit codes: 0 candidates written, 2 bad input or a geometry transformers cannot express. As a worker
-(attncheck's protocol, impl/worker.hpp) a geometry it cannot express is answered "unsupported".
+(attncheck's protocol, exec_worker/worker.hpp) a geometry it cannot express is answered "unsupported".
 """
 import argparse
 import contextlib
@@ -625,7 +625,7 @@ PLANTED_BUGS = {"quotient-scale": _quotient_scale, "longrope-short-factors": _lo
 
 
 def worker(attn_implementation, plant_bug):
-    """attncheck worker protocol 1 (impl/worker.hpp), served by attncheck.serve."""
+    """attncheck worker protocol 1 (exec_worker/worker.hpp), served by attncheck.serve."""
     import transformers
 
     return attncheck.serve(
