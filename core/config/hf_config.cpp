@@ -371,6 +371,17 @@ void complete_rope_scaling(ConfigReader& reader, const nlohmann::json& config, R
   refuse_null(reader, config, "max_position_embeddings", "an integer");
   const std::optional<std::int64_t> max_positions = reader.integer("max_position_embeddings");
   if (const std::optional<std::int64_t> top = reader.integer("original_max_position_embeddings")) {
+    // transformers reads the top-level value and drops the object's: two different values are two
+    // meanings, one of which would vanish without a word (a Phi-3 config has a top-level one even when
+    // the file omits it: Phi3Config's default, 4096).
+    if (scaling.original_max_position_embeddings && *scaling.original_max_position_embeddings != *top) {
+      reader.reject("original_max_position_embeddings", std::to_string(*top),
+                    fmt::format("differs from the RoPE object's original_max_position_embeddings {}: transformers "
+                                "uses this top-level value (stated, or the family's default) and drops the "
+                                "object's",
+                                *scaling.original_max_position_embeddings),
+                    "state one value: the same in both places, or only at the top level");
+    }
     scaling.original_max_position_embeddings = top;
   } else if (!scaling.original_max_position_embeddings) {
     scaling.original_max_position_embeddings = max_positions;

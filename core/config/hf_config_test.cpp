@@ -386,6 +386,29 @@ TEST(HfConfig, MalformedValuesAreRefusedNotDropped) {
 // Issue items 5 and 6 of the hostile-input campaign. transformers 5.24.0 reads a RoPE object without
 // rope_type and type as "default" and only logs "Unrecognized keys" for its factor: Llama 3.1's llama3
 // x8, gpt-oss's yarn and Phi's longrope lists would run as plain RoPE. attncheck refuses, naming the key.
+// original_max_position_embeddings both at the top level and in the RoPE object, different: transformers
+// keeps the top-level one and drops the object's, so attncheck refuses rather than pick. Phi-3's config has
+// a top-level default (4096) even when the file omits it. The same value in both places, or the object's
+// alone where the family has no top-level default (Llama 3.1), is read as it is.
+TEST(HfConfig, OriginalMaxPositionsStatedTwiceDifferentlyIsRefused) {
+  const std::string longrope_object = R"("rope_scaling": {"type": "longrope", "original_max_position_embeddings": 20,
+      "short_factor": [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], "long_factor": [2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0]})";
+  const std::string phi3 = R"({"model_type": "phi3", "hidden_size": 64, "num_attention_heads": 4,
+      "max_position_embeddings": 160, )";
+  EXPECT_NE(rule_of(import_rejection(phi3 + longrope_object + "}"), "original_max_position_embeddings")
+                .find("drops the object's"),
+            std::string::npos);
+  EXPECT_TRUE(import_rejection(phi3 + R"("original_max_position_embeddings": 40, )" + longrope_object + "}")
+                  .names_field("original_max_position_embeddings"));
+  const ImportedConfig same =
+      import_hf_config_text(phi3 + R"("original_max_position_embeddings": 20, )" + longrope_object + "}", "test");
+  EXPECT_EQ(same.spec.rope_scaling.original_max_position_embeddings, 20);
+  const ImportedConfig llama = import_hf_config_text(
+      llama_with(R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64})"),
+      "test");
+  EXPECT_EQ(llama.spec.rope_scaling.original_max_position_embeddings, 64);
+}
+
 TEST(HfConfig, ScalingParametersWithoutATypeAreRefused) {
   const std::string llama31 =
       R"("factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192)";
