@@ -46,11 +46,6 @@ class Llama3BandReversed : public NaiveLayer {
   }
 };
 
-// yarn's m(s, k) = 0.1 * k * ln(s) + 1 (s > 1), as rope_frequencies.hpp writes it.
-double yarn_m(double scale, double mscale) {
-  return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
-}
-
 // How a framework misread a yarn config that states attention_factor (transformers: the stated value is
 // the final factor, used as it is). Configs that state none are read right.
 enum class StatedFactorMisread {
@@ -71,10 +66,10 @@ class YarnStatedFactorMisread : public NaiveLayer {
     const double factor = *scaling.factor;
     switch (misread_) {
       case StatedFactorMisread::times_derived:
-        frequencies.attention_factor = *scaling.attention_factor * yarn_m(factor, 1.0);
+        frequencies.attention_factor = *scaling.attention_factor * yarn_mscale(factor, 1.0);
         break;
       case StatedFactorMisread::through_log:
-        frequencies.attention_factor = yarn_m(factor, *scaling.attention_factor);
+        frequencies.attention_factor = yarn_mscale(factor, *scaling.attention_factor);
         break;
       case StatedFactorMisread::ignored: {
         GeometrySpec derived = geometry.spec();

@@ -6,12 +6,11 @@
 
 namespace attncheck {
 
-namespace {
-
-// yarn's m(s, k): the attention factor's building block.
 double yarn_mscale(double scale, double mscale) {
   return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
 }
+
+namespace {
 
 // yarn's edge(n): the channel pair index at which a frequency completes n rotations over the original length.
 double yarn_edge(double rotations, double dim, double theta, double original) {

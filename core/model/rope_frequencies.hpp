@@ -45,6 +45,9 @@ struct RopeFrequencies {
 // factors from it; the other types ignore it).
 RopeFrequencies rope_frequencies(const Geometry& geometry, std::int64_t largest_position);
 
+// yarn's m(s, k) = (s <= 1 ? 1 : 0.1 * k * log(s) + 1): the attention factor's building block.
+double yarn_mscale(double scale, double mscale);
+
 // The frequencies of one forward call whose tokens sit at `positions` (every batch row): its largest
 // position chooses longrope's factors.
 RopeFrequencies call_rope_frequencies(const Geometry& geometry, std::span<const std::int64_t> positions);
