@@ -20,7 +20,10 @@ int run_golden_coverage(const GoldenOptions& options, std::ostream& out) {
                        "tolerances", "most changed", "claim", "switched off");
     const reference::StoredForm stored{.activations_sketched = golden.activations_sketched,
                                        .gradients_sketched = golden.gradients_sketched,
-                                       .tp_convention = golden.tp_convention};
+                                       .tp_convention = golden.tp_convention,
+                                       .weight_generator_seed = golden.weights_by_generator
+                                                                    ? std::optional<std::uint64_t>(golden.seed)
+                                                                    : std::nullopt};
     for (const reference::FeatureBite& bite : reference::feature_coverage(golden.test_case, stored)) {
       out << fmt::format("{:<23} {:<5} {:>10.3g} {:>11.3g}  {:<22} {:<44} {}\n", bite.feature,
                          bite.bites ? "yes" : "NO", bite.change, bite.tolerances, bite.tensor, bite.claim, bite.off);

@@ -11,6 +11,7 @@
 #include "core/compare/rank_regroup.hpp"
 #include "core/compare/sketch.hpp"
 #include "core/compare/tolerance.hpp"
+#include "core/generation/input_generation.hpp"
 #include "core/model/rope_frequencies.hpp"
 #include "core/tp/tp_shard.hpp"
 #include "reference/attention_head.hpp"
@@ -284,6 +285,33 @@ double float_angle_error(const Case& test_case) {
   return worst;
 }
 
+// The heads whose projection blocks differ between two versions of the layer's weights, as "q_proj head 1":
+// q/k/v_proj hold head h in rows [h * head_dim, (h + 1) * head_dim), o_proj in those columns.
+std::vector<std::string> differing_head_blocks(const Parameters& ours, const Parameters& theirs, std::int64_t head_dim) {
+  std::vector<std::string> heads;
+  const auto rows = [&](const char* name, const Tensor& a, const Tensor& b) {
+    const std::int64_t block = head_dim * a.shape[1];
+    for (std::int64_t head = 0; head * block < a.numel(); ++head) {
+      const auto begin = a.values.begin() + head * block;
+      if (!std::equal(begin, begin + block, b.values.begin() + head * block))
+        heads.push_back(fmt::format("{} head {}", name, head));
+    }
+  };
+  rows("q_proj", ours.q_proj, theirs.q_proj);
+  rows("k_proj", ours.k_proj, theirs.k_proj);
+  rows("v_proj", ours.v_proj, theirs.v_proj);
+  const std::int64_t hidden = ours.o_proj.shape[0], query_width = ours.o_proj.shape[1];
+  for (std::int64_t head = 0; head * head_dim < query_width; ++head) {
+    bool differs = false;
+    for (std::int64_t row = 0; row < hidden && !differs; ++row) {
+      for (std::int64_t col = head * head_dim; col < (head + 1) * head_dim; ++col)
+        differs |= ours.o_proj.values[row * query_width + col] != theirs.o_proj.values[row * query_width + col];
+    }
+    if (differs) heads.push_back(fmt::format("o_proj head {}", head));
+  }
+  return heads;
+}
+
 }  // namespace
 
 const std::vector<std::string>& coverage_features() {
@@ -299,7 +327,8 @@ const std::vector<std::string>& coverage_features() {
                                                     "sinks",          "stated attention factor",
                                                     "yarn mscale",    "yarn beta",
                                                     "yarn truncate",  "longrope switch",
-                                                    "tp convention",  "outlier activations"};
+                                                    "tp convention",  "outlier activations",
+                                                    "duplicate-block rule"};
   return features;
 }
 
@@ -528,6 +557,22 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
       off_by_case({.feature = "outlier activations",
                    .claim = fmt::format("{} of {} channels: max |x| > 8x the median", outliers, hidden),
                    .off = "those channels scaled down to the median's"},
+                  changed);
+    }
+  }
+  // The generator's duplicate-block rule (SCHEMA.md "Weight generator v1"): a head block whose first draw
+  // equals an earlier head's is redrawn. Off: the first draws, which a reader that skips the rule rebuilds.
+  if (stored.weight_generator_seed) {
+    Case changed = test_case;
+    const Parameters first_draws = generate_weights(g, *stored.weight_generator_seed, HeadBlocks::first_draws);
+    changed.weights.q_proj = first_draws.q_proj;
+    changed.weights.k_proj = first_draws.k_proj;
+    changed.weights.v_proj = first_draws.v_proj;
+    changed.weights.o_proj = first_draws.o_proj;
+    if (const auto redrawn = differing_head_blocks(test_case.weights, first_draws, g.head_dim()); !redrawn.empty()) {
+      off_by_case({.feature = "duplicate-block rule",
+                   .claim = fmt::format("{} redrawn", fmt::join(redrawn, ", ")),
+                   .off = "every head block as first drawn (equal to an earlier head's)"},
                   changed);
     }
   }

@@ -9,6 +9,8 @@
 // not bite. What "off" means for each feature is written beside it in feature_coverage.cpp.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +41,10 @@ struct StoredForm {
   // How /expected/ranks holds each rank's gradients (/geometry@tp_convention): a golden under another
   // convention than replicated-kv claims the feature "tp convention".
   TpConvention tp_convention = TpConvention::replicated_kv;
+  // The seed /weights names when the golden's weights are the generator's (SCHEMA.md "Weight generator v1")
+  // rather than stored: only then does a reader rebuild them, so only then can the generator's rule that
+  // redraws a head block equal to an earlier head's (the "duplicate-block rule") change what it reads.
+  std::optional<std::uint64_t> weight_generator_seed;
 };
 
 // Every feature the case claims, each with its bite. Runs the fp64 reference once per claimed feature

@@ -44,7 +44,7 @@ void fill_block(Tensor& tensor, std::int64_t first_row, std::int64_t rows, std::
 // A [heads * head_dim, cols] matrix whose rows come in per-head blocks of head_dim rows, each block
 // distinct from every other, entries with a standard deviation near target_std.
 Tensor head_blocked_rows(std::string_view name, std::int64_t heads, std::int64_t head_dim, std::int64_t cols,
-                         double target_std, std::uint64_t seed) {
+                         double target_std, std::uint64_t seed, HeadBlocks head_blocks) {
   Tensor tensor({heads * head_dim, cols});
   // One exponent per tensor, set for the heads' mean-square amplitude; the amplitudes set each head's scale.
   const int exponent = exponent_for(target_std, rms_head_amplitude());
@@ -65,6 +65,7 @@ Tensor head_blocked_rows(std::string_view name, std::int64_t heads, std::int64_t
   };
 #pragma omp parallel for schedule(dynamic) if (heads * block >= (std::int64_t{1} << 20))
   for (std::int64_t head = 0; head < heads; ++head) fill(head, 0);
+  if (head_blocks == HeadBlocks::first_draws) return tensor;
   for (std::int64_t head = 0; head < heads; ++head) {
     for (std::uint64_t draw = 1; equals_earlier_head(head); ++draw) {
       if (draw == 65) throw std::logic_error("input generation: cannot make head weights distinct");
@@ -76,16 +77,18 @@ Tensor head_blocked_rows(std::string_view name, std::int64_t heads, std::int64_t
 
 // q_proj, k_proj, v_proj: [heads * head_dim, hidden], fan-in hidden.
 Tensor input_projection(std::string_view name, std::int64_t heads, std::int64_t head_dim, std::int64_t hidden,
-                        std::uint64_t seed) {
-  return head_blocked_rows(name, heads, head_dim, hidden, 1.0 / std::sqrt(static_cast<double>(hidden)), seed);
+                        std::uint64_t seed, HeadBlocks head_blocks) {
+  return head_blocked_rows(name, heads, head_dim, hidden, 1.0 / std::sqrt(static_cast<double>(hidden)), seed,
+                           head_blocks);
 }
 
 // o_proj [hidden, query_width], fan-in query_width: column blocks per query head, made distinct by
 // generating the transpose (whose row blocks are those column blocks) and transposing it.
-Tensor output_projection(std::int64_t hidden, std::int64_t heads, std::int64_t head_dim, std::uint64_t seed) {
+Tensor output_projection(std::int64_t hidden, std::int64_t heads, std::int64_t head_dim, std::uint64_t seed,
+                         HeadBlocks head_blocks) {
   const std::int64_t query_width = heads * head_dim;
-  const Tensor transposed =
-      head_blocked_rows("o_proj", heads, head_dim, hidden, 1.0 / std::sqrt(static_cast<double>(query_width)), seed);
+  const Tensor transposed = head_blocked_rows(
+      "o_proj", heads, head_dim, hidden, 1.0 / std::sqrt(static_cast<double>(query_width)), seed, head_blocks);
   Tensor tensor({hidden, query_width});
   for (std::int64_t row = 0; row < query_width; ++row) {
     for (std::int64_t col = 0; col < hidden; ++col) {
@@ -150,7 +153,7 @@ std::optional<ActivationDistribution> parse_activation_distribution(std::string_
   return std::nullopt;
 }
 
-Parameters generate_weights(const Geometry& geometry, std::uint64_t seed) {
+Parameters generate_weights(const Geometry& geometry, std::uint64_t seed, HeadBlocks head_blocks) {
   // Parameter counts are exact in int64 (core/model/geometry.hpp bounds the dimensions); the bound keeps a
   // typo like --heads 4096 --head-dim 1048576 an InputError instead of an allocation failure.
   const std::int64_t parameters = make_tp_plan(geometry, 1).unsharded_params.total();
@@ -164,10 +167,10 @@ Parameters generate_weights(const Geometry& geometry, std::uint64_t seed) {
   const std::int64_t hidden = geometry.hidden_size();
   const std::int64_t head_dim = geometry.head_dim();
   Parameters weights;
-  weights.q_proj = input_projection("q_proj", geometry.num_heads(), head_dim, hidden, seed);
-  weights.k_proj = input_projection("k_proj", geometry.num_kv_heads(), head_dim, hidden, seed);
-  weights.v_proj = input_projection("v_proj", geometry.num_kv_heads(), head_dim, hidden, seed);
-  weights.o_proj = output_projection(hidden, geometry.num_heads(), head_dim, seed);
+  weights.q_proj = input_projection("q_proj", geometry.num_heads(), head_dim, hidden, seed, head_blocks);
+  weights.k_proj = input_projection("k_proj", geometry.num_kv_heads(), head_dim, hidden, seed, head_blocks);
+  weights.v_proj = input_projection("v_proj", geometry.num_kv_heads(), head_dim, hidden, seed, head_blocks);
+  weights.o_proj = output_projection(hidden, geometry.num_heads(), head_dim, seed, head_blocks);
   // Biases: entries up to 1/4 on a 2^-7 grid, large enough to matter against x @ W^T.
   if (geometry.qkv_bias()) {
     weights.q_bias = small_vector("q_bias", geometry.query_width(), 0.0, -7, seed);

@@ -61,8 +61,13 @@ inline constexpr std::int64_t kMaxParameterElements = std::int64_t{1} << 31;   /
 Tensor generate_activations(std::string_view name, const Shape& shape, ActivationDistribution distribution,
                             std::uint64_t seed);
 
+// Whether a head's projection block that equals an earlier head's is redrawn (SCHEMA.md "Weight generator
+// v1": always, in every generated case) or kept as first drawn. first_draws exists for `golden coverage`,
+// whose "duplicate-block rule" feature asks what a reader that skips the redraw would compute.
+enum class HeadBlocks { distinct, first_draws };
+
 // Throws InputError when the layer has more than kMaxParameterElements parameters.
-Parameters generate_weights(const Geometry& geometry, std::uint64_t seed);
+Parameters generate_weights(const Geometry& geometry, std::uint64_t seed, HeadBlocks head_blocks = HeadBlocks::distinct);
 // Throws InputError for batch or seq outside [1, 2^20], more than kMaxActivationElements values in x,
 // or positions that would leave [0, 2^31).
 Inputs generate_inputs(const Geometry& geometry, const InputOptions& options);

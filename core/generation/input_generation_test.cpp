@@ -97,6 +97,27 @@ TEST(InputGeneration, TinyHeadsAreStillDistinct) {
   }
 }
 
+
+TEST(InputGeneration, FirstDrawsKeepTheBlockTheRuleRedraws) {
+  // Seed 3675 at this geometry is the committed golden small_duplicate_block's: q_proj head 3's first
+  // draw equals an earlier head's block, so the rule redraws it; first_draws keeps the duplicate (golden
+  // coverage's "duplicate-block rule" off), and every other block is the same in both.
+  const Geometry geometry = resolve_geometry({.hidden_size = 1, .num_heads = 4, .num_kv_heads = 2, .head_dim = 2});
+  const Parameters distinct = generate_weights(geometry, 3675);
+  const Parameters first = generate_weights(geometry, 3675, HeadBlocks::first_draws);
+  const auto block = [](const Tensor& t, int head) { return std::vector<double>(t.values.begin() + 2 * head,
+                                                                              t.values.begin() + 2 * head + 2); };
+  int equal_to_earlier = 0;
+  for (int head = 1; head < 4; ++head) {
+    for (int other = 0; other < head; ++other) equal_to_earlier += block(first.q_proj, head) == block(first.q_proj, other);
+  }
+  EXPECT_EQ(equal_to_earlier, 1);
+  EXPECT_NE(block(first.q_proj, 3), block(distinct.q_proj, 3));
+  for (int head = 0; head < 3; ++head) EXPECT_EQ(block(first.q_proj, head), block(distinct.q_proj, head));
+  EXPECT_EQ(first.k_proj, distinct.k_proj);
+  EXPECT_EQ(first.v_proj, distinct.v_proj);
+  EXPECT_EQ(first.o_proj, distinct.o_proj);
+}
 TEST(InputGeneration, WeightScaleFollowsFanIn) {
   // Qwen3-0.6B: q_proj fan-in 1024 (std ~ 1/32), o_proj fan-in 2048 (std ~ 1/45).
   const Geometry geometry = resolve_geometry(find_preset("qwen3-0.6b")->spec);
