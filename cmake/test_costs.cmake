@@ -32,6 +32,7 @@ set(ATTNCHECK_MEDIUM_TESTS
   "fuzz.worker_timeout_cleans_up"
   "golden.caught_mutant-bf16-pv-accumulation"
   "golden.caught_mutant-bf16-row-sum-accumulation"
+  "golden.caught_mutant-llama-cpp-9166-fp16-accumulation"
   "golden.caught_mutant-masked-row-mean-of-v"
   "golden.caught_mutant-padding-ignored"
   "golden.caught_mutant-window-off-by-one"

@@ -115,6 +115,31 @@ variants=(--weights generated --inputs generated --sketch-gradients --sketch-act
 "$attncheck" golden make --hidden 48 --heads 4 --kv-heads 2 --head-dim 12 --qk-norm rms --tp 4 \
   --tp-convention megatron-equal-block --batch 2 --seq 6 --decode 4,1,1 --seed 2026 -o small_megatron_equal_block.h5
 
+# Long goldens where a 16-bit accumulator's error shows (README, "Which goldens catch 16-bit accumulation"):
+# Gemma 2's sliding layer with its real window (4096), softcap 50 and query_pre_attn_scalar 256, at reduced
+# width (configs/gemma-2-narrow.json: 2 query heads over 1 KV head of head_dim 256, hidden 256) so that a
+# sequence of 4160 fits: the window bites for the last 64 queries (gemma-2-2b_layer0_tp2.h5's 4096 at seq 6
+# is inert), and the decode's last step crosses it with the cache trimmed to the window; and a narrow layer
+# with q/k/v and o biases at seq 4096, whose V has a constant part over twice pythia's keys.
+"$attncheck" golden make --hf-config configs/gemma-2-narrow.json --hf-layer 0 --tp 2 "${long[@]}" --batch 1 \
+  --seq 4160 --decode 4090,1,69 -o gemma-2-narrow_layer0_tp2_seq4160.h5
+"$attncheck" golden make --hidden 64 --heads 2 --kv-heads 1 --head-dim 32 --qkv-bias --out-bias --tp 2 "${long[@]}" \
+  --batch 1 --seq 4096 --decode 4000,1,95 -o narrow_biases_tp2_seq4096.h5
+# fp16 keeps 3 more bits than bf16, so its P.V sum shows only where many queries each sum thousands of keys of a
+# V with a constant part: an encoder-style layer (no causal mask) with q/k/v biases at seq 4096
+# (mutant-llama-cpp-9166-fp16-accumulation fails it; with o_proj's bias too, o_bias raises out's scale and
+# all but 6 of the failing elements pass).
+"$attncheck" golden make --hidden 96 --heads 1 --head-dim 96 --qkv-bias --non-causal "${long[@]}" --batch 1 --seq 4096 \
+  -o narrow_bidirectional_seq4096.h5
+
+# The generator's duplicate-block rule (SCHEMA.md "Weight generator v1"): at hidden 1 and head_dim 2 a head's
+# q_proj block is two numbers, and at seed 3675 head 3's first draw equals an earlier head's, so the rule
+# redraws it; a reader that skips the rule rebuilds other weights (golden coverage: "duplicate-block rule").
+# QK-norm rms makes it a Qwen3-style layer, whose transformers config accepts hidden 1 over 4 heads
+# (LlamaConfig refuses a hidden size the heads do not divide).
+"$attncheck" golden make --hidden 1 --heads 4 --kv-heads 2 --head-dim 2 --qk-norm rms --weights generated --tp 2 \
+  --batch 2 --seq 6 --decode 4,1,1 --seed 3675 -o small_duplicate_block.h5
+
 # Store each golden's yardsticks for low-precision candidates (SCHEMA.md, "Stored yardsticks"), so that
 # checking one reads them instead of running the naive layer twelve times: fp32 with float32 and float64
 # angles everywhere (torch-cpu-fp32 declares float64, transformers-style workers float32); bf16 and fp16
