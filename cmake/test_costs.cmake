@@ -53,4 +53,10 @@ set(ATTNCHECK_SLOW_TESTS
   "golden.hf_transformers"
   "golden.stored_yardsticks_current"
   "peer.megatron_core"
+  "peer.torch_flex_compiled"
+  "peer.torch_flex_compiled_fuzz"
+  "peer.torch_flex_eager"
+  "peer.torch_flex_eager_fuzz"
+  "peer.torch_sdpa"
+  "peer.torch_sdpa_fuzz"
 )
