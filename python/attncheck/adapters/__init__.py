@@ -7,6 +7,8 @@
   fp32 or bf16, as the core of a layer written around it in plain torch (attncheck.adapters.torch_layer).
 - attncheck.adapters.torch_flex: PyTorch's FlexAttention on the CPU, eager or compiled, the same way
   (forward and decode; it has no CPU backward, so its candidates decline gradients).
+- attncheck.adapters.command_line: the GOLDEN... -o / --output-dir / --worker command line the three above
+  share.
 
     python -m attncheck.adapters.hf_transformers GOLDEN.h5 -o CANDIDATE.h5
     python -m attncheck.adapters.megatron_core GOLDEN.h5 ... --output-dir DIR

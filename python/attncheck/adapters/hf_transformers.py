@@ -36,16 +36,15 @@ bias flags, a query that sees no key, ...) is refused with the reason and exit c
 Exit codes: 0 candidates written, 2 bad input or a geometry transformers cannot express. As a worker
 (attncheck's protocol, exec_worker/worker.hpp) a geometry it cannot express is answered "unsupported".
 """
-import argparse
 import contextlib
 import math
-import os
 import sys
 
 import numpy as np
 
 import attncheck
 from attncheck import BadInput, Unsupported
+from attncheck.adapters import command_line
 
 MODULE = "attncheck.adapters.hf_transformers"  # run as `python -m {MODULE}` (PROG)
 PROG = f"python -m {MODULE}"
@@ -652,35 +651,19 @@ def adapt(golden_path, candidate_path, architecture, attn_implementation, plant_
 
 
 def main():
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    parser.add_argument("goldens", nargs="*", metavar="GOLDEN")
-    target = parser.add_mutually_exclusive_group()
-    target.add_argument("--worker", action="store_true",
-                        help="serve attncheck's worker protocol on stdin/stdout (attncheck fuzz --impl exec:...)")
-    target.add_argument("-o", "--output", help="candidate file (one golden)")
-    target.add_argument("--output-dir", help="folder for <golden name>.candidate.h5 (any number of goldens)")
+    parser = command_line.golden_parser(PROG, __doc__.split("\n\n")[0])
     parser.add_argument("--arch", default="auto", choices=["auto"] + ARCHITECTURES)
     parser.add_argument("--attn-implementation", default="eager", choices=["eager", "sdpa"],
                         help="transformers' attention function (sdpa has no softcap)")
     parser.add_argument("--plant-bug", choices=sorted(PLANTED_BUGS),
                         help="run transformers with this deliberate bug (to show the fuzzer catches it)")
     arguments = parser.parse_args()
+    command_line.check_targets(parser, arguments)
     if arguments.worker:
-        if arguments.goldens:
-            parser.error("--worker reads its cases from stdin; give no GOLDEN")
         return worker(arguments.attn_implementation, arguments.plant_bug)
-    if not arguments.goldens or not (arguments.output or arguments.output_dir):
-        parser.error("give GOLDEN... with -o CANDIDATE or --output-dir DIR (or --worker)")
-    if arguments.output and len(arguments.goldens) != 1:
-        parser.error("-o names one candidate; use --output-dir for several goldens")
     try:
         for golden in arguments.goldens:
-            if arguments.output:
-                candidate = arguments.output
-            else:
-                os.makedirs(arguments.output_dir, exist_ok=True)
-                name = os.path.basename(golden).removesuffix(".h5")
-                candidate = os.path.join(arguments.output_dir, f"{name}.candidate.h5")
+            candidate = command_line.candidate_path(arguments, golden)
             adapt(golden, candidate, arguments.arch, arguments.attn_implementation, arguments.plant_bug)
     except BadInput as error:
         print(f"{MODULE}: {error}", file=sys.stderr)

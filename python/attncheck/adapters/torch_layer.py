@@ -26,15 +26,15 @@ precision. The wrapper is thus no less exact than the yardstick it is judged by,
 (--dtype fp64 passes the committed goldens at fp64 tolerance) vouches for its arithmetic: a
 low-precision failure is the kernel's. The kernel itself is never upcast.
 """
-import argparse
+import abc
 import dataclasses
-import os
 import sys
 
 import numpy as np
 
 import attncheck
 from attncheck import BadInput, Unsupported
+from attncheck.adapters import command_line
 
 # --dtype names -> torch dtype names (candidate precision names are the keys).
 PRECISIONS = {"fp64": "float64", "fp32": "float32", "bf16": "bfloat16"}
@@ -89,7 +89,7 @@ class KernelCall:
         return self.key.shape[2]
 
 
-class Kernel:
+class Kernel(abc.ABC):
     """What an adapter supplies: the core, what it cannot express, and what it declines.
 
     attend(call) -> context [batch, num_heads, seq_q, head_dim] in the call's precision.
@@ -107,12 +107,13 @@ class Kernel:
         """{part: reason} for parts of the candidate the kernel cannot produce (SCHEMA "Declined parts")."""
         return {}
 
+    @abc.abstractmethod
     def attend(self, call):
-        raise NotImplementedError
+        """The context for one call (KernelCall) in the call's precision."""
 
+    @abc.abstractmethod
     def description(self):
         """The candidate's generator string: the kernel, its version and what actually ran."""
-        raise NotImplementedError
 
 
 # ---------------------------------------------------------------------------------------------
@@ -358,13 +359,7 @@ def adapt(case_path, candidate_path, kernel, precision, log):
 
 def argument_parser(prog, description):
     """The adapters' shared command line: GOLDEN... with -o / --output-dir, or --worker; --dtype."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("goldens", nargs="*", metavar="GOLDEN")
-    target = parser.add_mutually_exclusive_group()
-    target.add_argument("--worker", action="store_true",
-                        help="serve attncheck's worker protocol on stdin/stdout (attncheck fuzz --impl exec:...)")
-    target.add_argument("-o", "--output", help="candidate file (one golden)")
-    target.add_argument("--output-dir", help="folder for <golden name>.candidate.h5 (any number of goldens)")
+    parser = command_line.golden_parser(prog, description)
     parser.add_argument("--dtype", default="fp32", choices=sorted(PRECISIONS),
                         help="precision of the layer and the kernel (fp64: a self-check of the wrapper)")
     return parser
@@ -374,18 +369,13 @@ def main(parser, arguments, kernel, module):
     """Runs the parsed command line with a built kernel; returns the exit status (0, or 2 for bad input
     and cases the kernel cannot express)."""
     precision = arguments.dtype
+    command_line.check_targets(parser, arguments)
     if arguments.worker:
-        if arguments.goldens:
-            parser.error("--worker reads its cases from stdin; give no GOLDEN")
         return attncheck.serve(lambda case, candidate: adapt(case, candidate, kernel, precision, log=None),
                                kernel.description())
-    if not arguments.goldens or not (arguments.output or arguments.output_dir):
-        parser.error("give GOLDEN... with -o CANDIDATE or --output-dir DIR (or --worker)")
-    if arguments.output and len(arguments.goldens) != 1:
-        parser.error("-o names one candidate; use --output-dir for several goldens")
     status = 0
     for golden in arguments.goldens:
-        candidate = arguments.output or candidate_in(arguments.output_dir, golden)
+        candidate = command_line.candidate_path(arguments, golden)
         try:
             adapt(golden, candidate, kernel, precision, log=sys.stdout)
         except BadInput as error:  # Unsupported included: that golden is refused, the others still run
@@ -393,7 +383,3 @@ def main(parser, arguments, kernel, module):
             status = 2
     return status
 
-
-def candidate_in(output_dir, golden):
-    os.makedirs(output_dir, exist_ok=True)
-    return os.path.join(output_dir, os.path.basename(golden).removesuffix(".h5") + ".candidate.h5")
