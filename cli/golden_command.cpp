@@ -222,8 +222,14 @@ void require_golden_make_memory(const Geometry& geometry, const GoldenOptions& o
 
 int run_golden_make(const GoldenOptions& options, std::ostream& out, std::ostream& err) {
   const ResolvedGeometry source = resolve_geometry_source(options.geometry);
-  if (!source.not_modelled.empty()) {
+  if (!source.not_modelled.empty() || source.geometry.is_latent()) {
     ViolationList violations;
+    if (source.geometry.is_latent()) {
+      // Checked before the memory estimate and the reference run: the file could not be written anyway.
+      violations.add("layer", source.title,
+                     "is multi-head latent attention, which golden files cannot hold yet (golden/SCHEMA.md)",
+                     "`attncheck plan` shows the layer; the reference and reference-tp run it");
+    }
     for (const std::string& feature : source.not_modelled) {
       violations.add("layer", source.title, "does what attncheck cannot check yet: " + feature,
                      "`attncheck plan` shows the layer; choose another model or layer");

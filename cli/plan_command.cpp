@@ -2,6 +2,7 @@
 
 #include "cli/flag_validators.hpp"
 #include "cli/plan_report.hpp"
+#include "core/errors/input_error.hpp"
 
 namespace attncheck::cli {
 
@@ -32,6 +33,13 @@ void run_plan(const PlanOptions& options, std::ostream& out) {
                     .plan = make_tp_plan(source.geometry, tp_size),
                     .cache_precision = parse_precision(options.cache_dtype).value_or(Precision::bf16),
                     .layouts = options.layouts};
+  if (source.geometry.is_latent() && (options.layouts || options.convention != "replicated-kv")) {
+    throw InputError("attncheck plan",
+                     {{options.layouts ? "--layouts" : "--convention", options.layouts ? "set" : options.convention,
+                       "fused-QKV layouts and TP conventions describe q_proj, k_proj and v_proj rows; a latent-attention "
+                       "layer has q_b_proj and kv_b_proj instead, split by head as its TP table shows",
+                       "omit it for this layer"}});
+  }
   // replicated-kv is the plan itself (its table says it all); the other convention, or both, add holdings.
   if (options.convention == "both") {
     report.conventions.assign(std::begin(kAllTpConventions), std::end(kAllTpConventions));

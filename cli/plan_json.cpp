@@ -1,4 +1,5 @@
 // JSON rendering of `attncheck plan --json`: one object, keys documented in docs/ARCHITECTURE.md.
+#include "cli/plan_latent.hpp"
 #include "cli/plan_report.hpp"
 #include "core/model/rope_frequencies.hpp"
 #include "core/tp/fused_qkv.hpp"
@@ -30,6 +31,9 @@ json params_json(const ParamCount& params) {
           {"o_proj_bias", params.o_proj_bias},
           {"qk_norm", params.qk_norm},
           {"sinks", params.sinks},
+          {"latent_down", params.latent_down},
+          {"latent_norms", params.latent_norms},
+          {"latent_up", params.latent_up},
           {"total", params.total()}};
 }
 
@@ -152,6 +156,11 @@ json plan_to_json(const PlanReport& report) {
                   {"o_proj_columns", range_json(rank.o_proj_columns)},
                   {"params", params_json(rank.params)},
                   {"kv_cache_bytes_per_token", rank.kv_cache_elements_per_token * cache_bytes}};
+    if (geometry.is_latent()) {
+      entry["value_width"] = rank.value_width;
+      entry["kv_b_proj_rows"] = range_json(rank.kv_b_proj_rows);
+      entry["absorbed_cache_bytes_per_token"] = rank.absorbed_cache_elements_per_token * cache_bytes;
+    }
     if (report.layouts) entry["fused_qkv"] = layouts_json(plan, rank.rank);
     if (!report.conventions.empty()) {
       json holdings = json::object();
@@ -163,6 +172,7 @@ json plan_to_json(const PlanReport& report) {
     ranks.push_back(entry);
   }
   out["ranks"] = ranks;
+  if (geometry.is_latent()) out["latent"] = latent_json(report);
   if (!report.conventions.empty()) {
     json names = json::array();
     for (TpConvention convention : report.conventions) names.push_back(to_string(convention));

@@ -10,6 +10,8 @@
 #include <fmt/ostream.h>
 #include <fmt/ranges.h>
 
+#include "cli/plan_format.hpp"
+#include "cli/plan_latent.hpp"
 #include "cli/plan_report.hpp"
 #include "core/errors/nearby.hpp"
 #include "core/model/rope_frequencies.hpp"
@@ -18,23 +20,6 @@
 namespace attncheck::cli {
 
 namespace {
-
-// 3145728 -> "3,145,728"
-// (Built by appending: GCC 12 at -O3 reports a false -Wrestrict overlap in string::insert here.)
-std::string grouped_digits(std::int64_t value) {
-  const std::string digits = std::to_string(value < 0 ? -value : value);
-  std::string grouped = value < 0 ? "-" : "";
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) grouped += ',';
-    grouped += digits[i];
-  }
-  return grouped;
-}
-
-// Heads [4, 8) -> "4-7"; a single head -> "4".
-std::string head_list(const IndexRange& heads) {
-  return heads.size() == 1 ? std::to_string(heads.begin) : fmt::format("{}-{}", heads.begin, heads.end - 1);
-}
 
 std::string head_dim_line(const Geometry& geometry) {
   const std::int64_t head_dim = geometry.head_dim();
@@ -115,6 +100,16 @@ std::string scale_line(const Geometry& geometry) {
     case ScaleSource::attention_multiplier:
       return fmt::format("{} = attention_multiplier (head_dim^-0.5 would be {})", format_number(geometry.scale()),
                          format_number(std::pow(static_cast<double>(geometry.head_dim()), -0.5)));
+    case ScaleSource::latent_qk_head_dim: {
+      const double plain = std::pow(static_cast<double>(geometry.head_dim()), -0.5);
+      if (geometry.scale() == plain) return fmt::format("{} = qk_head_dim^-0.5", format_number(geometry.scale()));
+      return fmt::format("{} = qk_head_dim^-0.5 x mscale^2, mscale = yarn_get_mscale(factor {}, mscale_all_dim {}) "
+                         "= {} (qk_head_dim^-0.5 alone: {}; v_head_dim^-0.5: {})",
+                         format_number(geometry.scale()), format_number(*geometry.rope_scaling().factor),
+                         format_number(*geometry.rope_scaling().mscale_all_dim),
+                         format_number(std::sqrt(geometry.scale() / plain)), format_number(plain),
+                         format_number(std::pow(static_cast<double>(geometry.v_head_dim()), -0.5)));
+    }
   }
   return format_number(geometry.scale());
 }
@@ -143,6 +138,9 @@ std::string segments_line(const std::vector<FusedRowSegment>& segments, std::int
   return fmt::format("{}", fmt::join(tokens, " "));
 }
 
+void write_plain_widths(const PlanReport& report, std::ostream& out);
+void write_layer_features(const PlanReport& report, std::ostream& out);
+
 void write_geometry(const PlanReport& report, std::ostream& out) {
   const Geometry& geometry = report.source.geometry;
   const auto row = [&](std::string_view name, const std::string& value) {
@@ -151,6 +149,17 @@ void write_geometry(const PlanReport& report, std::ostream& out) {
   fmt::print(out, "geometry: {}\n", report.source.title);
   row("hidden_size", std::to_string(geometry.hidden_size()));
   row("num_heads", fmt::format("{} query heads", geometry.num_heads()));
+  if (geometry.is_latent()) write_latent_geometry_rows(report, out);
+  if (!geometry.is_latent()) write_plain_widths(report, out);
+  write_layer_features(report, out);
+}
+
+// A plain layer's head counts and the q/k/v/o projections' widths.
+void write_plain_widths(const PlanReport& report, std::ostream& out) {
+  const Geometry& geometry = report.source.geometry;
+  const auto row = [&](std::string_view name, const std::string& value) {
+    fmt::print(out, "  {:<16}{}\n", name, value);
+  };
   row("num_kv_heads", geometry.group_size() == 1
                           ? fmt::format("{} (plain multi-head attention)", geometry.num_kv_heads())
                           : fmt::format("{} (group_size {}: query head h reads KV head h / {})",
@@ -163,17 +172,27 @@ void write_geometry(const PlanReport& report, std::ostream& out) {
   row("fused qkv", fmt::format("{} -> {} + 2 x {} = {}", geometry.hidden_size(), geometry.query_width(),
                                geometry.kv_width(), geometry.qkv_width()));
   row("o_proj", fmt::format("{} -> {}", geometry.query_width(), geometry.hidden_size()));
+}
+
+// RoPE, norms, scale, masks and biases: every layer has these rows.
+void write_layer_features(const PlanReport& report, std::ostream& out) {
+  const Geometry& geometry = report.source.geometry;
+  const auto row = [&](std::string_view name, const std::string& value) {
+    fmt::print(out, "  {:<16}{}\n", name, value);
+  };
   if (!report.source.layer_kind.empty()) row("layer", report.source.layer_kind);
   row("rotary", rotary_line(geometry));
   if (geometry.rotary_dim() > 0) row("rope_scaling", rope_scaling_line(geometry));
-  row("qk_norm", qk_norm_line(geometry));
+  if (!geometry.is_latent()) row("qk_norm", qk_norm_line(geometry));
   row("scale", scale_line(geometry));
   row("softcap", geometry.softcap() ? format_number(*geometry.softcap()) : "none");
   row("sinks", geometry.attention_sinks() ? "a learned sink logit per query head in each softmax (gpt-oss)" : "none");
   row("sliding_window", geometry.sliding_window() ? std::to_string(*geometry.sliding_window()) : "none");
   row("mask", geometry.causal() ? "causal, bottom-right aligned when seq_q != seq_k" : "none (bidirectional)");
-  row("bias",
-      fmt::format("q/k/v {}, o_proj {}", geometry.qkv_bias() ? "yes" : "no", geometry.out_bias() ? "yes" : "no"));
+  if (!geometry.is_latent()) {
+    row("bias",
+        fmt::format("q/k/v {}, o_proj {}", geometry.qkv_bias() ? "yes" : "no", geometry.out_bias() ? "yes" : "no"));
+  }
   for (const std::string& note : report.source.notes) row("note", note);
   for (const std::string& feature : report.source.not_modelled) row("NOT MODELLED", feature);
 }
@@ -281,6 +300,10 @@ void write_layouts(const PlanReport& report, std::ostream& out) {
 
 void write_plan_text(const PlanReport& report, std::ostream& out) {
   write_geometry(report, out);
+  if (report.plan.geometry.is_latent()) {
+    write_latent_ranks(report, out);
+    return;  // no q/k/v_proj rows: TP conventions and fused-QKV layouts do not apply (plan_command.cpp refuses them)
+  }
   write_ranks(report, out);
   if (!report.conventions.empty()) write_conventions(report, out);
   if (report.layouts) write_layouts(report, out);

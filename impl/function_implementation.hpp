@@ -12,9 +12,13 @@
 
 namespace attncheck::impl {
 
-std::unique_ptr<Implementation> function_implementation(std::string name, bool sharded,
-                                                        std::function<Result(const Case&)> run,
-                                                        Precision precision = Precision::fp64,
-                                                        RopeAngles rope_angles = RopeAngles::float32);
+// Whether the function runs multi-head latent attention (core/model/latent_attention.hpp). One that does
+// not is never called with such a case: run() throws Unsupported naming MLA, so no implementation built for
+// q/k/v projections reads a latent layer's weights as if it had them.
+enum class LatentAttentionSupport { refused, runs };
+
+std::unique_ptr<Implementation> function_implementation(
+    std::string name, bool sharded, std::function<Result(const Case&)> run, Precision precision = Precision::fp64,
+    RopeAngles rope_angles = RopeAngles::float32, LatentAttentionSupport latent = LatentAttentionSupport::refused);
 
 }  // namespace attncheck::impl

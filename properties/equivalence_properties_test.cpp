@@ -85,6 +85,66 @@ RC_GTEST_PROP(Properties, DecodingEqualsTheFullForward, ()) {
   assert_close(test_case, {{"decode/out", first_rows}}, {{"decode/out", *result.decode_out}});
 }
 
+// Latent attention (core/model/latent_attention.hpp): its two decode forms agree with each other and with the
+// full forward's rows, and its TP ranks with one rank; neither form is the one that produced the goldens'
+// answer by construction, so each is held to the same tolerance.
+RC_GTEST_PROP(Properties, LatentAbsorbedAndExpandedDecodingAgree, ()) {
+  CaseSpec spec = *latent_case_specs();
+  if (spec.inputs.decode.empty()) spec.inputs.decode = {.prefill = 1, .steps = std::vector<std::int64_t>(spec.inputs.seq - 1, 1)};
+  RC_CLASSIFY(spec.geometry.latent->q_lora_rank.has_value(), "q_lora_rank");
+  RC_CLASSIFY(spec.inputs.tp_size > 1, "tp > 1");
+  RC_CLASSIFY(spec.geometry.rope_scaling.type == RopeScalingType::yarn, "yarn mscale");
+  const Case test_case = make_case(spec);
+  const Result expanded = reference::run_reference_tp(test_case, {.gradients = false});
+  const Result absorbed = reference::run_reference_tp(
+      test_case, {.gradients = false, .latent_decode = reference::LatentDecodeForm::absorbed});
+  const std::int64_t total = spec.inputs.decode.total(), hidden = test_case.geometry().hidden_size();
+  Tensor first_rows({spec.inputs.batch, total, hidden});
+  for (std::int64_t b = 0; b < spec.inputs.batch; ++b) {
+    std::copy_n(expanded.out.values.begin() + b * spec.inputs.seq * hidden, total * hidden,
+                first_rows.values.begin() + b * total * hidden);
+  }
+  assert_close(test_case, {{"decode/out", *expanded.decode_out}}, {{"decode/out", *absorbed.decode_out}});
+  assert_close(test_case, {{"decode/out", first_rows}}, {{"decode/out", *absorbed.decode_out}});
+}
+
+RC_GTEST_PROP(Properties, LatentReferenceTpEqualsReference, ()) {
+  const CaseSpec spec = *latent_case_specs();
+  RC_CLASSIFY(spec.inputs.tp_size > 1, "tp > 1");
+  const Case test_case = make_case(spec);
+  assert_close(test_case, named_tensors(reference::run_reference(test_case)),
+               without_ranks(named_tensors(reference::run_reference_tp(test_case))));
+}
+
+// Until an implementation runs latent attention it refuses it by name; it never reads a latent layer's
+// weights as q/k/v projections.
+TEST(LatentAttention, EveryImplementationButTheReferenceRefusesItByName) {
+  const Case test_case = make_case(CaseSpec{
+      .geometry = {.hidden_size = 8,
+                   .num_heads = 2,
+                   .latent = LatentAttentionSpec{
+                       .q_lora_rank = 4, .kv_lora_rank = 3, .qk_nope_head_dim = 2, .qk_rope_head_dim = 2, .v_head_dim = 3}},
+      .inputs = {.seed = 1, .batch = 1, .seq = 3, .tp_size = 2}});
+  int refused = 0;
+  for (const impl::RegisteredImplementation& registered : impl::registered_implementations()) {
+    const std::string& name = registered.name;
+    SCOPED_TRACE(name);
+    const auto implementation = impl::open_implementation(name);
+    if (name == "reference" || name == "reference-tp") {
+      EXPECT_EQ(implementation->run(test_case).count("out"), 1u);
+      continue;
+    }
+    try {
+      implementation->run(test_case);
+      ADD_FAILURE() << "ran a latent-attention case";
+    } catch (const impl::Unsupported& error) {
+      EXPECT_NE(std::string(error.what()).find("latent attention"), std::string::npos) << error.what();
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, 72);  // the 72 mutants, the LibTorch and CUDA layers
+}
+
 // An invalid geometry or TP size, made from a valid one by breaking one rule.
 RC_GTEST_PROP(Properties, InvalidGeometriesAreRejectedWithoutNumbers, ()) {
   const CaseSpec valid = *case_specs();

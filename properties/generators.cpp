@@ -384,4 +384,67 @@ rc::Gen<CaseSpec> case_specs(const GenLimits& limits) {
   });
 }
 
+
+namespace {
+
+Gen<GeometrySpec> latent_geometries() {
+  const Gen<std::optional<std::int64_t>> q_lora_rank = weighted_one_of<std::optional<std::int64_t>>(
+      {{1, gen::just(std::optional<std::int64_t>())},
+       {2, gen::map(gen::inRange<std::int64_t>(1, 9), [](std::int64_t r) { return std::optional<std::int64_t>(r); })}});
+  const Gen<RopeScaling> scaling = weighted_one_of<RopeScaling>(
+      {{2, gen::just(RopeScaling{})},
+       {1, gen::map(gen::element(0.707, 1.0), [](double mscale) {
+          return RopeScaling{.type = RopeScalingType::yarn,
+                             .factor = 40.0,
+                             .original_max_position_embeddings = 4096,
+                             .beta_fast = 32.0,
+                             .beta_slow = 1.0,
+                             .mscale = mscale,
+                             .mscale_all_dim = mscale};
+        })}});
+  const Gen<std::optional<double>> softcap = weighted_one_of<std::optional<double>>(
+      {{3, gen::just(std::optional<double>())}, {1, gen::just(std::optional<double>(2.0))}});
+  const Gen<std::optional<std::int64_t>> window = weighted_one_of<std::optional<std::int64_t>>(
+      {{3, gen::just(std::optional<std::int64_t>())},
+       {1, gen::map(gen::inRange<std::int64_t>(1, 6), [](std::int64_t w) { return std::optional<std::int64_t>(w); })}});
+  return gen::map(
+      gen::tuple(gen::inRange<std::int64_t>(1, 5), gen::inRange<std::int64_t>(1, 17), q_lora_rank,
+                 gen::inRange<std::int64_t>(1, 9), gen::inRange<std::int64_t>(0, 9), gen::inRange<std::int64_t>(0, 5),
+                 gen::inRange<std::int64_t>(1, 9), gen::element(RopeStyle::interleaved, RopeStyle::half_split), scaling,
+                 softcap, window, weighted_element<bool>({{3, false}, {1, true}})),
+      [](const auto& t) {
+        const auto& [heads, hidden, q_lora, kv_lora, nope, rope_pairs, v_dim, style, rope_scaling, cap, slide, sinks] =
+            t;
+        GeometrySpec spec{.hidden_size = hidden, .num_heads = heads};
+        spec.rope_style = style;
+        spec.rope_scaling = rope_scaling;
+        spec.softcap = cap;
+        spec.sliding_window = slide;
+        spec.attention_sinks = sinks;
+        // A q/k head needs a channel: with no RoPE part, at least one no-RoPE channel.
+        spec.latent = LatentAttentionSpec{.q_lora_rank = q_lora,
+                                          .kv_lora_rank = kv_lora,
+                                          .qk_nope_head_dim = rope_pairs == 0 ? std::max<std::int64_t>(nope, 1) : nope,
+                                          .qk_rope_head_dim = 2 * rope_pairs,
+                                          .v_head_dim = v_dim};
+        return spec;
+      });
+}
+
+}  // namespace
+
+rc::Gen<CaseSpec> latent_case_specs() {
+  const GenLimits limits;
+  return gen::withSize([limits](int size) {
+    return gen::mapcat(latent_geometries(), [limits, size](const GeometrySpec& geometry) {
+      const std::vector<std::int64_t> tp_sizes = valid_tp_sizes(resolve_geometry(geometry));
+      return gen::mapcat(element_of(tp_sizes), [geometry, limits, size](std::int64_t tp_size) {
+        return gen::map(input_options(geometry, tp_size, limits, size), [geometry](const InputOptions& inputs) {
+          return CaseSpec{.geometry = geometry, .inputs = inputs};
+        });
+      });
+    });
+  });
+}
+
 }  // namespace attncheck::properties

@@ -49,4 +49,11 @@ struct GenLimits {
 
 rc::Gen<CaseSpec> case_specs(const GenLimits& limits = {});
 
+// Multi-head latent attention (core/model/latent_attention.hpp), short sequences: 1-4 heads, each latent
+// width drawn apart (q_lora_rank absent or 1-8, kv_lora_rank 1-8, qk_nope_head_dim 0-8, qk_rope_head_dim
+// 0-8 even, v_head_dim 1-8, hidden 1-16, so q/k, v and hidden / heads differ almost always), either RoPE
+// pairing, yarn with DeepSeek's mscale_all_dim or none, softcap, windows and sinks sometimes; TP sizes from
+// the valid set; inputs as case_specs draws them.
+rc::Gen<CaseSpec> latent_case_specs();
+
 }  // namespace attncheck::properties

@@ -147,7 +147,7 @@ void attention_group_forward(const ConstMatrixRef& q, const ConstMatrixRef& k, c
   const std::int64_t block_rows = std::min(block_rows_for(group, k.rows(), kForwardBlockElements), seq_q);
   RowMatrix q_stacked(group * block_rows, head_dim);
   RowMatrix probabilities(group * block_rows, k.rows());
-  RowMatrix context_stacked(group * block_rows, head_dim);
+  RowMatrix context_stacked(group * block_rows, v.cols());
   RowMatrix capped;
   for (std::int64_t first = 0; first < seq_q; first += block_rows) {
     const StackedRows block{.first = first, .rows = std::min(block_rows, seq_q - first), .group = group};
@@ -172,7 +172,7 @@ void attention_group_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, 
   d_k.setZero();
   d_v.setZero();
   RowMatrix q_stacked(group * block_rows, head_dim);
-  RowMatrix d_context_stacked(group * block_rows, head_dim);
+  RowMatrix d_context_stacked(group * block_rows, v.cols());
   RowMatrix d_q_stacked(group * block_rows, head_dim);
   RowMatrix probability_buffer(group * block_rows, seq_k);
   RowMatrix d_scores(group * block_rows, seq_k);
@@ -183,7 +183,7 @@ void attention_group_backward(const ConstMatrixRef& q, const ConstMatrixRef& k, 
     const StackedRows block{.first = first, .rows = std::min(block_rows, seq_q - first), .group = group};
     const std::int64_t stacked_rows = group * block.rows;
     q_stacked.conservativeResize(stacked_rows, head_dim);
-    d_context_stacked.conservativeResize(stacked_rows, head_dim);
+    d_context_stacked.conservativeResize(stacked_rows, v.cols());
     stack_heads(q, block, q_stacked);
     stack_heads(d_context, block, d_context_stacked);
     auto probabilities = probability_buffer.topRows(stacked_rows);

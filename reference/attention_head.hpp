@@ -50,9 +50,12 @@ struct ScoreSpec {
 };
 
 // One KV head and the query heads that read it (its GQA group; one head for MHA):
-//   q, context, d_context, d_q   [seq_q, group * head_dim]   query head j of the group in columns
+//   q, d_q                       [seq_q, group * head_dim]   query head j of the group in columns
 //                                                           j*head_dim .. (j+1)*head_dim - 1
-//   k, v, d_k, d_v               [seq_k, head_dim]
+//   context, d_context           [seq_q, group * value_dim]  query head j in columns j*value_dim ..
+//   k, d_k                       [seq_k, head_dim]
+//   v, d_v                       [seq_k, value_dim]          value_dim = head_dim except in latent
+//                                                           attention (v_head_dim, or kv_lora_rank absorbed)
 //   log_sum_exp                  [group, seq_q]              optional
 // group = q.cols() / k.cols(). The group's heads are stacked into one matrix per block of query rows,
 // so every GEMM against the shared k and v covers the whole group.

@@ -1,42 +1,67 @@
 #include "reference/kv_cache.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "reference/parallel.hpp"
 
 namespace attncheck::reference {
 
-KvCache::KvCache(std::int64_t batch, std::int64_t num_kv_heads, std::int64_t max_seq, std::int64_t head_dim)
+KvCache::KvCache(std::int64_t batch, std::int64_t num_kv_heads, std::int64_t max_seq, std::int64_t key_dim,
+                 std::int64_t value_dim)
     : batch_(batch),
       num_kv_heads_(num_kv_heads),
       max_seq_(max_seq),
-      head_dim_(head_dim),
-      keys_(static_cast<std::size_t>(batch * num_kv_heads * max_seq * head_dim), 0.0),
-      values_(keys_.size(), 0.0) {}
+      key_dim_(key_dim),
+      value_dim_(value_dim),
+      keys_(static_cast<std::size_t>(batch * num_kv_heads * max_seq * key_dim), 0.0),
+      values_(static_cast<std::size_t>(batch * num_kv_heads * max_seq * value_dim), 0.0) {}
 
-std::int64_t KvCache::offset(std::int64_t b, std::int64_t kv_head) const {
-  return (b * num_kv_heads_ + kv_head) * max_seq_ * head_dim_;
+std::int64_t KvCache::key_offset(std::int64_t b, std::int64_t kv_head) const {
+  return (b * num_kv_heads_ + kv_head) * max_seq_ * key_dim_;
+}
+
+std::int64_t KvCache::value_offset(std::int64_t b, std::int64_t kv_head) const {
+  return (b * num_kv_heads_ + kv_head) * max_seq_ * value_dim_;
 }
 
 void KvCache::append(const RowMatrix& k, const RowMatrix& v, std::int64_t count) {
   if (length_ + count > max_seq_) throw std::logic_error("KvCache: append past max_seq");
   for (std::int64_t b = 0; b < batch_; ++b) {
     for (std::int64_t g = 0; g < num_kv_heads_; ++g) {
-      MatrixMap key_rows(keys_.data() + offset(b, g) + length_ * head_dim_, count, head_dim_);
-      MatrixMap value_rows(values_.data() + offset(b, g) + length_ * head_dim_, count, head_dim_);
-      key_rows = k.block(b * count, g * head_dim_, count, head_dim_);
-      value_rows = v.block(b * count, g * head_dim_, count, head_dim_);
+      MatrixMap key_rows(keys_.data() + key_offset(b, g) + length_ * key_dim_, count, key_dim_);
+      MatrixMap value_rows(values_.data() + value_offset(b, g) + length_ * value_dim_, count, value_dim_);
+      key_rows = k.block(b * count, g * key_dim_, count, key_dim_);
+      value_rows = v.block(b * count, g * value_dim_, count, value_dim_);
     }
   }
   length_ += count;
 }
 
 ConstMatrixMap KvCache::keys(std::int64_t b, std::int64_t kv_head) const {
-  return ConstMatrixMap(keys_.data() + offset(b, kv_head), length_, head_dim_);
+  return ConstMatrixMap(keys_.data() + key_offset(b, kv_head), length_, key_dim_);
 }
 
 ConstMatrixMap KvCache::values(std::int64_t b, std::int64_t kv_head) const {
-  return ConstMatrixMap(values_.data() + offset(b, kv_head), length_, head_dim_);
+  return ConstMatrixMap(values_.data() + value_offset(b, kv_head), length_, value_dim_);
+}
+
+std::vector<std::int64_t> decode_calls(const DecodeSchedule& decode) {
+  std::vector<std::int64_t> calls;
+  if (decode.prefill > 0) calls.push_back(decode.prefill);
+  calls.insert(calls.end(), decode.steps.begin(), decode.steps.end());
+  return calls;
+}
+
+CallTokens gather_call_tokens(const Inputs& inputs, std::int64_t start, std::int64_t count) {
+  const ConstMatrixMap x = as_matrix(inputs.x, inputs.batch * inputs.seq);
+  CallTokens tokens{.x = RowMatrix(inputs.batch * count, x.cols()),
+                    .positions = std::vector<std::int64_t>(static_cast<std::size_t>(inputs.batch * count))};
+  for (std::int64_t b = 0; b < inputs.batch; ++b) {
+    tokens.x.middleRows(b * count, count) = x.middleRows(b * inputs.seq + start, count);
+    std::copy_n(inputs.positions.begin() + b * inputs.seq + start, count, tokens.positions.begin() + b * count);
+  }
+  return tokens;
 }
 
 RowMatrix decode_call(const Geometry& geometry, const LocalHeads& heads, const Parameters& shard,

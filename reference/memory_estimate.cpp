@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/model/tp_plan.hpp"
+
 namespace attncheck::reference {
 
 namespace {
@@ -40,12 +42,24 @@ Values count_values(const Geometry& geometry, const RunSize& size) {
   const Count kv_width = static_cast<Count>(geometry.kv_width());
   const std::int64_t tp = std::max<std::int64_t>(size.tp_size, 1);
   // The layer's parameters: four projections; biases, norms and sinks are a width each at most.
-  const Count parameters = hidden * (2 * query_width + 2 * kv_width) + 2 * query_width + 2 * kv_width + 2 * hidden;
+  Count parameters = hidden * (2 * query_width + 2 * kv_width) + 2 * query_width + 2 * kv_width + 2 * hidden;
+  // Latent attention: its own parameter count (below the formula's when qk_head_dim >= v_head_dim, the
+  // latent projections being narrower), every rank holding the down-projections whole, and per token the
+  // latents c_q, c_kv and k_pe with their inputs and gradients.
+  Count latent_token_values = 0;
+  if (geometry.is_latent()) {
+    const LatentAttentionSpec& latent = *geometry.latent();
+    parameters = std::max(parameters, static_cast<Count>(make_tp_plan(geometry, 1).unsharded_params.total()));
+    latent_token_values = 6 * static_cast<Count>(latent.q_lora_rank.value_or(0) + latent.kv_a_rows() +
+                                                 geometry.num_heads() * latent.kv_b_rows_per_head());
+  }
   // The largest rank: ceil(heads / tp) query heads and at least one KV head (replicated when tp > kv heads).
   const Count rank_query_width = ceil_div(geometry.num_heads(), tp) * head_dim;
   const Count rank_kv_width = std::max<Count>(ceil_div(geometry.num_kv_heads(), tp), 1) * head_dim;
   const Count rank_parameters =
-      hidden * (2 * rank_query_width + 2 * rank_kv_width) + 2 * rank_query_width + 2 * rank_kv_width + 2 * hidden;
+      geometry.is_latent()
+          ? parameters
+          : hidden * (2 * rank_query_width + 2 * rank_kv_width) + 2 * rank_query_width + 2 * rank_kv_width + 2 * hidden;
 
   // float64 values held at once (reference/reference.cpp, rank_layer.cpp, attention_head.cpp):
   // the case: weights, x, dout, positions and key lengths;
@@ -57,7 +71,8 @@ Values count_values(const Geometry& geometry, const RunSize& size) {
   // one rank's state: its shard and gradients; q, q_input, k, k_input, v, context, their gradients and
   // d_context; partial out and its dx; norms' inverse RMS; log-sum-exp; the decode cache's k and v.
   const Count rank_values = 2 * rank_parameters + tokens * (6 * rank_query_width + 8 * rank_kv_width) +
-                            2 * tokens * hidden + 4 * tokens * (rank_query_width / head_dim + 1);
+                            2 * tokens * hidden + 4 * tokens * (rank_query_width / head_dim + 1) +
+                            tokens * latent_token_values;
   // A whole-width QK-norm keeps every rank's state between its two all-reduces; otherwise one rank lives.
   const Count live_ranks = geometry.qk_norm_full_width() ? Count(tp) : 1;
   // Each thread's attention blocks (attention_head.cpp): a block stacks the group's query heads over

@@ -11,6 +11,7 @@
 #include "core/resources/memory_room.hpp"
 #include "core/tp/tp_shard.hpp"
 #include "reference/kv_cache.hpp"
+#include "reference/latent_reference.hpp"
 #include "reference/memory_estimate.hpp"
 #include "reference/rank_layer.hpp"
 
@@ -111,37 +112,26 @@ Tensor run_decode(const Case& test_case, const TpPlan& plan, const NormSums& sum
   const Inputs& inputs = test_case.inputs;
   const std::int64_t hidden = geometry.hidden_size();
   const std::int64_t total = inputs.decode.total();
-  std::vector<std::int64_t> calls;
-  if (inputs.decode.prefill > 0) calls.push_back(inputs.decode.prefill);
-  calls.insert(calls.end(), inputs.decode.steps.begin(), inputs.decode.steps.end());
+  const std::vector<std::int64_t> calls = decode_calls(inputs.decode);
 
   Tensor decode_out({inputs.batch, total, hidden});
   MatrixMap out = as_matrix(decode_out, inputs.batch * total);
-  const ConstMatrixMap x = as_matrix(inputs.x, inputs.batch * inputs.seq);
   for (int r = 0; r < plan.tp_size; ++r) {
     const RankShard shard(test_case.weights, plan, r);
     const LocalHeads heads = LocalHeads::of(plan.ranks[r]);
     KvCache cache(inputs.batch, heads.num_kv_heads, total, geometry.head_dim());
     std::int64_t start = 0;
     for (std::int64_t count : calls) {
-      // Gather tokens [start, start + count) of every batch row into a contiguous block.
-      RowMatrix x_new(inputs.batch * count, hidden);
-      std::vector<std::int64_t> positions(inputs.batch * count);
+      // Tokens [start, start + count) of every batch row in a contiguous block, with their norm sums.
+      const CallTokens call = gather_call_tokens(inputs, start, count);
       RowVector q_sums(sum_squares.q.size() > 0 ? inputs.batch * count : 0), k_sums(q_sums.size());
-      for (std::int64_t b = 0; b < inputs.batch; ++b) {
-        x_new.middleRows(b * count, count) = x.middleRows(b * inputs.seq + start, count);
-        std::copy_n(inputs.positions.begin() + b * inputs.seq + start, count, positions.begin() + b * count);
-        if (q_sums.size() > 0) {
-          q_sums.segment(b * count, count) = sum_squares.q.segment(b * inputs.seq + start, count);
-          k_sums.segment(b * count, count) = sum_squares.k.segment(b * inputs.seq + start, count);
-        }
+      for (std::int64_t b = 0; b < inputs.batch && q_sums.size() > 0; ++b) {
+        q_sums.segment(b * count, count) = sum_squares.q.segment(b * inputs.seq + start, count);
+        k_sums.segment(b * count, count) = sum_squares.k.segment(b * inputs.seq + start, count);
       }
-      const TokenBlock tokens{.batch = inputs.batch,
-                              .seq = count,
-                              .x = ConstMatrixMap(x_new.data(), x_new.rows(), x_new.cols()),
-                              .positions = positions,
-                              .q_sum_squares = as_span(q_sums),
-                              .k_sum_squares = as_span(k_sums)};
+      TokenBlock tokens = call.block(inputs.batch, count);
+      tokens.q_sum_squares = as_span(q_sums);
+      tokens.k_sum_squares = as_span(k_sums);
       const RowMatrix partial = decode_call(geometry, heads, shard.get(), tokens, inputs.key_lengths, cache);
       for (std::int64_t b = 0; b < inputs.batch; ++b) {
         out.middleRows(b * total + start, count) += partial.middleRows(b * count, count);
@@ -181,6 +171,11 @@ Result run_sharded(const Case& test_case, const TpPlan& plan, const RunOptions& 
   require_memory("the fp64 reference run",
                  reference_run_bytes(geometry, {.batch = inputs.batch, .seq = inputs.seq, .tp_size = plan.tp_size}),
                  [](std::uint64_t) { return std::string("a case with fewer tokens (batch * seq) or fewer heads"); });
+  if (geometry.is_latent()) {
+    Result result = run_latent_ranks(test_case, plan, options, name, report_rank_gradients, on_rank_partial);
+    check_result_finite(result);
+    return result;
+  }
   const std::int64_t tokens_count = inputs.batch * inputs.seq;
   const std::int64_t hidden = geometry.hidden_size();
   TokenBlock tokens{

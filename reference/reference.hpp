@@ -13,10 +13,18 @@
 
 namespace attncheck::reference {
 
+// How a latent-attention layer's decode calls attend (reference/latent_layer.hpp; they must agree):
+//   expanded: the cache holds every head's k [qk_head_dim] and v [v_head_dim], as the forward pass builds them;
+//   absorbed: the cache holds the normed latent c_kv and RoPE(k_pe) once for all heads ([kv_lora_rank +
+//             qk_rope_head_dim] keys, [kv_lora_rank] values); head h's query is [q_nope_h W_UK_h, q_pe_h]
+//             (W_UK_h: kv_b_proj's k rows of head h) and its context c W_UV_h^T (W_UV_h: its v rows).
+enum class LatentDecodeForm { expanded, absorbed };
+
 struct RunOptions {
   bool gradients = true;       // run the backward pass with inputs.dout
   bool intermediates = false;  // fill Result::intermediates
   bool decode = true;          // run inputs.decode (if any) and fill Result::decode_out
+  LatentDecodeForm latent_decode = LatentDecodeForm::expanded;  // latent attention only
 };
 
 Result run_reference(const Case& test_case, const RunOptions& options = {});

@@ -12,10 +12,14 @@ const impl::BackendRegistration kRegistration(0, [] {
   return std::vector<impl::ImplementationEntry>{
       {"reference", impl::ImplementationKind::default_run,
        [] {
-         return impl::function_implementation("reference", false, [](const Case& c) { return run_reference(c); });
+         return impl::function_implementation(
+             "reference", false, [](const Case& c) { return run_reference(c); }, Precision::fp64,
+             RopeAngles::float32, impl::LatentAttentionSupport::runs);
        }},
       {"reference-tp", impl::ImplementationKind::default_run, [] {
-         return impl::function_implementation("reference-tp", true, [](const Case& c) { return run_reference_tp(c); });
+         return impl::function_implementation(
+             "reference-tp", true, [](const Case& c) { return run_reference_tp(c); }, Precision::fp64,
+             RopeAngles::float32, impl::LatentAttentionSupport::runs);
        }}};
 });
 

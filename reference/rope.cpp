@@ -8,19 +8,13 @@
 
 namespace attncheck::reference {
 
-void apply_rope(MatrixRef rows, std::span<const std::int64_t> positions, std::int64_t heads, const Geometry& geometry,
-                RopeDirection direction) {
-  if (geometry.rotary_dim() == 0) return;
-  // The rows are one forward call's tokens (every batch row), so their largest position is the call's,
-  // from which longrope chooses its factors as transformers does.
-  apply_rope(rows, positions, heads, geometry, call_rope_frequencies(geometry, positions), direction);
-}
+namespace {
 
-void apply_rope(MatrixRef rows, std::span<const std::int64_t> positions, std::int64_t heads, const Geometry& geometry,
-                const RopeFrequencies& frequencies, RopeDirection direction) {
+void rotate(MatrixRef rows, std::span<const std::int64_t> positions, std::int64_t heads, const Geometry& geometry,
+            const RopeFrequencies& frequencies, RopeLayout layout, RopeDirection direction) {
   const std::int64_t pairs = geometry.rotary_dim() / 2;
   if (pairs == 0) return;
-  const std::int64_t head_dim = geometry.head_dim();
+  const std::int64_t head_dim = layout.head_width;
   const bool interleaved = geometry.rope_style() == RopeStyle::interleaved;
   const double sign = direction == RopeDirection::forward ? 1.0 : -1.0;
   const std::vector<double>& inv_freq = frequencies.inv_freq;
@@ -37,7 +31,7 @@ void apply_rope(MatrixRef rows, std::span<const std::int64_t> positions, std::in
     }
     double* row = rows.row(t).data();
     for (std::int64_t head = 0; head < heads; ++head) {
-      double* channels = row + head * head_dim;
+      double* channels = row + head * head_dim + layout.first_channel;
       for (std::int64_t i = 0; i < pairs; ++i) {
         double& a = channels[interleaved ? 2 * i : i];
         double& b = channels[interleaved ? 2 * i + 1 : i + pairs];
@@ -48,6 +42,26 @@ void apply_rope(MatrixRef rows, std::span<const std::int64_t> positions, std::in
       }
     }
   }
+}
+
+}  // namespace
+
+void apply_rope(MatrixRef rows, std::span<const std::int64_t> positions, std::int64_t heads, const Geometry& geometry,
+                RopeLayout layout, RopeDirection direction) {
+  if (geometry.rotary_dim() == 0) return;
+  // The rows are one forward call's tokens (every batch row), so their largest position is the call's,
+  // from which longrope chooses its factors as transformers does.
+  rotate(rows, positions, heads, geometry, call_rope_frequencies(geometry, positions), layout, direction);
+}
+
+void apply_rope(MatrixRef rows, std::span<const std::int64_t> positions, std::int64_t heads, const Geometry& geometry,
+                RopeDirection direction) {
+  apply_rope(rows, positions, heads, geometry, RopeLayout::of(geometry), direction);
+}
+
+void apply_rope(MatrixRef rows, std::span<const std::int64_t> positions, std::int64_t heads, const Geometry& geometry,
+                const RopeFrequencies& frequencies, RopeDirection direction) {
+  rotate(rows, positions, heads, geometry, frequencies, RopeLayout::of(geometry), direction);
 }
 
 }  // namespace attncheck::reference

@@ -27,6 +27,17 @@ enum class RopeDirection {
 void apply_rope(MatrixRef rows, std::span<const std::int64_t> positions, std::int64_t heads, const Geometry& geometry,
                 RopeDirection direction);
 
+// Rows whose heads are head_width wide with the rotated channels starting at first_channel of each head
+// (rotary_dim of them, paired by the geometry's style): latent attention's q ([heads * qk_head_dim], first
+// channel qk_nope_head_dim) and its shared k_pe ([qk_rope_head_dim], one head, first channel 0).
+struct RopeLayout {
+  std::int64_t head_width = 0;
+  std::int64_t first_channel = 0;
+  static RopeLayout of(const Geometry& geometry) { return {geometry.head_dim(), geometry.rope_offset()}; }
+};
+void apply_rope(MatrixRef rows, std::span<const std::int64_t> positions, std::int64_t heads, const Geometry& geometry,
+                RopeLayout layout, RopeDirection direction);
+
 // The same with the call's frequencies given (core/model/rope_frequencies.hpp): the naive layer of the
 // mutant catalog passes its own, which its RoPE-scaling mutants get wrong; the reference never does.
 void apply_rope(MatrixRef rows, std::span<const std::int64_t> positions, std::int64_t heads, const Geometry& geometry,

@@ -106,8 +106,13 @@ struct Locator {
       axes[1].insert(index[1]);
     } else if (base == "grads/q_proj" || base == "grads/q_bias") {
       axes[2].insert((first(&RankHoldings::q_proj_rows) + index[0]) / head_dim);
-    } else if (base == "grads/o_proj") {
-      axes[2].insert((first(&RankHoldings::o_proj_columns) + (sketched ? index[0] : index[1])) / head_dim);
+    } else if (base == "grads/o_proj") {  // columns are value heads: v_head_dim wide (head_dim but in MLA)
+      axes[2].insert((first(&RankHoldings::o_proj_columns) + (sketched ? index[0] : index[1])) /
+                     test_case.geometry().v_head_dim());
+    } else if (base == "grads/q_b_proj") {  // latent attention: rows per query head, as q_proj's
+      axes[2].insert(index[0] / head_dim);
+    } else if (base == "grads/kv_b_proj") {  // latent attention: k_nope and v rows of each query head
+      axes[2].insert(index[0] / test_case.geometry().latent()->kv_b_rows_per_head());
     } else if (base == "grads/k_proj" || base == "grads/k_bias") {
       axes[3].insert((first(&RankHoldings::k_proj_rows) + index[0]) / head_dim);
     } else if (base == "grads/v_proj" || base == "grads/v_bias") {

@@ -153,6 +153,40 @@ const std::vector<Family>& families() {
        RopeStyle::half_split,
        "",
        true},
+      // DeepseekV2Config / DeepseekV3Config (transformers 5.24.0): multi-head latent attention with these
+      // widths when omitted. A null q_lora_rank is None (q_proj, DeepSeek-V2-Lite), not the default. RoPE
+      // on interleaved pairs (V2's complex form; V3's rope_interleave, true unless the file says false).
+      {HfFamily::deepseek_v2,
+       "DeepSeek-V2",
+       QkNorm::none,
+       {{"num_hidden_layers", 32},
+        {"num_attention_heads", 32},
+        {"num_key_value_heads", 32},
+        {"q_lora_rank", 1536},
+        {"kv_lora_rank", 512},
+        {"qk_nope_head_dim", 128},
+        {"qk_rope_head_dim", 64},
+        {"v_head_dim", 128},
+        {"rope_theta", 10000.0},
+        {"attention_bias", false}},
+       HfBiasRule::attention_bias,
+       RopeStyle::interleaved},
+      {HfFamily::deepseek_v3,
+       "DeepSeek-V3",
+       QkNorm::none,
+       {{"num_hidden_layers", 61},
+        {"num_attention_heads", 128},
+        {"num_key_value_heads", 128},
+        {"q_lora_rank", 1536},
+        {"kv_lora_rank", 512},
+        {"qk_nope_head_dim", 128},
+        {"qk_rope_head_dim", 64},
+        {"v_head_dim", 128},
+        {"rope_theta", 10000.0},
+        {"rope_interleave", true},
+        {"attention_bias", false}},
+       HfBiasRule::attention_bias,
+       RopeStyle::interleaved},
   };
   return table;
 }
@@ -169,7 +203,9 @@ struct ModelType {
   HfFamily family;
 };
 
-constexpr std::array<ModelType, 17> kModelTypes = {{{"llama", HfFamily::llama},
+// kimi_k2: Moonshot's Kimi K2 (architectures DeepseekV3ForCausalLM; transformers 5.24.0 has no kimi_k2
+// config class, and Moonshot's deployment guide says to rename model_type to deepseek_v3).
+constexpr std::array<ModelType, 20> kModelTypes = {{{"llama", HfFamily::llama},
                                                     {"mistral", HfFamily::mistral},
                                                     {"qwen2", HfFamily::qwen2},
                                                     {"qwen2_moe", HfFamily::qwen2},
@@ -185,7 +221,10 @@ constexpr std::array<ModelType, 17> kModelTypes = {{{"llama", HfFamily::llama},
                                                     {"granite", HfFamily::granite},
                                                     {"smollm3", HfFamily::smollm3},
                                                     {"gptj", HfFamily::gptj},
-                                                    {"gpt_oss", HfFamily::gpt_oss}}};
+                                                    {"gpt_oss", HfFamily::gpt_oss},
+                                                    {"deepseek_v2", HfFamily::deepseek_v2},
+                                                    {"deepseek_v3", HfFamily::deepseek_v3},
+                                                    {"kimi_k2", HfFamily::deepseek_v3}}};
 
 }  // namespace
 
@@ -204,11 +243,6 @@ std::optional<HfArchitecture> hf_architecture(std::string_view model_type) {
 }
 
 std::string_view refused_architecture(std::string_view model_type) {
-  if (model_type == "deepseek_v2" || model_type == "deepseek_v3") {
-    return "multi-head latent attention (DeepSeek-V2/V3: q and k are a no-RoPE part of qk_nope_head_dim "
-           "channels plus a RoPE part of qk_rope_head_dim channels shared by all heads, from low-rank latent "
-           "projections, and v has its own v_head_dim) is not the layer attncheck models";
-  }
   // Per-head LayerNorm of q and k (StableLM-2's and Cohere's qk_layernorm: mean subtracted, a weight per
   // head, [num_heads, head_dim]) is a norm kind attncheck does not model; refused by name rather than read
   // as a layer without it.

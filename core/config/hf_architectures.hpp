@@ -29,7 +29,9 @@ enum class HfFamily {
   granite,
   smollm3,
   gptj,
-  gpt_oss
+  gpt_oss,
+  deepseek_v2,  // multi-head latent attention (core/model/latent_attention.hpp); RoPE on interleaved pairs
+  deepseek_v3   // the same; rope_interleave (default true) chooses the pairing; Kimi K2 is this architecture
 };
 
 // Which projections carry a bias: attention_bias for all four (its default in defaults()); Qwen2's q, k
@@ -53,7 +55,7 @@ struct HfArchitecture {
 // The architecture for a model_type, or nullopt when attncheck does not model it.
 std::optional<HfArchitecture> hf_architecture(std::string_view model_type);
 
-// Why a known model_type is refused outright (DeepSeek-V3's multi-head latent attention), or empty.
+// Why a known model_type is refused outright (StableLM-2's and Cohere's per-head LayerNorm), or empty.
 std::string_view refused_architecture(std::string_view model_type);
 
 // "llama, mistral, qwen2, ..." for messages.

@@ -85,6 +85,8 @@ LayerKind layer_kind(ConfigReader& reader, const nlohmann::json& config, HfFamil
       return reader.find("sliding_window") != nullptr ? LayerKind::sliding : LayerKind::full;
     case HfFamily::llama:
     case HfFamily::gemma:
+    case HfFamily::deepseek_v2:
+    case HfFamily::deepseek_v3:
     case HfFamily::gpt_neox:
     case HfFamily::olmo2:
     case HfFamily::granite:
@@ -474,6 +476,55 @@ RopeSettings rope_for(ConfigReader& reader, const nlohmann::json& config, HfFami
   return rope;
 }
 
+// DeepSeek-V2/V3 and Kimi K2: the latent widths (core/model/latent_attention.hpp), read as transformers'
+// DeepseekV3Attention reads them. The config's head_dim is not a head width there (the config classes set it to
+// qk_rope_head_dim, RoPE's width), so it is dropped; no rotary fraction applies.
+void read_latent_attention(ConfigReader& reader, const nlohmann::json& config, HfFamily family,
+                           ImportedConfig& imported) {
+  GeometrySpec& spec = imported.spec;
+  LatentAttentionSpec latent;
+  // A null q_lora_rank is None: q_proj straight from the hidden state (DeepSeek-V2-Lite). Absent keys hold
+  // the config class's defaults by now (apply_defaults).
+  latent.q_lora_rank = reader.integer("q_lora_rank");
+  const auto width = [&](const char* key) {
+    refuse_null(reader, config, key, "an integer");
+    return reader.required_integer(key, fmt::format("add \"{}\", e.g. as DeepSeek-V3's config states it", key))
+        .value_or(0);
+  };
+  latent.kv_lora_rank = width("kv_lora_rank");
+  latent.qk_nope_head_dim = width("qk_nope_head_dim");
+  latent.qk_rope_head_dim = width("qk_rope_head_dim");
+  latent.v_head_dim = width("v_head_dim");
+  // transformers builds q_a_layernorm and kv_a_layernorm without an eps (its RMSNorm default, 1e-6) whatever
+  // rms_norm_eps says; vLLM and SGLang pass rms_norm_eps. Every DeepSeek-V2/V3 and Kimi K2 config states 1e-6,
+  // where they agree; a file stating another value is read as transformers reads it, and the note says so.
+  latent.latent_norm_eps = 1e-6;
+  if (const std::optional<double> eps = reader.number("rms_norm_eps"); eps && *eps != 1e-6) {
+    imported.notes.push_back(fmt::format(
+        "latent norms' eps 1e-06 as transformers builds them; rms_norm_eps {} (what vLLM and SGLang use for them) "
+        "is not read",
+        format_number(*eps)));
+  }
+  if (spec.head_dim) {
+    imported.notes.push_back(fmt::format(
+        "head_dim {} not read: in DeepSeek's configs it is RoPE's width (qk_rope_head_dim), not a head width",
+        *spec.head_dim));
+    spec.head_dim = std::nullopt;
+  }
+  if (spec.rotary_pct) {
+    reader.reject("partial_rotary_factor", format_number(*spec.rotary_pct),
+                  "is not read by latent attention, whose RoPE covers qk_rope_head_dim channels of each head",
+                  "remove it");
+  }
+  spec.rotary_pct = std::nullopt;
+  // transformers reads a null rope_interleave as false (rotate_half), not as the default true.
+  refuse_null(reader, config, "rope_interleave", "true or false");
+  if (family == HfFamily::deepseek_v3 && !reader.boolean("rope_interleave").value_or(true)) {
+    spec.rope_style = RopeStyle::half_split;  // rope_interleave false: rotate_half on the RoPE part
+  }
+  spec.latent = latent;
+}
+
 // Fills transformers' defaults for keys the file omits and notes which.
 void apply_defaults(nlohmann::json& config, const HfArchitecture& architecture, ImportedConfig& imported) {
   // transformers v5 keeps the RoPE base inside rope_parameters, and a rope_scaling may state it too: a
@@ -644,6 +695,7 @@ ImportedConfig import_hf_config_text(const std::string& text, const std::string&
   }
   spec.softcap = reader.number("attn_logit_softcapping");
   spec.rope_style = architecture->rope_style;
+  if (family == HfFamily::deepseek_v2 || family == HfFamily::deepseek_v3) read_latent_attention(reader, config, family, imported);
   spec.causal = true;
   spec.attention_sinks = architecture->attention_sinks;
   if (!architecture->not_modelled.empty()) imported.not_modelled.emplace_back(architecture->not_modelled);

@@ -2,6 +2,7 @@
 // features; malformed files are rejected with the key, value and rule named.
 #include "core/config/hf_config.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -76,13 +77,16 @@ TEST(HfConfig, EveryOfficialConfigImportsWithTheRightHeadDim) {
       {"HuggingFaceTB__SmolLM3-3B.json", 2048, 16, 4, 128, HeadDimSource::derived},
       {"EleutherAI__gpt-j-6b.json", 4096, 16, 16, 256, HeadDimSource::derived},
       {"openai__gpt-oss-20b.json", 2880, 64, 8, 64, HeadDimSource::explicit_value},
+      // Latent attention: head_dim is the q/k head width qk_nope_head_dim + qk_rope_head_dim (the file has none).
+      {"deepseek-ai__DeepSeek-V3.json", 7168, 128, 128, 192, HeadDimSource::explicit_value},
+      {"moonshotai__Kimi-K2-Instruct.json", 7168, 64, 64, 192, HeadDimSource::explicit_value},
   };
-  // DeepSeek-V3 is refused (HfConfig.DeepSeekV3IsRefusedAsLatentAttention); every other file is here.
+  // Every file in the folder is here.
   std::size_t files_in_folder = 0;
   for (const auto& entry : std::filesystem::directory_iterator(ATTNCHECK_HF_CONFIG_DIR)) {
     files_in_folder += entry.path().extension() == ".json";
   }
-  EXPECT_EQ(files_in_folder, std::size(expected) + 1) << "a config file has no expectation here";
+  EXPECT_EQ(files_in_folder, std::size(expected)) << "a config file has no expectation here";
   for (const OfficialConfig& config : expected) {
     SCOPED_TRACE(config.file);
     const Geometry geometry = resolve_geometry(import_hf_config_file(config_path(config.file)).spec);
@@ -248,13 +252,82 @@ TEST(HfConfig, GptOssHasSinksBiasesYarnAndAlternatingLayers) {
   EXPECT_NE(full.layer_kind.find("full_attention"), std::string::npos) << full.layer_kind;
 }
 
-TEST(HfConfig, DeepSeekV3IsRefusedAsLatentAttention) {
+TEST(HfConfig, DeepSeekV3IsLatentAttentionWithItsWidthsAndYarnScale) {
+  const ImportedConfig imported = import_hf_config_file(config_path("deepseek-ai__DeepSeek-V3.json"));
+  ASSERT_TRUE(imported.spec.latent.has_value());
+  const LatentAttentionSpec& latent = *imported.spec.latent;
+  EXPECT_EQ(latent.q_lora_rank, 1536);
+  EXPECT_EQ(latent.kv_lora_rank, 512);
+  EXPECT_EQ(latent.qk_nope_head_dim, 128);
+  EXPECT_EQ(latent.qk_rope_head_dim, 64);
+  EXPECT_EQ(latent.v_head_dim, 128);
+  EXPECT_EQ(latent.latent_norm_eps, 1e-6);
+  EXPECT_EQ(imported.spec.rope_style, RopeStyle::interleaved);  // rope_interleave, true by default
+  const Geometry geometry = resolve_geometry(imported.spec);
+  EXPECT_EQ(geometry.head_dim(), 192);
+  EXPECT_EQ(geometry.v_head_dim(), 128);
+  EXPECT_EQ(geometry.quotient_head_dim(), 56);  // hidden / heads: the width a framework must not use
+  EXPECT_EQ(geometry.query_width(), 128 * 192);
+  EXPECT_EQ(geometry.value_width(), 128 * 128);
+  EXPECT_EQ(geometry.rotary_dim(), 64);
+  // transformers 5.24.0: DeepseekV3Attention(config).scaling = 192^-0.5 * yarn_get_mscale(40, 1)^2.
+  EXPECT_DOUBLE_EQ(geometry.scale(), 0.1352337788608801);
+  EXPECT_EQ(geometry.scale_source(), ScaleSource::latent_qk_head_dim);
+}
+
+TEST(HfConfig, KimiK2IsReadAsDeepSeekV3) {
+  const ImportedConfig imported = import_hf_config_file(config_path("moonshotai__Kimi-K2-Instruct.json"));
+  EXPECT_EQ(imported.model_type, "kimi_k2");
+  const Geometry geometry = resolve_geometry(imported.spec);
+  EXPECT_EQ(geometry.num_heads(), 64);
+  EXPECT_EQ(geometry.v_head_dim(), 128);
+  EXPECT_EQ(geometry.rope_theta(), 50000.0);
+  EXPECT_DOUBLE_EQ(geometry.scale(), std::pow(192.0, -0.5) * std::pow(0.1 * std::log(32.0) + 1.0, 2));
+}
+
+// DeepSeek-V2-Lite's shape (its config states q_lora_rank null: q_proj, not the 1536 default) and V2's keys.
+const char* kDeepSeekV2Lite = R"({"model_type": "deepseek_v2", "hidden_size": 2048, "num_attention_heads": 16,
+  "num_key_value_heads": 16, "num_hidden_layers": 27, "q_lora_rank": null, "kv_lora_rank": 512,
+  "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "rms_norm_eps": 1e-06, "rope_theta": 10000,
+  "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 0.707, "mscale_all_dim": 0.707,
+  "original_max_position_embeddings": 4096, "type": "yarn"}, "attention_bias": false})";
+
+TEST(HfConfig, DeepSeekV2WithANullQLoraRankProjectsQDirectly) {
+  const ImportedConfig imported = import_hf_config_text(kDeepSeekV2Lite, "v2-lite");
+  ASSERT_TRUE(imported.spec.latent.has_value());
+  EXPECT_EQ(imported.spec.latent->q_lora_rank, std::nullopt);
+  const Geometry geometry = resolve_geometry(imported.spec);
+  EXPECT_EQ(geometry.value_width(), 2048);  // 16 x 128, equal to hidden_size here, while q is 16 x 192
+  EXPECT_EQ(geometry.query_width(), 3072);
+  EXPECT_DOUBLE_EQ(geometry.scale(), std::pow(192.0, -0.5) * std::pow(0.1 * 0.707 * std::log(40.0) + 1.0, 2));
+  // Absent, q_lora_rank is DeepseekV2Config's default 1536.
+  std::string without(kDeepSeekV2Lite);
+  without.replace(without.find(R"("q_lora_rank": null, )"), std::string(R"("q_lora_rank": null, )").size(), "");
+  EXPECT_EQ(import_hf_config_text(without, "v2").spec.latent->q_lora_rank, 1536);
+}
+
+TEST(HfConfig, DeepSeekRopePairingAndHeadDimAreReadAsTransformersReadsThem) {
+  std::string text(kDeepSeekV2Lite);
+  text.replace(text.find("deepseek_v2"), 11, "deepseek_v3");
+  const auto with = [&](const std::string& extra) {
+    std::string changed = text;
+    changed.insert(1, extra + ", ");
+    return import_hf_config_text(changed, "v3");
+  };
+  EXPECT_EQ(with(R"("rope_interleave": false)").spec.rope_style, RopeStyle::half_split);
+  EXPECT_EQ(with(R"("rope_interleave": true)").spec.rope_style, RopeStyle::interleaved);
+  EXPECT_THROW(with(R"("rope_interleave": null)"), InputError);  // transformers: None is false, not the default
+  // transformers' config classes set head_dim = qk_rope_head_dim; a file stating it changes no width.
+  const ImportedConfig stated = with(R"("head_dim": 64)");
+  EXPECT_EQ(resolve_geometry(stated.spec).head_dim(), 192);
+  EXPECT_EQ(stated.spec.head_dim, std::nullopt);
+  std::string biased = text;
+  biased.replace(biased.find(R"("attention_bias": false)"), 23, R"("attention_bias": true)");
   try {
-    import_hf_config_file(config_path("deepseek-ai__DeepSeek-V3.json"));
-    FAIL() << "DeepSeek-V3 was accepted";
+    resolve_geometry(import_hf_config_text(biased, "v3").spec);
+    FAIL() << "attention_bias true was accepted";
   } catch (const InputError& error) {
-    ASSERT_TRUE(error.names_field("model_type"));
-    EXPECT_NE(error.violations().front().rule.find("multi-head latent attention"), std::string::npos);
+    EXPECT_TRUE(error.names_field("attention_bias"));
   }
 }
 

@@ -42,6 +42,7 @@ class ViolationList {
  public:
   void add(std::string field, std::string value, std::string rule, std::string suggestion);
   bool empty() const { return violations_.empty(); }
+  std::size_t size() const { return violations_.size(); }
   void throw_if_any(const std::string& context) const;
 
  private:

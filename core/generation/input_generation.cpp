@@ -106,6 +106,35 @@ Tensor small_vector(std::string_view name, std::int64_t size, double base, int e
   return tensor;
 }
 
+// Latent attention's weights (core/model/parameters.hpp): every projection drawn like the plain layer's, in
+// head blocks where it has heads (q_b_proj / q_proj, kv_b_proj, o_proj) and as one block where it has none
+// (q_a_proj, kv_a_proj_with_mqa); the latent norms' weights near 1 like q_norm's.
+Parameters latent_weights(const Geometry& geometry, std::uint64_t seed, HeadBlocks head_blocks) {
+  const LatentAttentionSpec& latent = *geometry.latent();
+  const std::int64_t hidden = geometry.hidden_size();
+  const std::int64_t heads = geometry.num_heads();
+  const auto fan_in = [](std::int64_t width) { return 1.0 / std::sqrt(static_cast<double>(width)); };
+  Parameters weights;
+  weights.latent = true;
+  if (latent.q_lora_rank) {
+    const std::int64_t rank = *latent.q_lora_rank;
+    weights.q_a_proj = head_blocked_rows("q_a_proj", 1, rank, hidden, fan_in(hidden), seed, head_blocks);
+    weights.q_a_layernorm = small_vector("q_a_layernorm", rank, 1.0, -7, seed);
+    weights.q_b_proj =
+        head_blocked_rows("q_b_proj", heads, latent.qk_head_dim(), rank, fan_in(rank), seed, head_blocks);
+  } else {
+    weights.q_proj = input_projection("q_proj", heads, latent.qk_head_dim(), hidden, seed, head_blocks);
+  }
+  weights.kv_a_proj_with_mqa =
+      head_blocked_rows("kv_a_proj_with_mqa", 1, latent.kv_a_rows(), hidden, fan_in(hidden), seed, head_blocks);
+  weights.kv_a_layernorm = small_vector("kv_a_layernorm", latent.kv_lora_rank, 1.0, -7, seed);
+  weights.kv_b_proj = head_blocked_rows("kv_b_proj", heads, latent.kv_b_rows_per_head(), latent.kv_lora_rank,
+                                        fan_in(latent.kv_lora_rank), seed, head_blocks);
+  weights.o_proj = output_projection(hidden, heads, latent.v_head_dim, seed, head_blocks);
+  if (geometry.attention_sinks()) weights.sinks = small_vector("sinks", heads, 0.0, -3, seed);
+  return weights;
+}
+
 }  // namespace
 
 Tensor generate_activations(std::string_view name, const Shape& shape, ActivationDistribution distribution,
@@ -164,6 +193,7 @@ Parameters generate_weights(const Geometry& geometry, std::uint64_t seed, HeadBl
                    "smaller hidden_size, head counts or head_dim");
     violations.throw_if_any("invalid geometry for input generation");
   }
+  if (geometry.is_latent()) return latent_weights(geometry, seed, head_blocks);
   const std::int64_t hidden = geometry.hidden_size();
   const std::int64_t head_dim = geometry.head_dim();
   Parameters weights;

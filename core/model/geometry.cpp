@@ -7,6 +7,7 @@
 
 #include "core/errors/input_error.hpp"
 #include "core/errors/nearby.hpp"
+#include "core/model/rope_frequencies.hpp"
 
 namespace attncheck {
 
@@ -40,6 +41,8 @@ std::string_view to_string(ScaleSource source) {
       return "query_pre_attn_scalar";
     case ScaleSource::attention_multiplier:
       return "attention_multiplier";
+    case ScaleSource::latent_qk_head_dim:
+      return "latent_qk_head_dim";
   }
   return "head_dim";
 }
@@ -86,6 +89,8 @@ std::optional<HeadDimResolution> resolve_head_dim(const GeometrySpec& spec, Viol
   const bool divides = spec.hidden_size % spec.num_heads == 0;
   const std::optional<std::int64_t> quotient =
       divides ? std::optional(spec.hidden_size / spec.num_heads) : std::nullopt;
+  // Latent attention states its q/k head width as two parts (resolve_geometry refuses a head_dim beside them).
+  if (spec.latent) return HeadDimResolution{spec.latent->qk_head_dim(), HeadDimSource::explicit_value, quotient};
   if (spec.head_dim) return HeadDimResolution{*spec.head_dim, HeadDimSource::explicit_value, quotient};
   if (quotient) return HeadDimResolution{*quotient, HeadDimSource::derived, quotient};
   violations.add("head_dim", "absent",
@@ -249,6 +254,35 @@ void check_rope_scaling(ViolationList& violations, const RopeScaling& scaling, s
   }
 }
 
+// Latent attention's own widths, and the plain-layer fields it has no room for (each would be silently
+// ignored, or would contradict the latent widths).
+void check_latent_geometry(ViolationList& violations, const GeometrySpec& spec) {
+  const LatentAttentionSpec& latent = *spec.latent;
+  check_latent_attention(latent, kMaxDimension, violations);
+  const std::string widths = fmt::format("qk_nope_head_dim + qk_rope_head_dim = {} + {}", latent.qk_nope_head_dim,
+                                         latent.qk_rope_head_dim);
+  const auto refuse = [&](bool set, const char* field, std::string value, const std::string& rule) {
+    if (set) violations.add(field, std::move(value), rule, "omit it for a latent-attention layer");
+  };
+  refuse(spec.head_dim.has_value(), "head_dim", spec.head_dim ? std::to_string(*spec.head_dim) : "",
+         "latent attention's q/k head width is " + widths + " and its value head width v_head_dim; a head_dim "
+         "beside them is ambiguous (DeepSeek-V3's transformers config sets head_dim = qk_rope_head_dim)");
+  refuse(spec.rotary_pct.has_value() || spec.rotary_dim.has_value(), "rotary_dim", "set",
+         "latent attention rotates the last qk_rope_head_dim channels of each q/k head; no other rotary width applies");
+  refuse(spec.num_kv_heads && *spec.num_kv_heads != spec.num_heads, "num_kv_heads",
+         spec.num_kv_heads ? std::to_string(*spec.num_kv_heads) : "",
+         fmt::format("latent attention's expanded form has one K/V head per query head: num_kv_heads must be "
+                     "num_heads ({}) or absent",
+                     spec.num_heads));
+  refuse(spec.qk_norm != QkNorm::none, "qk_norm", std::string(to_string(spec.qk_norm)),
+         "latent attention normalises its latents (q_a_layernorm, kv_a_layernorm), not q and k");
+  refuse(spec.qkv_bias || spec.out_bias, "attention_bias", "true",
+         "latent attention with biases (q_a_proj, kv_a_proj_with_mqa, o_proj) is not modelled; every released "
+         "DeepSeek-V2/V3 and Kimi K2 config has attention_bias false");
+  refuse(spec.query_pre_attn_scalar.has_value() || spec.attention_multiplier.has_value(), "query_pre_attn_scalar",
+         "set", "latent attention's scale is qk_head_dim^-0.5 (times yarn's mscale(factor, mscale_all_dim)^2)");
+}
+
 }  // namespace
 
 Geometry resolve_geometry(const GeometrySpec& spec) {
@@ -256,7 +290,11 @@ Geometry resolve_geometry(const GeometrySpec& spec) {
   const bool hidden_ok = check_count(violations, "hidden_size", spec.hidden_size, kMaxDimension);
   const bool heads_ok = check_count(violations, "num_heads", spec.num_heads, kMaxHeads);
   const bool kv_ok = !spec.num_kv_heads || check_count(violations, "num_kv_heads", *spec.num_kv_heads, kMaxHeads);
-  const bool head_dim_ok = !spec.head_dim || check_count(violations, "head_dim", *spec.head_dim, kMaxDimension);
+  const bool head_dim_ok =
+      spec.latent || !spec.head_dim || check_count(violations, "head_dim", *spec.head_dim, kMaxDimension);
+  const std::size_t before_latent = violations.size();
+  if (spec.latent) check_latent_geometry(violations, spec);
+  const bool latent_ok = violations.size() == before_latent;
 
   Geometry geometry;
   geometry.spec_ = spec;
@@ -272,8 +310,11 @@ Geometry resolve_geometry(const GeometrySpec& spec) {
   }
 
   std::optional<HeadDimResolution> head_dim;
-  if (hidden_ok && heads_ok && head_dim_ok) head_dim = resolve_head_dim(spec, violations);
-  if (head_dim) {
+  if (hidden_ok && heads_ok && head_dim_ok && latent_ok) head_dim = resolve_head_dim(spec, violations);
+  if (head_dim && spec.latent) {
+    geometry.head_dim_ = *head_dim;
+    geometry.rotary_dim_ = spec.latent->qk_rope_head_dim;
+  } else if (head_dim) {
     geometry.head_dim_ = *head_dim;
     if (auto rotary_dim = resolve_rotary_dim(spec, head_dim->head_dim, violations)) {
       geometry.rotary_dim_ = *rotary_dim;
@@ -315,6 +356,17 @@ Geometry resolve_geometry(const GeometrySpec& spec) {
   } else if (spec.attention_multiplier) {
     geometry.scale_ = *spec.attention_multiplier;  // Granite: the scores' multiplier, as stated
     geometry.scale_source_ = ScaleSource::attention_multiplier;
+  } else if (spec.latent) {
+    // transformers' DeepseekV3Attention: qk_head_dim ** -0.5, times mscale * mscale with
+    // mscale = yarn_get_mscale(factor, mscale_all_dim) when the RoPE scaling states a non-zero
+    // mscale_all_dim (DeepSeek-V3, Kimi K2: yarn, mscale_all_dim 1); the two factors multiply in that order.
+    geometry.scale_ = std::pow(static_cast<double>(geometry.head_dim()), -0.5);
+    const RopeScaling& scaling = spec.rope_scaling;
+    if (scaling.type == RopeScalingType::yarn && scaling.mscale_all_dim && *scaling.mscale_all_dim != 0.0) {
+      const double mscale = yarn_mscale(*scaling.factor, *scaling.mscale_all_dim);
+      geometry.scale_ = geometry.scale_ * mscale * mscale;
+    }
+    geometry.scale_source_ = ScaleSource::latent_qk_head_dim;
   } else {
     geometry.scale_ = std::pow(static_cast<double>(geometry.head_dim()), -0.5);
     geometry.scale_source_ = ScaleSource::head_dim;

@@ -13,16 +13,19 @@
 #include <string_view>
 #include <vector>
 
+#include "core/model/latent_attention.hpp"
 #include "core/model/layer_kinds.hpp"
 #include "core/model/rope_scaling.hpp"
 
 namespace attncheck {
 
 enum class HeadDimSource { explicit_value, derived };
-enum class ScaleSource { head_dim, query_pre_attn_scalar, attention_multiplier };
+enum class ScaleSource { head_dim, query_pre_attn_scalar, attention_multiplier, latent_qk_head_dim };
 
 std::string_view to_string(HeadDimSource source);  // "explicit" | "derived"
-std::string_view to_string(ScaleSource source);    // "head_dim" | "query_pre_attn_scalar" | "attention_multiplier"
+// "head_dim" | "query_pre_attn_scalar" | "attention_multiplier" | "latent_qk_head_dim" (latent attention:
+// qk_head_dim^-0.5, times yarn_mscale(factor, mscale_all_dim)^2 when the yarn scaling states mscale_all_dim)
+std::string_view to_string(ScaleSource source);
 
 // Upper bound on hidden_size and head_dim: keeps widths and parameter counts exact in int64.
 inline constexpr std::int64_t kMaxDimension = std::int64_t{1} << 20;
@@ -53,6 +56,11 @@ struct GeometrySpec {
   // p_ij = exp(S_ij - m) / (sum_j exp(S_ij - m) + exp(s_h - m)), m the maximum over the row and s_h.
   // s_h is neither scaled nor capped; a query that sees no key puts all its weight on the sink (context 0).
   bool attention_sinks = false;
+  // Multi-head latent attention (latent_attention.hpp). Then head_dim, rotary_pct and rotary_dim are
+  // absent (q/k heads are qk_nope_head_dim + qk_rope_head_dim wide, RoPE on the last qk_rope_head_dim of
+  // them), num_kv_heads is absent or num_heads (the expanded form has a K and V head per query head),
+  // and there is no QK-norm, bias, query_pre_attn_scalar or attention_multiplier.
+  std::optional<LatentAttentionSpec> latent;
 
   friend bool operator==(const GeometrySpec&, const GeometrySpec&) = default;
 };
@@ -83,9 +91,19 @@ class Geometry {
   std::optional<std::int64_t> quotient_head_dim() const { return head_dim_.quotient; }
 
   std::int64_t group_size() const { return spec_.num_heads / num_kv_heads_; }  // query heads per KV head
-  std::int64_t query_width() const { return spec_.num_heads * head_dim(); }    // q_proj out, o_proj in
+  std::int64_t query_width() const { return spec_.num_heads * head_dim(); }    // q_proj out (q_b_proj out)
   std::int64_t kv_width() const { return num_kv_heads_ * head_dim(); }         // k_proj / v_proj out
-  std::int64_t qkv_width() const { return query_width() + 2 * kv_width(); }    // fused QKV rows
+  std::int64_t qkv_width() const { return query_width() + 2 * kv_width(); }    // fused QKV rows (plain layers)
+  // Value heads: head_dim wide in a plain layer, v_head_dim in a latent one. value_width() is the
+  // context's width and o_proj's input: query_width() in a plain layer, num_heads * v_head_dim in MLA.
+  std::int64_t v_head_dim() const { return spec_.latent ? spec_.latent->v_head_dim : head_dim(); }
+  std::int64_t value_width() const { return spec_.num_heads * v_head_dim(); }
+  // Multi-head latent attention (latent_attention.hpp), or absent for a plain layer.
+  bool is_latent() const { return spec_.latent.has_value(); }
+  const std::optional<LatentAttentionSpec>& latent() const { return spec_.latent; }
+  // The first channel of a q/k head that RoPE rotates: 0 in a plain layer (the first rotary_dim
+  // channels), qk_nope_head_dim in MLA (the last qk_rope_head_dim).
+  std::int64_t rope_offset() const { return spec_.latent ? spec_.latent->qk_nope_head_dim : 0; }
 
   std::int64_t rotary_dim() const { return rotary_dim_; }
   double rope_theta() const { return spec_.rope_theta; }

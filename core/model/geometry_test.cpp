@@ -229,5 +229,61 @@ TEST(Geometry, EnumNamesRoundTrip) {
   EXPECT_EQ(parse_qk_norm("layernorm"), std::nullopt);
 }
 
+
+// DeepSeek-V3's attention widths without its size: q/k heads 12 + 4, v heads 8, hidden / heads = 6.
+GeometrySpec latent_spec() {
+  return {.hidden_size = 24,
+          .num_heads = 4,
+          .latent = LatentAttentionSpec{
+              .q_lora_rank = 10, .kv_lora_rank = 6, .qk_nope_head_dim = 12, .qk_rope_head_dim = 4, .v_head_dim = 8}};
+}
+
+TEST(Geometry, LatentAttentionHasSeparateQueryKeyAndValueHeadWidths) {
+  const Geometry geometry = resolve_geometry(latent_spec());
+  EXPECT_TRUE(geometry.is_latent());
+  EXPECT_EQ(geometry.head_dim(), 16);
+  EXPECT_EQ(geometry.head_dim_source(), HeadDimSource::explicit_value);
+  EXPECT_EQ(geometry.quotient_head_dim(), 6);
+  EXPECT_EQ(geometry.v_head_dim(), 8);
+  EXPECT_EQ(geometry.num_kv_heads(), 4);
+  EXPECT_EQ(geometry.query_width(), 64);
+  EXPECT_EQ(geometry.value_width(), 32);
+  EXPECT_EQ(geometry.rotary_dim(), 4);
+  EXPECT_EQ(geometry.rope_offset(), 12);
+  EXPECT_DOUBLE_EQ(geometry.scale(), 0.25);  // 16^-0.5: the q/k width, not v's
+}
+
+TEST(Geometry, APlainLayerHasOneHeadWidth) {
+  const Geometry geometry = resolve_geometry({.hidden_size = 1024, .num_heads = 16, .num_kv_heads = 8, .head_dim = 128});
+  EXPECT_FALSE(geometry.is_latent());
+  EXPECT_EQ(geometry.v_head_dim(), 128);
+  EXPECT_EQ(geometry.value_width(), geometry.query_width());
+  EXPECT_EQ(geometry.rope_offset(), 0);
+}
+
+TEST(Geometry, LatentAttentionRefusesEveryPlainFieldItHasNoRoomFor) {
+  GeometrySpec spec = latent_spec();
+  spec.head_dim = 16;
+  spec.rotary_pct = 0.5;
+  spec.num_kv_heads = 1;
+  spec.qk_norm = QkNorm::rms;
+  spec.qkv_bias = true;
+  spec.query_pre_attn_scalar = 16.0;
+  spec.latent->qk_rope_head_dim = 3;
+  spec.latent->kv_lora_rank = 0;
+  try {
+    resolve_geometry(spec);
+    FAIL() << "accepted";
+  } catch (const InputError& error) {
+    for (const char* field : {"head_dim", "rotary_dim", "num_kv_heads", "qk_norm", "attention_bias",
+                              "query_pre_attn_scalar", "qk_rope_head_dim", "kv_lora_rank"}) {
+      EXPECT_TRUE(error.names_field(field)) << field << ": " << error.what();
+    }
+  }
+  GeometrySpec equal_kv = latent_spec();
+  equal_kv.num_kv_heads = 4;  // as DeepSeek's configs state it: one K/V head per query head
+  EXPECT_NO_THROW(resolve_geometry(equal_kv));
+}
+
 }  // namespace
 }  // namespace attncheck

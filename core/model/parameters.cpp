@@ -13,6 +13,22 @@ namespace {
 // The parameters a geometry calls for, as (name, shape) pairs in for_each_parameter order.
 std::vector<std::pair<std::string, Shape>> expected_shapes(const Geometry& geometry, ParameterWidths widths) {
   const std::int64_t hidden = geometry.hidden_size();
+  if (geometry.is_latent()) {
+    const LatentAttentionSpec& latent = *geometry.latent();
+    std::vector<std::pair<std::string, Shape>> shapes;
+    if (!latent.q_lora_rank) shapes.push_back({"q_proj", {widths.query_width, hidden}});
+    shapes.push_back({"o_proj", {hidden, widths.value_width}});
+    if (geometry.attention_sinks()) shapes.push_back({"sinks", {widths.num_heads}});
+    if (latent.q_lora_rank) {
+      shapes.push_back({"q_a_proj", {*latent.q_lora_rank, hidden}});
+      shapes.push_back({"q_a_layernorm", {*latent.q_lora_rank}});
+      shapes.push_back({"q_b_proj", {widths.query_width, *latent.q_lora_rank}});
+    }
+    shapes.push_back({"kv_a_proj_with_mqa", {latent.kv_a_rows(), hidden}});
+    shapes.push_back({"kv_a_layernorm", {latent.kv_lora_rank}});
+    shapes.push_back({"kv_b_proj", {widths.kv_width, latent.kv_lora_rank}});
+    return shapes;
+  }
   std::vector<std::pair<std::string, Shape>> shapes = {
       {"q_proj", {widths.query_width, hidden}},
       {"k_proj", {widths.kv_width, hidden}},
@@ -46,17 +62,30 @@ auto optional_slot(ParametersT& parameters, const std::string& name) -> decltype
   if (name == "q_norm") return &parameters.q_norm;
   if (name == "k_norm") return &parameters.k_norm;
   if (name == "sinks") return &parameters.sinks;
+  if (name == "q_a_proj") return &parameters.q_a_proj;
+  if (name == "q_a_layernorm") return &parameters.q_a_layernorm;
+  if (name == "q_b_proj") return &parameters.q_b_proj;
+  if (name == "kv_a_proj_with_mqa") return &parameters.kv_a_proj_with_mqa;
+  if (name == "kv_a_layernorm") return &parameters.kv_a_layernorm;
+  if (name == "kv_b_proj") return &parameters.kv_b_proj;
   return nullptr;
 }
 
 }  // namespace
 
 ParameterWidths full_widths(const Geometry& geometry) {
-  return {.query_width = geometry.query_width(), .kv_width = geometry.kv_width(), .num_heads = geometry.num_heads()};
+  const std::int64_t kv_width = geometry.is_latent()
+                                    ? geometry.num_heads() * geometry.latent()->kv_b_rows_per_head()
+                                    : geometry.kv_width();
+  return {.query_width = geometry.query_width(),
+          .kv_width = kv_width,
+          .num_heads = geometry.num_heads(),
+          .value_width = geometry.value_width()};
 }
 
 Parameters parameter_shapes(const Geometry& geometry, ParameterWidths widths) {
   Parameters parameters;
+  parameters.latent = geometry.is_latent();
   for (auto& [name, shape] : expected_shapes(geometry, widths)) {
     Tensor shaped;
     shaped.shape = std::move(shape);
@@ -110,7 +139,9 @@ void check_parameters(const Parameters& parameters, const Geometry& geometry, Pa
     const Shape* shape = find_expected(name);
     if (shape == nullptr) {
       violations.add(field, "present",
-                     "the geometry has no such parameter (qkv_bias/out_bias/qk_norm/attention_sinks off)",
+                     geometry.is_latent()
+                         ? "a latent-attention layer has no such parameter (core/model/parameters.hpp)"
+                         : "the geometry has no such parameter (qkv_bias/out_bias/qk_norm/attention_sinks off)",
                      "drop the tensor or enable the matching geometry option");
       return;
     }
@@ -121,7 +152,17 @@ void check_parameters(const Parameters& parameters, const Geometry& geometry, Pa
     }
     check_finite(tensor, field, violations);
   });
-  // Absent tensors the geometry needs.
+  if (parameters.latent != geometry.is_latent()) {
+    violations.add(prefix + "latent", parameters.latent ? "true" : "false",
+                   geometry.is_latent() ? "a latent-attention geometry needs latent-attention weights"
+                                        : "a plain geometry needs q_proj, k_proj and v_proj, not latent weights",
+                   "build the weights for this geometry (generate_weights, or the golden file's own)");
+  }
+  // Absent tensors the geometry needs (q_proj of a latent layer without q_lora_rank included).
+  if (geometry.is_latent() && !geometry.latent()->q_lora_rank && !parameters.has_q_proj()) {
+    violations.add(prefix + "q_proj", "absent", "a latent-attention layer without q_lora_rank needs q_proj",
+                   "provide q_proj, or set q_lora_rank");
+  }
   for (const auto& [name, shape] : expected) {
     const std::optional<Tensor>* slot = optional_slot(parameters, name);
     if (slot != nullptr && !slot->has_value()) {

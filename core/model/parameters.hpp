@@ -14,6 +14,20 @@
 //                                                    the channels of its own heads)
 //   sinks [num_heads]                                present iff geometry.attention_sinks(): entry h is
 //                                                    query head h's sink logit (a rank: its own heads')
+// Multi-head latent attention (geometry.is_latent(), core/model/latent_attention.hpp), HF state-dict
+// names; `latent` is true, k_proj and v_proj are absent (shape {}, never visited), and:
+//   q_proj [query_width, hidden_size]                  only without q_lora_rank (then no q_a_*, q_b_proj)
+//   q_a_proj [q_lora_rank, hidden_size]                with q_lora_rank; every TP rank holds it whole
+//   q_a_layernorm [q_lora_rank]                        with q_lora_rank; whole on every rank
+//   q_b_proj [query_width, q_lora_rank]                rows h*qk_head_dim .. belong to query head h:
+//                                                    its qk_nope_head_dim no-RoPE rows, then its RoPE rows
+//   kv_a_proj_with_mqa [kv_lora_rank + qk_rope_head_dim, hidden_size]   rows: c_kv, then the shared k_pe;
+//                                                    whole on every rank
+//   kv_a_layernorm [kv_lora_rank]                      whole on every rank
+//   kv_b_proj [kv_width, kv_lora_rank]                 kv_width = num_heads * (qk_nope_head_dim + v_head_dim):
+//                                                    head h's k_nope rows, then its v rows
+//   o_proj [hidden_size, value_width]                  value_width = num_heads * v_head_dim; columns
+//                                                    h*v_head_dim .. read query head h's context
 #pragma once
 
 #include <optional>
@@ -39,6 +53,19 @@ struct Parameters {
   std::optional<Tensor> q_norm;
   std::optional<Tensor> k_norm;
   std::optional<Tensor> sinks;
+  // Multi-head latent attention only (see above).
+  bool latent = false;
+  std::optional<Tensor> q_a_proj;
+  std::optional<Tensor> q_a_layernorm;
+  std::optional<Tensor> q_b_proj;
+  std::optional<Tensor> kv_a_proj_with_mqa;
+  std::optional<Tensor> kv_a_layernorm;
+  std::optional<Tensor> kv_b_proj;
+
+  // Whether q_proj / k_proj and v_proj are tensors of this layer (a latent layer has neither k_proj nor
+  // v_proj, and q_proj only without q_lora_rank).
+  bool has_q_proj() const { return !latent || !q_b_proj; }
+  bool has_kv_proj() const { return !latent; }
 
   friend bool operator==(const Parameters&, const Parameters&) = default;
 };
@@ -47,9 +74,11 @@ struct Parameters {
 // non-const Parameters; names are the field names above.
 template <class ParametersT, class Fn>
 void for_each_parameter(ParametersT& parameters, Fn&& fn) {
-  fn(std::string_view("q_proj"), parameters.q_proj);
-  fn(std::string_view("k_proj"), parameters.k_proj);
-  fn(std::string_view("v_proj"), parameters.v_proj);
+  if (parameters.has_q_proj()) fn(std::string_view("q_proj"), parameters.q_proj);
+  if (parameters.has_kv_proj()) {
+    fn(std::string_view("k_proj"), parameters.k_proj);
+    fn(std::string_view("v_proj"), parameters.v_proj);
+  }
   fn(std::string_view("o_proj"), parameters.o_proj);
   if (parameters.q_bias) fn(std::string_view("q_bias"), *parameters.q_bias);
   if (parameters.k_bias) fn(std::string_view("k_bias"), *parameters.k_bias);
@@ -58,13 +87,20 @@ void for_each_parameter(ParametersT& parameters, Fn&& fn) {
   if (parameters.q_norm) fn(std::string_view("q_norm"), *parameters.q_norm);
   if (parameters.k_norm) fn(std::string_view("k_norm"), *parameters.k_norm);
   if (parameters.sinks) fn(std::string_view("sinks"), *parameters.sinks);
+  if (parameters.q_a_proj) fn(std::string_view("q_a_proj"), *parameters.q_a_proj);
+  if (parameters.q_a_layernorm) fn(std::string_view("q_a_layernorm"), *parameters.q_a_layernorm);
+  if (parameters.q_b_proj) fn(std::string_view("q_b_proj"), *parameters.q_b_proj);
+  if (parameters.kv_a_proj_with_mqa) fn(std::string_view("kv_a_proj_with_mqa"), *parameters.kv_a_proj_with_mqa);
+  if (parameters.kv_a_layernorm) fn(std::string_view("kv_a_layernorm"), *parameters.kv_a_layernorm);
+  if (parameters.kv_b_proj) fn(std::string_view("kv_b_proj"), *parameters.kv_b_proj);
 }
 
 // Local widths of a (possibly sharded) parameter set: the whole layer, or one TP rank's part of it.
 struct ParameterWidths {
-  std::int64_t query_width = 0;  // q_proj rows, o_proj columns
-  std::int64_t kv_width = 0;     // k_proj and v_proj rows
+  std::int64_t query_width = 0;  // q_proj rows (q_b_proj rows in MLA)
+  std::int64_t kv_width = 0;     // k_proj and v_proj rows (kv_b_proj rows in MLA)
   std::int64_t num_heads = 0;    // query heads (sinks entries): query_width / head_dim
+  std::int64_t value_width = 0;  // MLA only: o_proj columns, num_heads * v_head_dim (a plain o_proj has query_width)
 };
 ParameterWidths full_widths(const Geometry& geometry);
 

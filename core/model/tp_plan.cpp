@@ -16,6 +16,9 @@ ParamCount TpPlan::total_params_over_ranks() const {
     sum.o_proj_bias += rank.params.o_proj_bias;
     sum.qk_norm += rank.params.qk_norm;
     sum.sinks += rank.params.sinks;
+    sum.latent_down += rank.params.latent_down;
+    sum.latent_norms += rank.params.latent_norms;
+    sum.latent_up += rank.params.latent_up;
   }
   return sum;
 }
@@ -57,7 +60,23 @@ std::string broken_tp_rule(const Geometry& geometry, std::int64_t tp_size) {
   return {};
 }
 
+// Latent attention: the parameters of a rank holding `heads` query heads (the whole layer: num_heads).
+ParamCount latent_params_for(const Geometry& geometry, std::int64_t heads) {
+  const LatentAttentionSpec& latent = *geometry.latent();
+  const std::int64_t hidden = geometry.hidden_size();
+  ParamCount params;
+  params.o_proj_weight = hidden * heads * latent.v_head_dim;
+  params.sinks = geometry.attention_sinks() ? heads : 0;
+  const std::int64_t q_rows = heads * latent.qk_head_dim();
+  params.latent_down = latent.kv_a_rows() * hidden + (latent.q_lora_rank ? *latent.q_lora_rank * hidden : 0);
+  params.latent_norms = latent.kv_lora_rank + latent.q_lora_rank.value_or(0);
+  params.latent_up = heads * latent.kv_b_rows_per_head() * latent.kv_lora_rank +
+                     q_rows * (latent.q_lora_rank ? *latent.q_lora_rank : hidden);
+  return params;
+}
+
 ParamCount params_for(const Geometry& geometry, std::int64_t qkv_rows, std::int64_t query_width) {
+  if (geometry.is_latent()) return latent_params_for(geometry, query_width / geometry.head_dim());
   ParamCount params;
   params.qkv_weight = qkv_rows * geometry.hidden_size();
   params.qkv_bias = geometry.qkv_bias() ? qkv_rows : 0;
@@ -92,6 +111,12 @@ TpPlan make_tp_plan(const Geometry& geometry, std::int64_t tp_size) {
   TpPlan plan{.geometry = geometry, .tp_size = ranks, .kv_replicas = kv_replicas};
   plan.unsharded_params = params_for(geometry, geometry.qkv_width(), geometry.query_width());
   plan.unsharded_kv_cache_elements_per_token = 2 * geometry.kv_width();
+  const std::optional<LatentAttentionSpec>& latent = geometry.latent();
+  if (latent) {
+    plan.unsharded_kv_cache_elements_per_token = latent->expanded_cache_elements(geometry.num_heads());
+    plan.unsharded_absorbed_cache_elements_per_token = latent->absorbed_cache_elements();
+  }
+  const std::int64_t v_head_dim = geometry.v_head_dim();
 
   for (int group = 0; group < ranks / kv_replicas; ++group) {
     plan.replica_groups.push_back({.id = group,
@@ -109,9 +134,17 @@ TpPlan make_tp_plan(const Geometry& geometry, std::int64_t tp_size) {
     rank.qkv_rows = rank.query_width + 2 * rank.kv_width;
     rank.q_proj_rows = {rank.q_heads.begin * head_dim, rank.q_heads.end * head_dim};
     rank.kv_proj_rows = {rank.kv_heads.begin * head_dim, rank.kv_heads.end * head_dim};
-    rank.o_proj_columns = rank.q_proj_rows;
+    rank.o_proj_columns = {rank.q_heads.begin * v_head_dim, rank.q_heads.end * v_head_dim};
+    rank.value_width = rank.o_proj_columns.size();
     rank.params = params_for(geometry, rank.qkv_rows, rank.query_width);
     rank.kv_cache_elements_per_token = 2 * rank.kv_width;
+    if (latent) {
+      rank.qkv_rows = 0;  // no fused QKV: q_b_proj and kv_b_proj are separate
+      rank.kv_b_proj_rows = {rank.q_heads.begin * latent->kv_b_rows_per_head(),
+                             rank.q_heads.end * latent->kv_b_rows_per_head()};
+      rank.kv_cache_elements_per_token = latent->expanded_cache_elements(q_heads_per_rank);
+      rank.absorbed_cache_elements_per_token = latent->absorbed_cache_elements();
+    }
     plan.ranks.push_back(rank);
   }
   return plan;

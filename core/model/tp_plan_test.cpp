@@ -168,5 +168,34 @@ TEST(TpPlan, EveryValidPlanKeepsHeadsWholeAndGroupsIntact) {
   EXPECT_GT(plans_checked, 60);
 }
 
+
+TEST(TpPlan, LatentAttentionSplitsHeadsAndReplicatesTheLatent) {
+  // 4 heads of q/k 12 + 4 and v 8; q_lora 10, kv_lora 6; hidden 24.
+  const Geometry geometry = resolve_geometry(
+      {.hidden_size = 24,
+       .num_heads = 4,
+       .latent = LatentAttentionSpec{
+           .q_lora_rank = 10, .kv_lora_rank = 6, .qk_nope_head_dim = 12, .qk_rope_head_dim = 4, .v_head_dim = 8}});
+  const TpPlan plan = make_tp_plan(geometry, 2);
+  EXPECT_EQ(plan.kv_replicas, 1);
+  const RankPlan& rank = plan.ranks[1];
+  EXPECT_EQ(rank.q_heads, (IndexRange{2, 4}));
+  EXPECT_EQ(rank.q_proj_rows, (IndexRange{32, 64}));      // q_b_proj rows: 16 per head
+  EXPECT_EQ(rank.kv_b_proj_rows, (IndexRange{40, 80}));   // kv_b_proj rows: 12 + 8 per head
+  EXPECT_EQ(rank.o_proj_columns, (IndexRange{16, 32}));   // o_proj columns: 8 per head
+  EXPECT_EQ(rank.value_width, 16);
+  EXPECT_EQ(rank.kv_cache_elements_per_token, 2 * (16 + 8));
+  EXPECT_EQ(rank.absorbed_cache_elements_per_token, 6 + 4);  // whole on every rank
+  EXPECT_EQ(plan.unsharded_kv_cache_elements_per_token, 4 * (16 + 8));
+  // Down-projections (10 + 10) x 24 and norms 10 + 6 on every rank; q_b 32 x 10 + kv_b 40 x 6 + o 24 x 16 each.
+  EXPECT_EQ(rank.params.latent_down, (10 + 10) * 24);
+  EXPECT_EQ(rank.params.latent_norms, 16);
+  EXPECT_EQ(rank.params.latent_up, 32 * 10 + 40 * 6);
+  EXPECT_EQ(rank.params.o_proj_weight, 24 * 16);
+  EXPECT_EQ(rank.params.qkv_weight, 0);
+  EXPECT_EQ(plan.total_params_over_ranks().total() - plan.unsharded_params.total(), (10 + 10) * 24 + 16);
+  EXPECT_THROW(make_tp_plan(geometry, 8), InputError);  // a rank without a whole head
+}
+
 }  // namespace
 }  // namespace attncheck

@@ -69,9 +69,13 @@ void put_head_slices(Parameters& full, const Parameters& rank, const RankPlan& p
   const auto rows = [put](Tensor& target, IndexRange range, const Tensor& source) {
     put == Put::add ? add_rows(target, range, source) : copy_rows(target, range, source);
   };
-  rows(full.q_proj, plan.q_proj_rows, rank.q_proj);
-  rows(full.k_proj, plan.kv_proj_rows, rank.k_proj);
-  rows(full.v_proj, plan.kv_proj_rows, rank.v_proj);
+  if (full.has_q_proj()) rows(full.q_proj, plan.q_proj_rows, rank.q_proj);
+  if (full.has_kv_proj()) {
+    rows(full.k_proj, plan.kv_proj_rows, rank.k_proj);
+    rows(full.v_proj, plan.kv_proj_rows, rank.v_proj);
+  }
+  if (full.q_b_proj) rows(*full.q_b_proj, plan.q_proj_rows, *rank.q_b_proj);
+  if (full.kv_b_proj) rows(*full.kv_b_proj, plan.kv_b_proj_rows, *rank.kv_b_proj);
   if (full.q_bias) rows(*full.q_bias, plan.q_proj_rows, *rank.q_bias);
   if (full.k_bias) rows(*full.k_bias, plan.kv_proj_rows, *rank.k_bias);
   if (full.v_bias) rows(*full.v_bias, plan.kv_proj_rows, *rank.v_bias);
@@ -88,6 +92,10 @@ void add_whole(std::optional<Tensor>& target, const std::optional<Tensor>& sourc
   for (std::size_t i = 0; i < target->values.size(); ++i) target->values[i] += source->values[i];
 }
 
+// Latent attention's tensors every rank holds whole (tp_plan.hpp), by member.
+constexpr std::optional<Tensor> Parameters::*kLatentReplicated[] = {
+    &Parameters::q_a_proj, &Parameters::q_a_layernorm, &Parameters::kv_a_proj_with_mqa, &Parameters::kv_a_layernorm};
+
 void check_rank_count(const std::vector<Parameters>& rank_partials, const TpPlan& plan) {
   if (static_cast<int>(rank_partials.size()) != plan.tp_size) {
     throw std::logic_error("tp_shard: one partial gradient set per rank is needed");
@@ -97,15 +105,24 @@ void check_rank_count(const std::vector<Parameters>& rank_partials, const TpPlan
 }  // namespace
 
 ParameterWidths rank_widths(const RankPlan& rank) {
-  return {.query_width = rank.query_width, .kv_width = rank.kv_width, .num_heads = rank.q_heads.size()};
+  return {.query_width = rank.query_width,
+          .kv_width = rank.kv_b_proj_rows.size() > 0 ? rank.kv_b_proj_rows.size() : rank.kv_width,
+          .num_heads = rank.q_heads.size(),
+          .value_width = rank.value_width};
 }
 
 Parameters shard_parameters(const Parameters& full, const TpPlan& plan, int rank) {
   const RankPlan& rank_plan = plan.ranks.at(rank);
   Parameters shard;
-  shard.q_proj = slice_rows(full.q_proj, rank_plan.q_proj_rows);
-  shard.k_proj = slice_rows(full.k_proj, rank_plan.kv_proj_rows);
-  shard.v_proj = slice_rows(full.v_proj, rank_plan.kv_proj_rows);
+  shard.latent = full.latent;
+  if (full.has_q_proj()) shard.q_proj = slice_rows(full.q_proj, rank_plan.q_proj_rows);
+  if (full.has_kv_proj()) {
+    shard.k_proj = slice_rows(full.k_proj, rank_plan.kv_proj_rows);
+    shard.v_proj = slice_rows(full.v_proj, rank_plan.kv_proj_rows);
+  }
+  if (full.q_b_proj) shard.q_b_proj = slice_rows(*full.q_b_proj, rank_plan.q_proj_rows);
+  if (full.kv_b_proj) shard.kv_b_proj = slice_rows(*full.kv_b_proj, rank_plan.kv_b_proj_rows);
+  for (auto member : kLatentReplicated) shard.*member = full.*member;
   shard.o_proj = slice_columns(full.o_proj, rank_plan.o_proj_columns);
   if (full.q_bias) shard.q_bias = slice_rows(*full.q_bias, rank_plan.q_proj_rows);
   if (full.k_bias) shard.k_bias = slice_rows(*full.k_bias, rank_plan.kv_proj_rows);
@@ -134,6 +151,9 @@ void GradientAssembler::add_rank(const Parameters& partial) {
     add_whole(full_.k_norm, partial.k_norm);
   }
   if (full_.o_bias && next_rank_ == 0) full_.o_bias = partial.o_bias;  // the same on every rank
+  for (auto member : kLatentReplicated) {  // every rank's heads read the whole latent
+    if (full_.*member) add_whole(full_.*member, partial.*member);
+  }
   ++next_rank_;
 }
 
@@ -164,6 +184,7 @@ Parameters gather_gradients(const std::vector<Parameters>& rank_gradients, const
     const Parameters& rank = rank_gradients[r];
     put_head_slices(full, rank, plan.ranks[r], plan.geometry.qk_norm_full_width(), Put::copy);
     full.o_bias = rank.o_bias;
+    for (auto member : kLatentReplicated) full.*member = rank.*member;
     if (!plan.geometry.qk_norm_full_width()) {
       full.q_norm = rank.q_norm;
       full.k_norm = rank.k_norm;

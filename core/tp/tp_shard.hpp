@@ -18,6 +18,9 @@
 //                                     own heads); rms-full-width: as q_proj / k_proj (owned; k_norm
 //                                     summed over the replica group)
 //   o_bias                            identical on every rank (sum of dout), taken as is
+// Latent attention (core/model/tp_plan.hpp): q_b_proj by rows rank.q_proj_rows and kv_b_proj by rows
+// rank.kv_b_proj_rows (owned), o_proj by columns; q_a_proj, q_a_layernorm, kv_a_proj_with_mqa and
+// kv_a_layernorm whole on every rank, their gradients summed over all ranks.
 #pragma once
 
 #include <vector>
