@@ -57,6 +57,17 @@ DecodeSchedule parse_decode(const std::string& text) {
 }  // namespace
 
 std::string describe_geometry(const Geometry& g) {
+  if (const auto& latent = g.latent()) {
+    return fmt::format(
+        "latent attention: hidden {}, heads {}, q/k {} = {} + {} rope, v {}, q_lora_rank {}, kv_lora_rank {}, {} "
+        "theta {}, scale {:.6g}{}{}{}, {}",
+        g.hidden_size(), g.num_heads(), g.head_dim(), latent->qk_nope_head_dim, latent->qk_rope_head_dim,
+        latent->v_head_dim, latent->q_lora_rank ? std::to_string(*latent->q_lora_rank) : "none (q_proj)",
+        latent->kv_lora_rank, to_string(g.rope_style()), g.rope_theta(), g.scale(),
+        g.softcap() ? fmt::format(", softcap {}", *g.softcap()) : "",
+        g.sliding_window() ? fmt::format(", window {}", *g.sliding_window()) : "",
+        g.attention_sinks() ? ", attention sinks" : "", g.causal() ? "causal" : "bidirectional");
+  }
   return fmt::format(
       "hidden {}, heads {}/{}, head_dim {} ({}), rotary_dim {} {} theta {}, qk_norm {}, bias {}/{}, scale "
       "{:.6g}{}{}{}, "
@@ -222,19 +233,21 @@ void require_golden_make_memory(const Geometry& geometry, const GoldenOptions& o
 
 int run_golden_make(const GoldenOptions& options, std::ostream& out, std::ostream& err) {
   const ResolvedGeometry source = resolve_geometry_source(options.geometry);
-  if (!source.not_modelled.empty() || source.geometry.is_latent()) {
+  if (!source.not_modelled.empty()) {
     ViolationList violations;
-    if (source.geometry.is_latent()) {
-      // Checked before the memory estimate and the reference run: the file could not be written anyway.
-      violations.add("layer", source.title,
-                     "is multi-head latent attention, which golden files cannot hold yet (golden/SCHEMA.md)",
-                     "`attncheck plan` shows the layer; the reference and reference-tp run it");
-    }
     for (const std::string& feature : source.not_modelled) {
       violations.add("layer", source.title, "does what attncheck cannot check yet: " + feature,
                      "`attncheck plan` shows the layer; choose another model or layer");
     }
     violations.throw_if_any("cannot make a golden of this layer");
+  }
+  if (source.geometry.is_latent() && options.sketch_gradients) {
+    // Sketches are defined for a plain layer's q/k/v/o_proj (SCHEMA.md); a latent layer's gradients are stored whole.
+    throw InputError("cannot make a golden of this layer",
+                     {{"--sketch-gradients", "set",
+                       "projection sketches are defined for q_proj, k_proj, v_proj and o_proj together; a latent-"
+                       "attention layer has no k_proj or v_proj, so its gradients are stored in full",
+                       "omit --sketch-gradients (--sketch-activations still applies)"}});
   }
   const auto activations = parse_activation_distribution(options.activations);
   require_golden_make_memory(source.geometry, options);

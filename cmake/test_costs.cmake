@@ -26,6 +26,7 @@ set(ATTNCHECK_MEDIUM_TESTS
   "cli.run_junit"
   "cli.run_small_folder"
   "fuzz.hf_worker_clean"
+  "fuzz.hf_worker_latent_clean"
   "fuzz.hf_worker_planted_bug"
   "fuzz.state_dependent_failure_reported"
   "fuzz.worker_fp32_judged_by_its_contract"

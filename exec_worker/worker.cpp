@@ -141,9 +141,6 @@ class Worker : public Implementation {
     // A case that ended the worker (no answer in time, an exit, garbage on its output) is that case's verdict;
     // the next case gets a fresh worker rather than a failure it did not earn.
     declined_.clear();  // this case's, once its candidate is read
-    if (test_case.geometry().is_latent()) {
-      throw Unsupported(name_, "multi-head latent attention: case files cannot hold a latent-attention layer yet");
-    }
     // The case as a case file (a golden without /expected): a worker never sees the answers. The
     // reference still runs here for the names and shapes the candidate is read against.
     const Result expected = reference::run_reference_tp(test_case);

@@ -77,6 +77,21 @@ void write_version_2_geometry(H5::Group& group, const Geometry& geometry) {
   }
 }
 
+// Schema version 3's latent-attention attributes (SCHEMA.md "Schema version 3"), by name.
+constexpr std::string_view kVersion3Attributes[] = {"attention",        "q_lora_rank", "kv_lora_rank",
+                                                    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+                                                    "latent_norm_eps"};
+
+void write_latent_geometry(H5::Group& group, const LatentAttentionSpec& latent) {
+  write_attribute(group, "attention", std::string("latent"));
+  write_attribute(group, "q_lora_rank", latent.q_lora_rank.value_or(0));  // 0: q_proj, no q latent
+  write_attribute(group, "kv_lora_rank", latent.kv_lora_rank);
+  write_attribute(group, "qk_nope_head_dim", latent.qk_nope_head_dim);
+  write_attribute(group, "qk_rope_head_dim", latent.qk_rope_head_dim);
+  write_attribute(group, "v_head_dim", latent.v_head_dim);
+  write_attribute(group, "latent_norm_eps", latent.latent_norm_eps);
+}
+
 void write_geometry(H5::H5File& file, const Geometry& geometry, std::int64_t tp_size) {
   H5::Group group = file.createGroup("/geometry");
   write_attribute(group, "hidden_size", geometry.hidden_size());
@@ -100,7 +115,8 @@ void write_geometry(H5::H5File& file, const Geometry& geometry, std::int64_t tp_
   if (geometry.sliding_window()) write_attribute(group, "sliding_window", *geometry.sliding_window());
   write_attribute(group, "causal", std::int64_t{geometry.causal()});
   write_attribute(group, "tp_size", tp_size);
-  if (needs_version_2(geometry)) write_version_2_geometry(group, geometry);
+  if (needs_version_2(geometry) || geometry.is_latent()) write_version_2_geometry(group, geometry);
+  if (geometry.is_latent()) write_latent_geometry(group, *geometry.latent());
 }
 
 std::int64_t required_integer(const H5::Group& group, const std::string& name, const std::string& file_name) {
@@ -114,6 +130,40 @@ bool required_flag(const H5::Group& group, const std::string& name, const std::s
   const std::int64_t value = required_integer(group, name, file_name);
   if (value != 0 && value != 1) fail(file_name, "/geometry@" + name, std::to_string(value), "must be 0 or 1", "");
   return value == 1;
+}
+
+// Schema version 3's attributes into `spec`: a latent layer's widths. head_dim and rotary_dim, which every
+// version states, must then be the q/k width and the RoPE width, and are left to the latent spec.
+void read_latent_geometry(const H5::Group& group, const std::string& file_name, GeometrySpec& spec) {
+  const std::optional<std::string> attention = read_string_attribute(group, "attention", file_name);
+  if (!attention || *attention != "latent") {
+    fail(file_name, "/geometry@attention", attention.value_or("absent"),
+         "schema version 3 is latent attention's: must be \"latent\"", "latent, or schema_version 2");
+  }
+  const auto width = [&](const char* name) { return required_integer(group, name, file_name); };
+  LatentAttentionSpec latent;
+  const std::int64_t q_lora_rank = width("q_lora_rank");
+  if (q_lora_rank != 0) latent.q_lora_rank = q_lora_rank;
+  latent.kv_lora_rank = width("kv_lora_rank");
+  latent.qk_nope_head_dim = width("qk_nope_head_dim");
+  latent.qk_rope_head_dim = width("qk_rope_head_dim");
+  latent.v_head_dim = width("v_head_dim");
+  const std::optional<double> eps = read_double_attribute(group, "latent_norm_eps", file_name);
+  if (!eps) fail(file_name, "/geometry@latent_norm_eps", "absent", "schema version 3 requires it", "1e-06");
+  latent.latent_norm_eps = *eps;
+  if (spec.head_dim != latent.qk_head_dim()) {
+    fail(file_name, "/geometry@head_dim", spec.head_dim ? std::to_string(*spec.head_dim) : "absent",
+         fmt::format("must be the q/k head width qk_nope_head_dim + qk_rope_head_dim = {}", latent.qk_head_dim()),
+         std::to_string(latent.qk_head_dim()));
+  }
+  if (spec.rotary_dim != latent.qk_rope_head_dim) {
+    fail(file_name, "/geometry@rotary_dim", spec.rotary_dim ? std::to_string(*spec.rotary_dim) : "absent",
+         fmt::format("must be qk_rope_head_dim = {}", latent.qk_rope_head_dim),
+         std::to_string(latent.qk_rope_head_dim));
+  }
+  spec.head_dim.reset();
+  spec.rotary_dim.reset();
+  spec.latent = latent;
 }
 
 // Schema version 2's /geometry attributes into `spec`; returns the stated scale_source.
@@ -217,6 +267,19 @@ TpPlan read_plan(const H5::H5File& file, const std::string& file_name, std::int6
   spec.causal = required_flag(group, "causal", file_name);
   const std::int64_t tp_size = required_integer(group, "tp_size", file_name);
   std::string scale_source;
+  if (version >= 3) {
+    read_latent_geometry(group, file_name, spec);
+  } else {
+    // A latent layer's attributes in an earlier version: the file disagrees with itself.
+    for (const std::string& name : attribute_names(group, file_name, "/geometry")) {
+      if (std::find(std::begin(kVersion3Attributes), std::end(kVersion3Attributes), name) !=
+          std::end(kVersion3Attributes)) {
+        fail(file_name, "/geometry@" + name, "present",
+             fmt::format("schema version {} has no such attribute (latent attention is version 3's)", version),
+             "schema_version 3, as attncheck writes files of latent-attention layers");
+      }
+    }
+  }
   if (version >= 2) {
     scale_source = read_version_2_geometry(file, group, file_name, spec);
   } else {
@@ -265,6 +328,7 @@ TpPlan read_plan(const H5::H5File& file, const std::string& file_name, std::int6
 }  // namespace
 
 std::int64_t schema_version_for(const Geometry& geometry) {
+  if (geometry.is_latent()) return 3;
   return needs_version_2(geometry) ? 2 : 1;
 }
 
@@ -302,12 +366,16 @@ Parameters read_parameters(const H5::H5File& file, const std::string& group_path
     tensor = read_tensor(file, group_path + "/" + std::string(name), file_name, tensor.shape, allow_non_finite);
   });
   // A stored tensor the geometry has no use for means the file and its geometry disagree.
-  for (const char* optional_name : {"q_bias", "k_bias", "v_bias", "o_bias", "q_norm", "k_norm", "sinks"}) {
+  for (const char* optional_name : {"q_proj", "k_proj", "v_proj", "q_bias", "k_bias", "v_bias", "o_bias", "q_norm",
+                                    "k_norm", "sinks", "q_a_proj", "q_a_layernorm", "q_b_proj", "kv_a_proj_with_mqa",
+                                    "kv_a_layernorm", "kv_b_proj"}) {
     const std::string path = group_path + "/" + optional_name;
     bool wanted = false;
     for_each_parameter(parameters, [&](std::string_view name, const Tensor&) { wanted |= name == optional_name; });
     if (!wanted && exists(file, path)) {
-      fail(file_name, path, "present", "the geometry has no such parameter (qkv_bias/out_bias/qk_norm/attention_sinks)",
+      fail(file_name, path, "present",
+           "the geometry has no such parameter (qkv_bias/out_bias/qk_norm/attention_sinks; latent attention's tensors "
+           "only in a latent layer, q_proj there only without q_lora_rank)",
            "drop the dataset or fix the geometry attributes");
     }
   }
@@ -379,13 +447,6 @@ void read_generated_inputs(const H5::H5File& file, const H5::Group& group, const
 
 void write_case_part(H5::H5File& file, const Golden& golden) {
   const Case& test_case = golden.test_case;
-  if (test_case.geometry().is_latent()) {
-    // Schema v2 has no fields for the latent widths or weights yet: writing the layer as if it were a plain one
-    // would give a file every reader misreads.
-    throw InputError("golden file", {{"geometry", "multi-head latent attention",
-                                      "golden and case files cannot hold a latent-attention layer yet (golden/SCHEMA.md)",
-                                      "run it with the reference and reference-tp, or `attncheck plan` it"}});
-  }
   write_attribute(file, "schema_version", schema_version_for(test_case.geometry()));
   write_attribute(file, "generator", golden.generator);
   write_attribute(file, "seed", static_cast<std::int64_t>(golden.seed));

@@ -32,6 +32,17 @@ int main() {
       {{.hidden_size = 16, .num_heads = 8, .num_kv_heads = 2, .head_dim = 4, .attention_sinks = true}, 7},
       // Whole-width QK-norm: q_norm [num_heads * head_dim], k_norm [num_kv_heads * head_dim].
       {{.hidden_size = 12, .num_heads = 4, .num_kv_heads = 2, .head_dim = 6, .qk_norm = QkNorm::rms_full_width}, 11},
+      // Latent attention (schema version 3), with and without q_lora_rank.
+      {{.hidden_size = 12,
+        .num_heads = 3,
+        .attention_sinks = true,
+        .latent = LatentAttentionSpec{
+            .q_lora_rank = 5, .kv_lora_rank = 4, .qk_nope_head_dim = 3, .qk_rope_head_dim = 2, .v_head_dim = 2}},
+       13},
+      {{.hidden_size = 8,
+        .num_heads = 2,
+        .latent = LatentAttentionSpec{.kv_lora_rank = 6, .qk_nope_head_dim = 4, .qk_rope_head_dim = 4, .v_head_dim = 5}},
+       14},
   };
   nlohmann::json dump = {{"generator", "attncheck-splitmix64-v1"}, {"cases", nlohmann::json::array()}};
   for (const auto& c : cases) {
@@ -40,6 +51,15 @@ int main() {
     const Parameters generated = generate_weights(g, c.seed);
     for_each_parameter(generated,
                        [&](std::string_view name, const Tensor& t) { weights[std::string(name)] = t.values; });
+    nlohmann::json latent = nlohmann::json::object();
+    if (const auto& spec = g.latent()) {
+      latent = {{"attention", "latent"},
+                {"q_lora_rank", spec->q_lora_rank.value_or(0)},
+                {"kv_lora_rank", spec->kv_lora_rank},
+                {"qk_nope_head_dim", spec->qk_nope_head_dim},
+                {"qk_rope_head_dim", spec->qk_rope_head_dim},
+                {"v_head_dim", spec->v_head_dim}};
+    }
     dump["cases"].push_back({{"seed", c.seed},
                              {"geometry",
                               {{"hidden_size", g.hidden_size()},
@@ -51,6 +71,7 @@ int main() {
                                {"out_bias", g.out_bias()},
                                {"attention_sinks", g.attention_sinks() ? 1 : 0}}},
                              {"weights", weights}});
+    dump["cases"].back()["geometry"].update(latent);
   }
   // Inputs x and dout in each distribution (SCHEMA.md, "Input generator v1").
   dump["activations"] = nlohmann::json::array();

@@ -39,6 +39,9 @@ static void write_golden_unchecked(const std::string& path, const Golden& golden
   const Case& test_case = golden.test_case;
   const Result& expected = golden.expected;
   if (!expected.gradients) throw std::logic_error("write_golden: the expected result needs gradients");
+  if (golden.gradients_sketched && test_case.geometry().is_latent()) {
+    throw std::logic_error("write_golden: projection sketches are q/k/v/o_proj's; a latent layer's are stored whole");
+  }
   // The per-rank gradients must be held as the convention says: InputError when it cannot partition
   // the plan, a logic error when a rank's shapes are another convention's.
   if (test_case.plan.tp_size > 1) {
@@ -185,7 +188,7 @@ static Golden read_golden_unchecked(const std::string& path, IntegrityCheck inte
   // Each of out, grads/x, decode/out is stored in full or (long goldens) as a per-token sketch; the
   // projection gradients likewise. A file sketches all three activations or none.
   golden.activations_sketched = exists(file, "/expected/sketches/out");
-  golden.gradients_sketched = exists(file, "/expected/sketches/grads/q_proj");
+  golden.gradients_sketched = exists(file, "/expected/sketches/grads/q_proj") && !geometry.is_latent();
   NamedTensors* sketches = golden.gradients_sketched ? &golden.sketches : nullptr;
   // A sketch the file's form does not call for would be silently ignored: the file disagrees with itself.
   for (const char* name : {"grads/x", "decode/out"}) {
@@ -193,6 +196,14 @@ static Golden read_golden_unchecked(const std::string& path, IntegrityCheck inte
       fail(path, std::string("/expected/sketches/") + name, "present",
            "activation sketches come as out, grads/x and decode/out together (/expected/sketches/out is absent)",
            "store all three sketched, or none");
+    }
+  }
+  for (const char* name : {"q_proj", "o_proj", "q_b_proj", "kv_b_proj", "q_a_proj", "kv_a_proj_with_mqa"}) {
+    const std::string sketch_path = std::string("/expected/sketches/grads/") + name;
+    if (geometry.is_latent() && exists(file, sketch_path)) {
+      fail(path, sketch_path, "present",
+           "a latent-attention golden stores its projection gradients whole (sketches are q/k/v/o_proj's, together)",
+           "store the gradients in full");
     }
   }
   for (const char* name : {"k_proj", "v_proj", "o_proj"}) {

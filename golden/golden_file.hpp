@@ -20,7 +20,7 @@ namespace attncheck::golden {
 // The newest schema this attncheck reads and writes. A golden is written as version 1 unless its layer
 // needs version 2 (RoPE scaling, or an attention_multiplier score scale: SCHEMA.md "Schema version 2"),
 // so files of plain layers stay readable by version-1 readers; both versions are read.
-inline constexpr std::int64_t kSchemaVersion = 2;
+inline constexpr std::int64_t kSchemaVersion = 3;
 // Candidate files (/result) are unchanged since version 1.
 inline constexpr std::int64_t kCandidateSchemaVersion = 1;
 

@@ -99,6 +99,89 @@ TEST(GoldenFile, RoundTripKeepsEveryValue) {
   EXPECT_EQ(read.generator, "attncheck test");
 }
 
+// Latent attention (schema version 3): q/k heads 5 + 2 wide, v heads 3, at TP 2, with and without q_lora_rank.
+GeometrySpec latent_spec(std::optional<std::int64_t> q_lora_rank) {
+  return {.hidden_size = 10,
+          .num_heads = 4,
+          .rope_scaling = {.type = RopeScalingType::yarn,
+                           .factor = 40.0,
+                           .original_max_position_embeddings = 4096,
+                           .mscale = 1.0,
+                           .mscale_all_dim = 1.0},
+          .rope_style = RopeStyle::interleaved,
+          .latent = LatentAttentionSpec{.q_lora_rank = q_lora_rank,
+                                        .kv_lora_rank = 4,
+                                        .qk_nope_head_dim = 5,
+                                        .qk_rope_head_dim = 2,
+                                        .v_head_dim = 3}};
+}
+
+TEST(GoldenFile, LatentAttentionRoundTripsAsSchemaVersion3) {
+  for (const std::optional<std::int64_t> q_lora_rank : {std::optional<std::int64_t>(6), std::optional<std::int64_t>()}) {
+    Golden golden = make_golden(latent_spec(q_lora_rank), 2, 31);
+    golden.weights_by_generator = q_lora_rank.has_value();
+    const std::string path = written(q_lora_rank ? "latent_q_lora" : "latent_q_proj", golden);
+    {
+      const H5::H5File file = open_for_reading(path);
+      EXPECT_EQ(read_integer_attribute(file, "schema_version", path), 3);
+      EXPECT_EQ(exists(file, "/weights/q_proj"), !q_lora_rank);
+      EXPECT_FALSE(exists(file, "/weights/k_proj"));
+    }
+    const Golden read = read_golden(path);
+    ASSERT_TRUE(read.test_case.geometry().is_latent());
+    expect_same_layer(read.test_case.geometry(), golden.test_case.geometry());
+    EXPECT_EQ(read.test_case.geometry().latent(), golden.test_case.geometry().latent());
+    EXPECT_EQ(read.test_case.weights, golden.test_case.weights);
+    EXPECT_EQ(read.expected.out, golden.expected.out);
+    EXPECT_EQ(read.expected.gradients, golden.expected.gradients);
+    EXPECT_EQ(read.expected.decode_out, golden.expected.decode_out);
+    EXPECT_EQ(read.expected.rank_gradients, golden.expected.rank_gradients);
+  }
+}
+
+TEST(GoldenFile, LatentAttentionFilesThatDisagreeWithThemselvesAreRefused) {
+  const std::string path = written("latent_damaged", make_golden(latent_spec(6), 2, 32));
+  const auto edit = [&](const std::string& name, const auto& change) {
+    const std::string copy = temp_path(name);
+    std::filesystem::copy_file(path, copy, std::filesystem::copy_options::overwrite_existing);
+    {
+      H5::H5File file(copy, H5F_ACC_RDWR);
+      change(file);
+    }
+    return copy;
+  };
+  const auto replace = [](H5::H5File& file, const char* name, auto value) {
+    H5::Group group = file.openGroup("/geometry");
+    group.removeAttr(name);
+    write_attribute(group, name, value);
+  };
+  expect_input_error_naming(
+      edit("latent_rank_absent", [](H5::H5File& file) { file.openGroup("/geometry").removeAttr("kv_lora_rank"); }),
+      "/geometry@kv_lora_rank");
+  expect_input_error_naming(edit("latent_head_dim", [&](H5::H5File& file) { replace(file, "head_dim", std::int64_t{3}); }),
+                            "/geometry@head_dim");
+  expect_input_error_naming(edit("latent_rotary", [&](H5::H5File& file) { replace(file, "rotary_dim", std::int64_t{4}); }),
+                            "/geometry@rotary_dim");
+  expect_input_error_naming(
+      edit("latent_in_version_2",
+           [&](H5::H5File& file) {
+             file.removeAttr("schema_version");
+             write_attribute(file, "schema_version", std::int64_t{2});
+           }),
+      "/geometry@attention");
+  expect_input_error_naming(edit("latent_k_proj",
+                                 [](H5::H5File& file) {
+                                   H5::Group group = file.openGroup("/weights");
+                                   write_tensor(group, "k_proj", Tensor({28, 10}));
+                                 }),
+                            "/weights/k_proj");
+  // The plain fused-QKV convention cannot hold a latent layer's rank gradients.
+  expect_input_error_naming(
+      edit("latent_megatron",
+           [&](H5::H5File& file) { replace(file, "tp_convention", std::string("megatron-equal-block")); }),
+      "tp_convention");
+}
+
 TEST(GoldenFile, GeneratedWeightsAreNamedNotStoredAndComeBackExactly) {
   Golden golden = make_golden(kSpec, 2, 12);
   golden.weights_by_generator = true;

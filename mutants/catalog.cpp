@@ -218,6 +218,7 @@ std::vector<Mutant> build_catalog() {
        Precision::bf16, RopeAngles::float64},
   };
   for (Mutant& mutant : real_bugs()) catalog.push_back(std::move(mutant));
+  for (Mutant& mutant : latent_mutants()) catalog.push_back(std::move(mutant));
   return catalog;
 }
 

@@ -36,9 +36,16 @@ struct Mutant {
   // Shrink candidates `attncheck mutants` checks for it unless told otherwise (0: the fuzzer's default).
   // Set where every candidate is expensive, so that the gate stays affordable.
   std::int64_t shrink_candidates = 0;
+  // A bug of multi-head latent attention (latent_mutants.cpp, on the naive latent layer): it runs latent cases
+  // only (a plain one is unsupported) and `attncheck mutants` fuzzes it with latent ones (properties: the
+  // generators' latent profile).
+  bool latent = false;
 };
 
 const std::vector<Mutant>& mutant_catalog();
+
+// The latent-attention mutants (latent_mutants.cpp), in catalog order.
+std::vector<Mutant> latent_mutants();
 
 std::vector<std::string> mutant_names();
 // The catalog entry of that name, or null.

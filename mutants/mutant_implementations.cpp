@@ -11,8 +11,9 @@ const impl::BackendRegistration kRegistration(90, [] {
   std::vector<impl::ImplementationEntry> entries;
   for (const Mutant& mutant : mutant_catalog()) {
     entries.push_back({mutant.name, impl::ImplementationKind::mutant, [&mutant] {
-                         return impl::function_implementation(mutant.name, mutant.sharded, mutant.run, mutant.precision,
-                                                              mutant.rope_angles);
+                         return impl::function_implementation(
+                             mutant.name, mutant.sharded, mutant.run, mutant.precision, mutant.rope_angles,
+                             mutant.latent ? impl::LatentAttentionSupport::runs : impl::LatentAttentionSupport::refused);
                        }});
   }
   return entries;

@@ -23,12 +23,20 @@ std::string describe(const CaseSpec& spec) {
   const GeometrySpec& g = spec.geometry;
   const InputOptions& in = spec.inputs;
   const std::int64_t kv = g.num_kv_heads.value_or(g.num_heads);
-  std::string text = fmt::format("heads {}/{}, head_dim {}, hidden {}, rotary {} {}", g.num_heads, kv,
+  std::string text;
+  if (const auto& latent = g.latent) {
+    text = fmt::format("latent attention: heads {}, q/k {} + {} rope, v {}, q_lora_rank {}, kv_lora_rank {}, hidden {}, {}",
+                       g.num_heads, latent->qk_nope_head_dim, latent->qk_rope_head_dim, latent->v_head_dim,
+                       latent->q_lora_rank ? std::to_string(*latent->q_lora_rank) : "none", latent->kv_lora_rank,
+                       g.hidden_size, to_string(g.rope_style));
+  } else {
+    text = fmt::format("heads {}/{}, head_dim {}, hidden {}, rotary {} {}", g.num_heads, kv,
                                  g.head_dim ? std::to_string(*g.head_dim) : "omitted", g.hidden_size,
                                  g.rotary_dim   ? std::to_string(*g.rotary_dim)
                                  : g.rotary_pct ? fmt::format("pct {}", *g.rotary_pct)
                                                 : "full",
                                  to_string(g.rope_style));
+  }
   if (g.rope_theta != 10000.0) text += fmt::format(", theta {}", g.rope_theta);  // a base-10000 bug shows only then
   if (g.qk_norm != QkNorm::none) text += fmt::format(", qk_norm {}", to_string(g.qk_norm));
   if (g.qkv_bias || g.out_bias) text += fmt::format(", bias {}/{}", g.qkv_bias, g.out_bias);

@@ -7,6 +7,7 @@
 
 #include "core/model/tp_plan.hpp"
 #include "impl/registry.hpp"
+#include "mutants/catalog.hpp"
 #include "properties/checks.hpp"
 #include "properties/generators.hpp"
 #include "properties/property_test_support.hpp"
@@ -116,33 +117,47 @@ RC_GTEST_PROP(Properties, LatentReferenceTpEqualsReference, ()) {
                without_ranks(named_tensors(reference::run_reference_tp(test_case))));
 }
 
-// Until an implementation runs latent attention it refuses it by name; it never reads a latent layer's
-// weights as q/k/v projections.
-TEST(LatentAttention, EveryImplementationButTheReferenceRefusesItByName) {
+// Every implementation either runs latent attention right (the references, torch-cpu-fp64, the latent mutants
+// bend it on purpose) or refuses it by name: none reads a latent layer's weights as q/k/v projections.
+TEST(LatentAttention, EveryImplementationRunsItRightOrRefusesItByName) {
   const Case test_case = make_case(CaseSpec{
       .geometry = {.hidden_size = 8,
                    .num_heads = 2,
                    .latent = LatentAttentionSpec{
                        .q_lora_rank = 4, .kv_lora_rank = 3, .qk_nope_head_dim = 2, .qk_rope_head_dim = 2, .v_head_dim = 3}},
       .inputs = {.seed = 1, .batch = 1, .seq = 3, .tp_size = 2}});
+  const NamedTensors expected = named_tensors(reference::run_reference_tp(test_case));
   int refused = 0;
+  std::vector<std::string> ran;
   for (const impl::RegisteredImplementation& registered : impl::registered_implementations()) {
     const std::string& name = registered.name;
     SCOPED_TRACE(name);
     const auto implementation = impl::open_implementation(name);
-    if (name == "reference" || name == "reference-tp") {
-      EXPECT_EQ(implementation->run(test_case).count("out"), 1u);
+    NamedTensors answer;
+    try {
+      answer = implementation->run(test_case);
+    } catch (const impl::Unsupported& error) {
+      // A device implementation without its device refuses for that first.
+      if (registered.kind != impl::ImplementationKind::device) {
+        EXPECT_NE(std::string(error.what()).find("latent attention"), std::string::npos) << error.what();
+      }
+      ++refused;
       continue;
     }
-    try {
-      implementation->run(test_case);
-      ADD_FAILURE() << "ran a latent-attention case";
-    } catch (const impl::Unsupported& error) {
-      EXPECT_NE(std::string(error.what()).find("latent attention"), std::string::npos) << error.what();
-      ++refused;
+    ran.push_back(name);
+    const mutants::Mutant* mutant = mutants::find_mutant(name);
+    if (mutant != nullptr) {
+      EXPECT_TRUE(mutant->latent) << "a plain layer's mutant ran a latent case";
+      continue;
     }
+    EXPECT_TRUE(compare(test_case, implementation->sharded() ? expected : without_ranks(expected), answer,
+                        Precision::fp64)
+                    .passed());
   }
-  EXPECT_GT(refused, 72);  // the 72 mutants, the LibTorch and CUDA layers
+  EXPECT_GT(refused, 72);  // the plain mutants, the other LibTorch and the CUDA layers
+  for (const char* name : {"reference", "reference-tp", "torch-cpu-fp64"}) {
+    EXPECT_NE(std::find(ran.begin(), ran.end(), name), ran.end()) << name << " did not run it";
+  }
 }
 
 // An invalid geometry or TP size, made from a valid one by breaking one rule.

@@ -11,9 +11,12 @@ endfunction()
 set(fuzz_dir ${CMAKE_CURRENT_BINARY_DIR}/fuzz_e2e)
 attncheck_fuzz_case(reference_tp_clean 0 "fuzz reference-tp: 400 cases \\(0 unsupported\\)" "^$" 120
                     fuzz --impl reference-tp --cases 400 --seed 7 --repro-dir ${fuzz_dir})
+# LibTorch's latent attention (fp64) on the latent profile: clean (sinks it declines, by name).
+attncheck_fuzz_case(torch_fp64_latent_clean 0 "fuzz torch-cpu-fp64: 300 cases \\([0-9]+ unsupported\\)" "^$" 120
+                    fuzz --impl torch-cpu-fp64 --profile latent --cases 300 --repro-dir ${fuzz_dir}/torch_latent)
 # Every mutant of the catalog is caught within its profile's case budget (mutant_case_budget), with the
 # same table on any machine at any load; the time limit is only a runaway stop.
-attncheck_fuzz_case(mutants_all_killed 0 "72 of 72 mutants killed\n$" "^$" 900
+attncheck_fuzz_case(mutants_all_killed 0 "80 of 80 mutants killed\n$" "^$" 900
                     mutants --repro-dir ${fuzz_dir}/mutants)
 # A time-bounded fuzz says that what it covered depends on the machine, and how to get a verdict instead.
 attncheck_fuzz_case(time_bounded_says_so 0
@@ -92,7 +95,10 @@ attncheck_fuzz_case(hf_worker_clean 0 "fuzz exec:.*: 1200 cases \\([0-9]+ unsupp
                     fuzz --impl ${hf_worker} --cases 1200 --repro-dir ${fuzz_dir}/hf)
 attncheck_fuzz_case(hf_worker_planted_bug 1 "FAIL matches-reference.*shrunk in [0-9]+ steps.*to: heads.*it fails alone, in a fresh instance.*replay: attncheck replay" ""
                     180 fuzz --impl "${hf_worker} --plant-bug quotient-scale" --cases 500 --repro-dir ${fuzz_dir}/hf_bug)
-set_tests_properties(fuzz.hf_worker_clean fuzz.hf_worker_planted_bug PROPERTIES
+# The same worker on multi-head latent attention cases (the latent profile: DeepseekV3Attention), clean.
+attncheck_fuzz_case(hf_worker_latent_clean 0 "fuzz exec:.*: 100 cases \\([0-9]+ unsupported\\).*largest: latent attention" ""
+                    120 fuzz --impl ${hf_worker} --profile latent --cases 100 --repro-dir ${fuzz_dir}/hf_latent)
+set_tests_properties(fuzz.hf_worker_clean fuzz.hf_worker_planted_bug fuzz.hf_worker_latent_clean PROPERTIES
   ENVIRONMENT "HF_HUB_OFFLINE=1;TRANSFORMERS_OFFLINE=1;TOKENIZERS_PARALLELISM=false;PYTHONPATH=${PROJECT_SOURCE_DIR}/python")
 
 # A worker never receives the answers: one that copies /expected to /result finds none to copy and can

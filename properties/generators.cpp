@@ -16,17 +16,27 @@ namespace gen = rc::gen;
 using rc::Gen;
 
 std::string_view to_string(SizeProfile profile) {
-  return profile == SizeProfile::long_sequences ? "long" : "short";
+  switch (profile) {
+    case SizeProfile::long_sequences:
+      return "long";
+    case SizeProfile::latent_attention:
+      return "latent";
+    case SizeProfile::short_sequences:
+      break;
+  }
+  return "short";
 }
 
 std::optional<SizeProfile> parse_size_profile(std::string_view text) {
   if (text == "short") return SizeProfile::short_sequences;
   if (text == "long") return SizeProfile::long_sequences;
+  if (text == "latent") return SizeProfile::latent_attention;
   return std::nullopt;
 }
 
 GenLimits GenLimits::for_profile(SizeProfile profile) {
   if (profile == SizeProfile::short_sequences) return {};
+  if (profile == SizeProfile::latent_attention) return {.profile = SizeProfile::latent_attention};
   return {.max_kv_heads = 2,
           .max_group = 2,
           .max_head_dim = 256,
@@ -368,6 +378,7 @@ Gen<InputOptions> input_options(const GeometrySpec& geometry, std::int64_t tp_si
 }  // namespace
 
 rc::Gen<CaseSpec> case_specs(const GenLimits& limits) {
+  if (limits.profile == SizeProfile::latent_attention) return latent_case_specs();
   return gen::withSize([limits](int size) {
     return gen::mapcat(geometries(limits, size), [limits, size](const GeometrySpec& geometry) {
       // TP sizes from the valid set, 1 first (shrinking goes there); P > H_kv replicates KV heads.

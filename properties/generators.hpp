@@ -24,8 +24,11 @@ enum class SizeProfile {
   // ending next to tile edges, fully masked rows, head_dim up to 256; few heads, so that a case stays
   // cheap on 2 cores.
   long_sequences,
+  // Multi-head latent attention (latent_case_specs below) at short sequences: the cases `attncheck fuzz
+  // --profile latent` and the latent mutants get.
+  latent_attention,
 };
-std::string_view to_string(SizeProfile profile);  // "short" | "long"
+std::string_view to_string(SizeProfile profile);  // "short" | "long" | "latent"
 std::optional<SizeProfile> parse_size_profile(std::string_view text);
 
 // Upper bounds at RapidCheck size 100; smaller sizes scale them down (size 0: the smallest case).
@@ -47,6 +50,7 @@ struct GenLimits {
   GenLimits scaled(double factor) const;
 };
 
+// The profile's cases: latent_case_specs() for the latent profile.
 rc::Gen<CaseSpec> case_specs(const GenLimits& limits = {});
 
 // Multi-head latent attention (core/model/latent_attention.hpp), short sequences: 1-4 heads, each latent

@@ -3,6 +3,7 @@
 namespace attncheck::properties {
 
 SizeProfile mutant_size_profile(const mutants::Mutant& mutant) {
+  if (mutant.latent) return SizeProfile::latent_attention;
   return mutant.sequences == mutants::Sequences::long_sequences ? SizeProfile::long_sequences
                                                                 : SizeProfile::short_sequences;
 }

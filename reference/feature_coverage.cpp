@@ -328,11 +328,16 @@ const std::vector<std::string>& coverage_features() {
                                                     "yarn mscale",    "yarn beta",
                                                     "yarn truncate",  "longrope switch",
                                                     "tp convention",  "outlier activations",
-                                                    "duplicate-block rule"};
+                                                    "duplicate-block rule",
+                                                    // multi-head latent attention (alternative answers)
+                                                    "latent value width", "latent rope part",
+                                                    "latent scale width", "latent mscale",
+                                                    "absorbed latent norm", "k_pe gradient reduce"};
   return features;
 }
 
-std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredForm& stored) {
+std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredForm& stored,
+                                          const std::vector<AlternativeAnswer>& alternatives) {
   const Geometry& g = test_case.geometry();
   const GeometrySpec& spec = g.spec();
   const Inputs& in = test_case.inputs;
@@ -425,7 +430,8 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
                              .off = "o_bias added on every rank before the partial outputs are summed"},
                             test_case, base, alternative, stored));
   }
-  if (g.rotary_dim() > 0 && g.rotary_dim() < g.head_dim()) {
+  // (Latent attention's RoPE part is a width of its own, not a fraction of the head: not this feature.)
+  if (g.rotary_dim() > 0 && g.rotary_dim() < g.head_dim() && !g.is_latent()) {
     GeometrySpec changed = spec;
     changed.rotary_pct.reset();
     changed.rotary_dim = g.head_dim();
@@ -562,7 +568,7 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
   }
   // The generator's duplicate-block rule (SCHEMA.md "Weight generator v1"): a head block whose first draw
   // equals an earlier head's is redrawn. Off: the first draws, which a reader that skips the rule rebuilds.
-  if (stored.weight_generator_seed) {
+  if (stored.weight_generator_seed && !g.is_latent()) {  // (latent attention's head blocks: not yet measured)
     Case changed = test_case;
     const Parameters first_draws = generate_weights(g, *stored.weight_generator_seed, HeadBlocks::first_draws);
     changed.weights.q_proj = first_draws.q_proj;
@@ -584,7 +590,7 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
          .off = "held as replicated-kv"},
         stored));
   }
-  if (g.rotary_dim() == 0) {
+  if (g.rotary_dim() == 0 && !g.is_latent()) {
     // A NoPE layer: what an implementation that rotates every layer would compute.
     GeometrySpec changed = spec;
     changed.rotary_pct.reset();
@@ -606,6 +612,14 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
          .claim = fmt::format("attention_multiplier {} (head_dim {})", *spec.attention_multiplier, g.head_dim()),
          .off = "scale head_dim^-0.5"},
         with_spec(test_case, changed));
+  }
+  for (const AlternativeAnswer& alternative : alternatives) {
+    NamedTensors unsharded;
+    for (const auto& [name, tensor] : alternative.answer) {
+      if (!name.starts_with("ranks/")) unsharded.emplace(name, tensor);
+    }
+    bites.push_back(measure({.feature = alternative.feature, .claim = alternative.claim, .off = alternative.off},
+                            test_case, base, unsharded, stored));
   }
   if (spec.query_pre_attn_scalar) {
     GeometrySpec changed = spec;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/compare/compare.hpp"
 #include "core/model/case.hpp"
 #include "core/tp/tp_convention.hpp"
 
@@ -47,8 +48,18 @@ struct StoredForm {
   std::optional<std::uint64_t> weight_generator_seed;
 };
 
+// A feature whose "off" no case change expresses: the answer of an implementation that gets it wrong (for
+// multi-head latent attention, a latent mutant's; the caller runs it, since the oracle knows no mutant).
+struct AlternativeAnswer {
+  std::string feature;  // one of coverage_features()
+  std::string claim;    // what the case has
+  std::string off;      // what the alternative does instead
+  NamedTensors answer;  // its tensors (unsharded names; per-rank ones are ignored)
+};
+
 // Every feature the case claims, each with its bite. Runs the fp64 reference once per claimed feature
-// (and each TP rank's layer once for the replication features).
-std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredForm& stored = {});
+// (and each TP rank's layer once for the replication features); each alternative answer is measured the same way.
+std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredForm& stored = {},
+                                          const std::vector<AlternativeAnswer>& alternatives = {});
 
 }  // namespace attncheck::reference

@@ -1,5 +1,7 @@
 #include "torch_impl/torch_layer.hpp"
 
+#include "torch_impl/latent_self_attention.hpp"
+
 #include <memory>
 #include <optional>
 #include <vector>
@@ -62,11 +64,64 @@ Tensor run_decode(const Case& test_case, std::vector<std::unique_ptr<ParallelSel
   return from_torch(torch::cat(outputs, 1));
 }
 
+// Latent attention (latent_self_attention.hpp): every rank on its shard, partial outputs summed in rank order,
+// the replicated latent weights' rank gradients summed over all ranks (reduce_rank_gradients); decoding through
+// each rank's compressed cache.
+Result run_latent(const Case& test_case, const TorchOptions& options, const std::string& name) {
+  const TpPlan& plan = test_case.plan;
+  const Inputs& inputs = test_case.inputs;
+  const torch::Device device = options.cuda ? torch::kCUDA : torch::kCPU;
+  const torch::TensorOptions tensor_options = torch::TensorOptions().dtype(dtype_of(options.precision)).device(device);
+  const torch::Tensor x = to_torch(inputs.x, tensor_options).requires_grad_(true);
+  const torch::Tensor positions = index_tensor(inputs.positions, device).view({inputs.batch, inputs.seq});
+  const torch::Tensor key_lengths = index_tensor(inputs.key_lengths, device);
+  std::vector<std::unique_ptr<LatentSelfAttention>> ranks;
+  for (int r = 0; r < plan.tp_size; ++r) {
+    ranks.push_back(
+        std::make_unique<LatentSelfAttention>(plan, r, shard_parameters(test_case.weights, plan, r), options));
+  }
+  torch::Tensor out;
+  for (int r = 0; r < plan.tp_size; ++r) {
+    const torch::Tensor partial = ranks[r]->forward(x, positions, key_lengths);
+    out = r == 0 ? partial : out + partial;
+  }
+  out.backward(to_torch(inputs.dout, tensor_options));
+  std::vector<Parameters> partials;
+  for (const auto& rank : ranks) partials.push_back(rank->shard_gradients());
+  Result result;
+  result.implementation = name;
+  result.out = from_torch(out);
+  result.gradients = Gradients{.x = from_torch(x.grad()), .params = assemble_gradients(partials, plan)};
+  result.rank_gradients = reduce_rank_gradients(partials, plan);
+  if (!inputs.decode.empty()) {
+    const torch::NoGradGuard no_grad;
+    std::vector<std::int64_t> calls;
+    if (inputs.decode.prefill > 0) calls.push_back(inputs.decode.prefill);
+    calls.insert(calls.end(), inputs.decode.steps.begin(), inputs.decode.steps.end());
+    std::vector<LatentCache> caches(ranks.size());
+    std::vector<torch::Tensor> outputs;
+    std::int64_t start = 0;
+    for (const std::int64_t count : calls) {
+      torch::Tensor call_out;
+      for (std::size_t r = 0; r < ranks.size(); ++r) {
+        const torch::Tensor partial = ranks[r]->forward(x.detach().narrow(1, start, count),
+                                                        positions.narrow(1, start, count), key_lengths, &caches[r]);
+        call_out = r == 0 ? partial : call_out + partial;
+      }
+      outputs.push_back(call_out);
+      start += count;
+    }
+    result.decode_out = from_torch(torch::cat(outputs, 1));
+  }
+  return result;
+}
+
 }  // namespace
 
 Result run_torch(const Case& test_case, const TorchOptions& options, const std::string& name) {
   if (options.cuda && !torch::cuda::is_available()) throw TorchUnsupported("no CUDA device");
   validate_case(test_case);
+  if (test_case.geometry().is_latent()) return run_latent(test_case, options, name);
   const TpPlan& plan = test_case.plan;
   const Inputs& inputs = test_case.inputs;
   const torch::Device device = options.cuda ? torch::kCUDA : torch::kCPU;

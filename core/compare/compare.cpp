@@ -204,7 +204,7 @@ Shape full_gradient_shape(const Case& test_case, const std::string& name, LazyHo
   const Inputs& inputs = test_case.inputs;
   if (name == "out" || name == "grads/x") return {inputs.batch, inputs.seq, g.hidden_size()};
   if (name == "decode/out") return {inputs.batch, inputs.decode.total(), g.hidden_size()};
-  std::int64_t q_rows = g.query_width(), k_rows = g.kv_width(), v_rows = g.kv_width(), o_columns = g.query_width();
+  std::int64_t q_rows = g.query_width(), k_rows = g.kv_width(), v_rows = g.kv_width(), o_columns = g.value_width();
   if (const std::optional<RankTensorName> rank_name = parse_rank_tensor_name(name)) {
     const RankHoldings* held = holdings.of(rank_name->rank);
     if (held == nullptr) return {};

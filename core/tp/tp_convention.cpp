@@ -61,7 +61,8 @@ std::vector<RankHoldings> replicated_kv_holdings(const TpPlan& plan) {
                         .k_proj_rows = rank.kv_proj_rows,
                         .v_proj_rows = rank.kv_proj_rows,
                         .o_proj_columns = rank.o_proj_columns,
-                        .norms_by_channel = plan.geometry.qk_norm_full_width()});
+                        .norms_by_channel = plan.geometry.qk_norm_full_width(),
+                        .kv_b_proj_rows = rank.kv_b_proj_rows});
   }
   return holdings;
 }
@@ -106,6 +107,10 @@ const Tensor* find_parameter(const Parameters& parameters, std::string_view name
 
 std::string partition_problem(const TpPlan& plan, TpConvention convention) {
   if (convention == TpConvention::replicated_kv) return {};  // make_tp_plan already required whole heads
+  if (plan.geometry.is_latent()) {
+    return "is a layout of fused QKV rows, and latent attention has none: q_b_proj and kv_b_proj split by head "
+           "(replicated-kv holds them so)";
+  }
   const std::int64_t rows = fused_qkv_rows(plan.geometry);
   if (rows % plan.tp_size == 0) return {};
   return fmt::format(
@@ -130,7 +135,11 @@ std::vector<RankHoldings> rank_holdings(const TpPlan& plan, TpConvention convent
 }
 
 std::optional<IndexRange> held_lines(const RankHoldings& holdings, std::string_view name) {
-  if (name == "q_proj" || name == "q_bias") return holdings.q_proj_rows;
+  if (name == "q_proj" || name == "q_bias" || name == "q_b_proj") return holdings.q_proj_rows;
+  if (name == "kv_b_proj") return holdings.kv_b_proj_rows;
+  if (name == "q_a_proj" || name == "q_a_layernorm" || name == "kv_a_proj_with_mqa" || name == "kv_a_layernorm") {
+    return std::nullopt;  // latent attention's down-projections and norms: whole on every rank
+  }
   if (name == "k_proj" || name == "k_bias") return holdings.k_proj_rows;
   if (name == "v_proj" || name == "v_bias") return holdings.v_proj_rows;
   if (name == "o_proj") return holdings.o_proj_columns;
@@ -145,6 +154,12 @@ std::optional<IndexRange> held_lines(const RankHoldings& holdings, std::string_v
 
 Parameters held_parameter_shapes(const Geometry& geometry, const RankHoldings& holdings) {
   const std::int64_t hidden = geometry.hidden_size();
+  if (geometry.is_latent()) {
+    return parameter_shapes(geometry, {.query_width = holdings.q_proj_rows.size(),
+                                       .kv_width = holdings.kv_b_proj_rows.size(),
+                                       .num_heads = holdings.q_heads.size(),
+                                       .value_width = holdings.o_proj_columns.size()});
+  }
   // The geometry decides which tensors exist (and shapes the whole ones); each held one gets its lines.
   Parameters parameters = parameter_shapes(geometry, {.query_width = 0, .kv_width = 0});
   parameters.q_proj.shape = {holdings.q_proj_rows.size(), hidden};

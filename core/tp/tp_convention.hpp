@@ -54,6 +54,9 @@ struct RankHoldings {
   IndexRange v_proj_rows;         // rows of v_proj, elements of v_bias
   IndexRange o_proj_columns;      // columns of o_proj
   bool norms_by_channel = false;  // rms-full-width: q_norm / k_norm elements follow q_proj / k_proj rows
+  // Latent attention (replicated-kv only): rows of kv_b_proj; q_proj_rows are then q_b_proj's (or q_proj's)
+  // rows, and the down-projections and latent norms are whole on every rank.
+  IndexRange kv_b_proj_rows;
   friend bool operator==(const RankHoldings&, const RankHoldings&) = default;
 };
 

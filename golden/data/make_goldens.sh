@@ -140,6 +140,19 @@ variants=(--weights generated --inputs generated --sketch-gradients --sketch-act
 "$attncheck" golden make --hidden 1 --heads 4 --kv-heads 2 --head-dim 2 --qk-norm rms --weights generated --tp 2 \
   --batch 2 --seq 6 --decode 4,1,1 --seed 3675 -o small_duplicate_block.h5
 
+# Multi-head latent attention (schema version 3) at reduced width, every distinct ratio kept (q/k head 24 = 16 + 8
+# rope, v head 16, hidden / heads 28; configs/*-narrow.json): DeepSeek-V3's layer (yarn x40, mscale_all_dim 1) at
+# TP 2 and TP 4 (one head per rank, padded keys), Kimi K2's (theta 5e4, yarn x32 with beta 1/1) at TP 8, and
+# DeepSeek-V2-Lite's q_proj form (q_lora_rank null, mscale 0.707) at TP 2; decoding 4 + 1 + 1. Gradients whole
+# (projection sketches are a plain layer's), activations sketched, weights and inputs by the generator.
+latent=(--weights generated --inputs generated --sketch-activations --batch 2 --seq 6 --seed 2026 "${decode[@]}")
+"$attncheck" golden make --hf-config configs/deepseek-v3-narrow.json --tp 2 "${latent[@]}" -o deepseek-v3-narrow_tp2.h5
+"$attncheck" golden make --hf-config configs/deepseek-v3-narrow.json --tp 4 "${latent[@]}" --pad-keys \
+  -o deepseek-v3-narrow_tp4.h5
+"$attncheck" golden make --hf-config configs/kimi-k2-narrow.json --tp 8 "${latent[@]}" -o kimi-k2-narrow_tp8.h5
+"$attncheck" golden make --hf-config configs/deepseek-v2-lite-narrow.json --tp 2 "${latent[@]}" \
+  -o deepseek-v2-lite-narrow_tp2.h5
+
 # Store each golden's yardsticks for low-precision candidates (SCHEMA.md, "Stored yardsticks"), so that
 # checking one reads them instead of running the naive layer twelve times: fp32 with float32 and float64
 # angles everywhere (torch-cpu-fp32 declares float64, transformers-style workers float32); bf16 and fp16

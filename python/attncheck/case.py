@@ -1,4 +1,4 @@
-"""Reading a case file (or a golden: its /expected is ignored) as golden/SCHEMA.md v1 and v2 define it, into
+"""Reading a case file (or a golden: its /expected is ignored) as golden/SCHEMA.md v1, v2 and v3 define it, into
 a Case: the geometry, the inputs and the weights, generated ones rebuilt by attncheck.generator.
 
 Only what SCHEMA.md documents is read, and every departure from it is a BadInput naming the object
@@ -24,6 +24,9 @@ VERSION_2_OPTIONAL = ["attention_sinks", "attention_multiplier", "rope_scaling_f
                       "rope_scaling_beta_fast", "rope_scaling_beta_slow", "rope_scaling_mscale",
                       "rope_scaling_mscale_all_dim", "rope_scaling_truncate", "rope_scaling_attention_factor"]
 VERSION_2_DATASETS = ["rope_short_factor", "rope_long_factor"]
+# Schema version 3 (SCHEMA.md "Schema version 3"): multi-head latent attention. q_lora_rank 0 means q_proj.
+VERSION_3_REQUIRED = ["attention", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+                      "latent_norm_eps"]
 ROPE_SCALING_TYPES = ("none", "linear", "llama3", "yarn", "longrope")
 # SCHEMA.md "Schema version 2": what each rope_scaling type requires, and which parameters it reads at all (a
 # parameter of another type is an error, as in attncheck's geometry rules). Never defaulted: a yarn file without
@@ -60,8 +63,32 @@ def resolved_head_dim(geometry):
     return hidden // heads
 
 
+def is_latent(geometry):
+    """Whether the geometry is a latent-attention layer (schema version 3)."""
+    return geometry.get("attention") == "latent"
+
+
+def latent_weight_shapes(geometry):
+    """SCHEMA.md "/weights" of a version-3 (latent-attention) layer."""
+    hidden, heads = geometry["hidden_size"], geometry["num_attention_heads"]
+    qk, v_dim = geometry["qk_nope_head_dim"] + geometry["qk_rope_head_dim"], geometry["v_head_dim"]
+    q_lora, kv_lora = geometry["q_lora_rank"], geometry["kv_lora_rank"]
+    shapes = {"o_proj": (hidden, heads * v_dim)}
+    if geometry.get("attention_sinks", 0):
+        shapes["sinks"] = (heads,)
+    if q_lora:
+        shapes.update(q_a_proj=(q_lora, hidden), q_a_layernorm=(q_lora,), q_b_proj=(heads * qk, q_lora))
+    else:
+        shapes["q_proj"] = (heads * qk, hidden)
+    shapes.update(kv_a_proj_with_mqa=(kv_lora + geometry["qk_rope_head_dim"], hidden), kv_a_layernorm=(kv_lora,),
+                  kv_b_proj=(heads * (geometry["qk_nope_head_dim"] + v_dim), kv_lora))
+    return shapes
+
+
 def weight_shapes(geometry):
     """{weight name: shape} for a geometry (SCHEMA.md "/weights", Hugging Face layout [out, in])."""
+    if is_latent(geometry):
+        return latent_weight_shapes(geometry)
     hidden, heads, kv_heads = geometry["hidden_size"], geometry["num_attention_heads"], geometry["num_key_value_heads"]
     head_dim = resolved_head_dim(geometry)
     shapes = {"q_proj": (heads * head_dim, hidden), "k_proj": (kv_heads * head_dim, hidden),
@@ -304,10 +331,16 @@ def _read_geometry(h5, path, version=1):
     if "geometry" not in h5:
         raise BadInput(f"{path}: group /geometry is missing")
     attributes = h5["geometry"].attrs
-    required = REQUIRED_GEOMETRY + (VERSION_2_REQUIRED if version >= 2 else [])
+    required = REQUIRED_GEOMETRY + (VERSION_2_REQUIRED if version >= 2 else []) + \
+        (VERSION_3_REQUIRED + ["head_dim"] if version >= 3 else [])
     missing = [name for name in required if name not in attributes]
     if missing:
         raise BadInput(f"{path}: /geometry lacks required attribute(s) {', '.join(missing)}")
+    if version < 3:
+        stray = [name for name in VERSION_3_REQUIRED if name in attributes]
+        if stray:
+            raise BadInput(f"{path}: a schema version {version} file has {', '.join(stray)}, which only version 3 "
+                           "(latent attention) defines (the file disagrees with itself)")
     version_2 = VERSION_2_REQUIRED + VERSION_2_OPTIONAL
     if version < 2:
         stray = [name for name in version_2 if name in attributes] + \
@@ -315,7 +348,8 @@ def _read_geometry(h5, path, version=1):
         if stray:
             raise BadInput(f"{path}: a schema version 1 file has {', '.join(stray)}, which only version 2 "
                            "defines (the file disagrees with itself)")
-    known = REQUIRED_GEOMETRY + OPTIONAL_GEOMETRY + (version_2 if version >= 2 else [])
+    known = REQUIRED_GEOMETRY + OPTIONAL_GEOMETRY + (version_2 if version >= 2 else []) + \
+        (VERSION_3_REQUIRED if version >= 3 else [])
     geometry = {name: attribute_value(attributes[name]) for name in known if name in attributes}
     if version >= 2:
         if geometry["rope_scaling"] not in ROPE_SCALING_TYPES:
@@ -342,6 +376,8 @@ def _read_geometry(h5, path, version=1):
     for name in ("hidden_size", "num_attention_heads", "num_key_value_heads", "tp_size"):
         if not isinstance(geometry[name], int) or geometry[name] < 1:
             raise BadInput(f"{path}: /geometry@{name} is {geometry[name]!r}; expected a positive integer")
+    if version >= 3:
+        _check_latent(geometry, path)
     if geometry["num_attention_heads"] % geometry["num_key_value_heads"]:
         raise BadInput(f"{path}: num_attention_heads {geometry['num_attention_heads']} is not a multiple of "
                        f"num_key_value_heads {geometry['num_key_value_heads']}")
@@ -352,12 +388,43 @@ def _read_geometry(h5, path, version=1):
     return geometry
 
 
+def _check_latent(geometry, path):
+    """SCHEMA.md "Schema version 3": the latent widths, and the version-1 attributes they fix."""
+    if geometry["attention"] != "latent":
+        raise BadInput(f"{path}: /geometry@attention is {geometry['attention']!r}; schema version 3 means 'latent'")
+    for name in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+        least = 0 if name in ("q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim") else 1
+        if not isinstance(geometry[name], int) or geometry[name] < least:
+            raise BadInput(f"{path}: /geometry@{name} is {geometry[name]!r}; expected an integer >= {least}")
+    qk = geometry["qk_nope_head_dim"] + geometry["qk_rope_head_dim"]
+    fixed = {"head_dim": qk, "rotary_dim": geometry["qk_rope_head_dim"],
+             "num_key_value_heads": geometry["num_attention_heads"], "qk_norm": "none", "qkv_bias": 0, "out_bias": 0}
+    for name, value in fixed.items():
+        if geometry[name] != value:
+            raise BadInput(f"{path}: /geometry@{name} is {geometry[name]!r}; a latent-attention layer's is {value!r} "
+                           "(golden/SCHEMA.md, \"Schema version 3\")")
+
+
+def latent_scale(geometry):
+    """qk_head_dim^-0.5, times m^2 with m = 0.1 * mscale_all_dim * ln(factor) + 1 when the scaling is yarn
+    with a non-zero mscale_all_dim and factor > 1 (transformers' DeepseekV3Attention, in that order)."""
+    scale = float(geometry["head_dim"]) ** -0.5
+    mscale_all_dim = float(geometry.get("rope_scaling_mscale_all_dim", 0.0))
+    if geometry.get("rope_scaling") == "yarn" and mscale_all_dim:
+        factor = float(geometry["rope_scaling_factor"])
+        m = 1.0 if factor <= 1.0 else 0.1 * mscale_all_dim * math.log(factor) + 1.0
+        scale = scale * m * m
+    return scale
+
+
 def _check_scale(geometry, path):
     """/geometry@scale is what its source gives, exactly (SCHEMA.md "Tolerance"): C's pow(x, -0.5), which
     Python's float ** is, of query_pre_attn_scalar or head_dim, or attention_multiplier itself; a version 2
     file's scale_source must name the source present. A scale that disagrees would judge every candidate
     against scores the layer does not compute."""
-    if "attention_multiplier" in geometry:
+    if is_latent(geometry):
+        source, expected = "latent_qk_head_dim", latent_scale(geometry)
+    elif "attention_multiplier" in geometry:
         source, expected = "attention_multiplier", float(geometry["attention_multiplier"])
     elif "query_pre_attn_scalar" in geometry:
         source, expected = "query_pre_attn_scalar", float(geometry["query_pre_attn_scalar"]) ** -0.5
@@ -437,10 +504,10 @@ def _read_weights(h5, geometry, path, with_weights):
 
 def _schema_version(h5, path):
     if "schema_version" not in h5.attrs:
-        raise BadInput(f"{path}: root attribute schema_version is absent; this package reads schema versions 1 and 2")
+        raise BadInput(f"{path}: root attribute schema_version is absent; this package reads schema versions 1 to 3")
     version = attribute_value(h5.attrs["schema_version"])
-    if version not in (1, 2):
-        raise BadInput(f"{path}: schema_version is {version}; this package reads schema versions 1 and 2")
+    if version not in (1, 2, 3):
+        raise BadInput(f"{path}: schema_version is {version}; this package reads schema versions 1 to 3")
     # The root's other required attributes (SCHEMA.md "Root attributes"), refused when absent as attncheck does.
     for name, kind in (("generator", str), ("seed", int)):
         if name not in h5.attrs:

@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from .case import read_case, resolved_head_dim, rope_attention_factor
+from .case import is_latent, latent_scale, read_case, resolved_head_dim, rope_attention_factor
 from .errors import BadInput
 from .generator import Stream
 
@@ -64,7 +64,9 @@ def score_scale(geometry, path=""):
     by an ulp for head_dim 24, 96 and 128 (the Qwen3, Llama, OLMo, Phi and NeoX goldens)."""
     if "attention_multiplier" in geometry and "query_pre_attn_scalar" in geometry:
         raise BadInput(f"{path}: both attention_multiplier and query_pre_attn_scalar set the score scale")
-    if "attention_multiplier" in geometry:
+    if is_latent(geometry):  # SCHEMA.md "Schema version 3": qk_head_dim^-0.5, times yarn's mscale(factor, mscale_all_dim)^2
+        source, value = "latent_qk_head_dim", latent_scale(geometry)
+    elif "attention_multiplier" in geometry:
         source, value = "attention_multiplier", float(geometry["attention_multiplier"])
     elif "query_pre_attn_scalar" in geometry:
         source, value = "query_pre_attn_scalar", math.pow(float(geometry["query_pre_attn_scalar"]), -0.5)
@@ -78,10 +80,33 @@ def score_scale(geometry, path=""):
     return value
 
 
+def _latent_qkv(case, weights):
+    """Latent attention (SCHEMA.md "Schema version 3"): q, k [B, T, H, Q] and v [B, T, H, V] of every token before
+    RoPE, and the normed latent c_kv [B, T, kv_lora_rank] with the unrotated k_pe [B, T, 1, qk_rope_head_dim] (the
+    absorbed decode reads those). Head h's key is [its k_nope rows of kv_b_proj(c_kv), k_pe]: one k_pe for all."""
+    g = case.geometry
+    batch, seq = case.x.shape[:2]
+    heads, nope, rope, v_dim = case.num_heads, g["qk_nope_head_dim"], g["qk_rope_head_dim"], g["v_head_dim"]
+    eps, lora = g["latent_norm_eps"], g["kv_lora_rank"]
+    if g["q_lora_rank"]:
+        latent_q = _rms_norm(_project(case.x, weights["q_a_proj"], None), weights["q_a_layernorm"], "rms", eps)
+        q = _project(latent_q, weights["q_b_proj"], None)
+    else:
+        q = _project(case.x, weights["q_proj"], None)
+    kv_a = _project(case.x, weights["kv_a_proj_with_mqa"], None)
+    c_kv = _rms_norm(kv_a[..., :lora], weights["kv_a_layernorm"], "rms", eps)
+    k_pe = kv_a[..., lora:].reshape(batch, seq, 1, rope)
+    kv = _project(c_kv, weights["kv_b_proj"], None).reshape(batch, seq, heads, nope + v_dim)
+    k = np.concatenate([kv[..., :nope], np.broadcast_to(k_pe, (batch, seq, heads, rope))], axis=-1)
+    return q.reshape(batch, seq, heads, nope + rope), k, kv[..., nope:], c_kv, k_pe
+
+
 def _normalised_qkv(case, weights):
     """q [B, T, H_q, d], k, v [B, T, H_kv, d] of every token: the projections (+ biases) and QK-norm (always
     before RoPE); RoPE is per forward call (rotate())."""
     g = case.geometry
+    if is_latent(g):
+        return _latent_qkv(case, weights)[:3]
     heads, kv_heads, head_dim = case.num_heads, case.num_kv_heads, case.head_dim
     batch, seq = case.x.shape[:2]
     q = _project(case.x, weights["q_proj"], weights.get("q_bias"))
@@ -102,15 +127,23 @@ def _normalised_qkv(case, weights):
     return q, k, v
 
 
-def rotate(case, values, positions):
+def rotate(case, values, positions, first_channel=None):
     """RoPE of one forward call: values [B, T, heads, head_dim] of the call's tokens at `positions` [B, T].
     The call's frequencies come from its largest position (longrope); angle = position * inv_freq in float64;
     cos and sin are multiplied by the attention factor, then pair (a, b) -> (a cos - b sin, b cos + a sin);
-    pairs (i, i + rotary_dim/2) half-split, (2i, 2i+1) interleaved; channels past rotary_dim unchanged."""
+    pairs (i, i + rotary_dim/2) half-split, (2i, 2i+1) interleaved; channels past rotary_dim unchanged. The rotated
+    channels start at first_channel of each head: 0, or latent attention's qk_nope_head_dim (its RoPE part last)."""
     g = case.geometry
     rotary_dim = g["rotary_dim"]
     if rotary_dim == 0:  # NoPE
         return values
+    if first_channel is None:
+        first_channel = g["qk_nope_head_dim"] if is_latent(g) else 0
+    if first_channel:
+        result = values.copy()
+        result[..., first_channel:first_channel + rotary_dim] = rotate(
+            case, values[..., first_channel:first_channel + rotary_dim], positions, 0)
+        return result
     angles = case.rope_angles(positions)  # [B, T, P], frequencies of this call
     factor = rope_attention_factor(g)
     cos = (np.cos(angles) * factor)[:, :, None, :]
@@ -136,7 +169,8 @@ def attend(case, q, k, v, visible, sinks):
     softmax over the visible keys, a sink logit (unscaled, uncapped) joining the denominator; a query that
     sees no key has context 0."""
     g = case.geometry
-    batch, queries, heads, head_dim = q.shape
+    batch, queries, heads = q.shape[:3]
+    head_dim = v.shape[3]  # a value head's width (latent attention's differs from q's and k's)
     group = heads // k.shape[2]
     scale = score_scale(g, case.path)
     softcap = g.get("softcap")
@@ -204,6 +238,33 @@ def decode_forward(case, qkv=None):
         keys, values = np.concatenate(cached_k, axis=1), np.concatenate(cached_v, axis=1)
         visible = case.visible_keys(queries=count, keys=stop)
         outputs.append(_output(attend(case, q, keys, values, visible, sinks), weights))
+        start = stop
+    return np.concatenate(outputs, axis=1)
+
+
+def absorbed_decode_forward(case):
+    """Latent attention's `decode/out` in the absorbed form (SCHEMA.md "Schema version 3": the golden's one answer
+    holds for both forms): the cache holds the normed latent c_kv and RoPE(k_pe) once for all heads; head h's query
+    is [q_nope_h W_UK_h, RoPE(q_pe_h)] (W_UK_h: kv_b_proj's k rows of head h), its context c W_UV_h^T."""
+    g = case.geometry
+    weights = case.weights
+    heads, nope, v_dim, lora = case.num_heads, g["qk_nope_head_dim"], g["v_head_dim"], g["kv_lora_rank"]
+    q_all, _, _, c_kv, k_pe = _latent_qkv(case, weights)
+    kv_b = weights["kv_b_proj"].reshape(heads, nope + v_dim, lora)
+    w_uk, w_uv = kv_b[:, :nope, :], kv_b[:, nope:, :]
+    cached, outputs, start = [], [], 0
+    for count in case.decode_schedule:
+        stop = start + count
+        positions = case.position_ids[:, start:stop]
+        cached.append(np.concatenate([c_kv[:, start:stop, None, :], rotate(case, k_pe[:, start:stop], positions, 0)],
+                                     axis=-1))
+        q = rotate(case, q_all[:, start:stop], positions)
+        q_absorbed = np.concatenate([np.einsum("bthn,hnl->bthl", q[..., :nope], w_uk), q[..., nope:]], axis=-1)
+        keys = np.concatenate(cached, axis=1)  # [B, keys, 1, lora + rope]
+        latent_context = attend(case, q_absorbed, keys, keys[..., :lora], case.visible_keys(queries=count, keys=stop),
+                                weights.get("sinks"))
+        context = np.einsum("bthl,hvl->bthv", latent_context.reshape(q.shape[0], count, heads, lora), w_uv)
+        outputs.append(_output(context.reshape(q.shape[0], count, heads * v_dim), weights))
         start = stop
     return np.concatenate(outputs, axis=1)
 
@@ -305,15 +366,22 @@ def check_golden(path, skip_integrity=False):
         if not any(name.endswith("out") and "decode" not in name for name in expected):
             raise BadInput(f"{path}: /expected holds neither out nor sketches/out")
         qkv = _normalised_qkv(case, case.weights)
-        for name in ("q_proj", "k_proj", "v_proj"):  # the big ones, no longer needed
-            case.weights.pop(name)
+        latent = is_latent(case.geometry)
+        for name in ("q_proj", "k_proj", "v_proj"):  # the big ones, no longer needed (a latent layer's are kept)
+            if not latent:
+                case.weights.pop(name)
         computed = {"out": forward(case, qkv)}
         if case.decode_schedule:
             computed["decode/out"] = decode_forward(case, qkv)
+            if latent:
+                computed["decode/out#absorbed"] = absorbed_decode_forward(case)
         elif "decode/out" in expected or "sketches/decode/out" in expected:
             raise BadInput(f"{path}: /expected holds decode/out but /inputs has no decode_schedule")
         del qkv
         case.weights = None
+        if "decode/out#absorbed" in computed and "decode/out" in expected:
+            report["tensors"].append(compare("decode/out#absorbed", computed["decode/out#absorbed"],
+                                             expected["decode/out"]))
         for name in ("out", "decode/out"):
             if name not in computed:
                 continue

@@ -82,9 +82,41 @@ def small_vector(seed, name, size, base, exponent=-7):
     return [base + stream.symmetric_integer(32) * math.ldexp(1.0, exponent) for _ in range(size)]
 
 
+def _latent_weights(geometry, seed, rows, vector, transpose):
+    """SCHEMA.md "Weight generator v1", latent attention (schema version 3). rows(name, heads, head_rows, cols,
+    target) draws head blocks; vector(name, size, base, exponent) a vector; transpose(matrix, rows, cols)."""
+    hidden, heads = geometry["hidden_size"], geometry["num_attention_heads"]
+    qk = geometry["qk_nope_head_dim"] + geometry["qk_rope_head_dim"]
+    v_dim, q_lora, kv_lora = geometry["v_head_dim"], geometry["q_lora_rank"], geometry["kv_lora_rank"]
+    weights = {}
+    value_width = heads * v_dim
+    weights["o_proj"] = transpose(rows("o_proj", heads, v_dim, hidden, 1 / math.sqrt(value_width)), value_width, hidden)
+    if geometry.get("attention_sinks", 0):
+        weights["sinks"] = vector("sinks", heads, 0.0, -3)
+    if q_lora:
+        weights["q_a_proj"] = rows("q_a_proj", 1, q_lora, hidden, 1 / math.sqrt(hidden))
+        weights["q_a_layernorm"] = vector("q_a_layernorm", q_lora, 1.0, -7)
+        weights["q_b_proj"] = rows("q_b_proj", heads, qk, q_lora, 1 / math.sqrt(q_lora))
+    else:
+        weights["q_proj"] = rows("q_proj", heads, qk, hidden, 1 / math.sqrt(hidden))
+    weights["kv_a_proj_with_mqa"] = rows("kv_a_proj_with_mqa", 1, kv_lora + geometry["qk_rope_head_dim"], hidden,
+                                         1 / math.sqrt(hidden))
+    weights["kv_a_layernorm"] = vector("kv_a_layernorm", kv_lora, 1.0, -7)
+    weights["kv_b_proj"] = rows("kv_b_proj", heads, geometry["qk_nope_head_dim"] + v_dim, kv_lora,
+                                1 / math.sqrt(kv_lora))
+    return weights
+
+
 def generate_weights(geometry, seed):
     """geometry: dict with hidden_size, num_attention_heads, num_key_value_heads, head_dim, qk_norm,
-    qkv_bias, out_bias (as in a golden's /geometry, head_dim resolved). Returns {name: flat list}."""
+    qkv_bias, out_bias (as in a golden's /geometry, head_dim resolved), and a latent layer's widths (schema
+    version 3). Returns {name: flat list}."""
+    if geometry.get("attention") == "latent":
+        return _latent_weights(
+            geometry, seed,
+            lambda name, heads, head_rows, cols, target: head_blocked_rows(seed, name, heads, head_rows, cols, target),
+            lambda name, size, base, exponent: small_vector(seed, name, size, base, exponent),
+            lambda matrix, rows, cols: [matrix[row * cols + col] for col in range(cols) for row in range(rows)])
     hidden = geometry["hidden_size"]
     heads = geometry["num_attention_heads"]
     kv_heads = geometry["num_key_value_heads"]
@@ -218,6 +250,16 @@ def generate_weights_numpy(geometry, seed):
     same (checked by check())."""
     import numpy as np
 
+    def vector(name, size, base, exponent=-7):
+        return base + _symmetric_integers(np, seed, name, 0, 32, size).astype(np.float64) * math.ldexp(1.0, exponent)
+
+    if geometry.get("attention") == "latent":
+        return _latent_weights(
+            geometry, seed,
+            lambda name, heads, head_rows, cols, target: _head_blocked_rows_numpy(np, seed, name, heads, head_rows,
+                                                                                  cols, target),
+            vector, lambda matrix, rows, cols: np.ascontiguousarray(matrix.T))
+
     hidden = geometry["hidden_size"]
     heads = geometry["num_attention_heads"]
     kv_heads = geometry["num_key_value_heads"]
@@ -226,9 +268,6 @@ def generate_weights_numpy(geometry, seed):
 
     def rows(name, count, cols, target):
         return _head_blocked_rows_numpy(np, seed, name, count, head_dim, cols, target)
-
-    def vector(name, size, base, exponent=-7):
-        return base + _symmetric_integers(np, seed, name, 0, 32, size).astype(np.float64) * math.ldexp(1.0, exponent)
 
     weights = {
         "q_proj": rows("q_proj", heads, hidden, 1 / math.sqrt(hidden)),

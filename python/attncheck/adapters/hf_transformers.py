@@ -19,7 +19,9 @@ transformers upcasts to float32 in RMSNorm, softmax and RoPE on purpose (for bf1
 float64 run those casts would throw away half the digits, so Float64Everywhere turns every float32
 request into float64 while the module runs, and refuses any float32 tensor that still appears.
 
-Architecture for a geometry (--arch auto), the first that applies: attention sinks -> GptOssAttention
+Architecture for a geometry (--arch auto), the first that applies: latent attention (schema version 3) ->
+DeepseekV3Attention (q_a_proj / q_a_layernorm / q_b_proj or q_proj, kv_a_proj_with_mqa, kv_a_layernorm,
+kv_b_proj, its compressed-latent cache; rope_interleave from the golden's rope_style); attention sinks -> GptOssAttention
 (its eager path: the sink as one more softmax column); QK-norm `rms` -> Qwen3Attention;
 `rms-one-plus` -> Gemma3Attention; `rms-full-width` -> Olmo2Attention (RMSNorm over the whole q and k
 projections); softcap -> Gemma2Attention (sliding or full layer as the golden's
@@ -88,13 +90,16 @@ def float64_everywhere():
 # ---------------------------------------------------------------------------------------------
 # transformers' module for a geometry
 
-ARCHITECTURES = ["qwen3", "gemma3", "olmo2", "gemma2", "llama", "gpt-neox", "phi3", "granite", "smollm3", "gptj", "gpt-oss"]
+ARCHITECTURES = ["qwen3", "gemma3", "olmo2", "gemma2", "llama", "gpt-neox", "phi3", "granite", "smollm3", "gptj", "gpt-oss",
+                 "deepseek-v3"]
 
 
 def choose_architecture(geometry):
     """The transformers module whose features are the geometry's: the first rule that applies wins."""
     rotary_dim, head_dim = geometry["rotary_dim"], attncheck.resolved_head_dim(geometry)
     scaling = geometry.get("rope_scaling", "none")
+    if attncheck.case.is_latent(geometry):
+        return "deepseek-v3"
     if geometry.get("attention_sinks", 0):
         return "gpt-oss"
     if geometry["qk_norm"] == "rms":
@@ -128,6 +133,24 @@ def check_expressible(architecture, case, attn_implementation):
     geometry = case.geometry
     problems = []
     scaling = geometry.get("rope_scaling", "none")
+    latent = attncheck.case.is_latent(geometry)
+    if latent != (architecture == "deepseek-v3"):
+        problems.append("latent attention (only DeepseekV3Attention has it)" if latent else
+                        "no latent attention (DeepseekV3Attention is multi-head latent attention)")
+    if latent:
+        # DeepseekV3Attention has none of these; the rest of its geometry is fixed by schema version 3.
+        for feature, present in (("attention sinks", geometry.get("attention_sinks", 0)), ("softcap", "softcap" in geometry),
+                                 ("sliding_window", "sliding_window" in geometry),
+                                 ("longrope", scaling == "longrope"), ("causal = 0", not geometry["causal"])):
+            if present:
+                problems.append(f"{feature} (DeepseekV3Attention has none)")
+        if geometry["qk_rope_head_dim"] == 0:
+            # Found by `attncheck fuzz --profile latent` on the worker: DeepseekV3RotaryEmbedding over head_dim 0
+            # builds a one-entry table that is no RoPE.
+            problems.append("qk_rope_head_dim 0 (DeepseekV3's rotary embedding needs a RoPE part)")
+        if case.queries_seeing_no_key():
+            problems.append("a query that sees no key (attncheck outputs 0 there, transformers has no such convention)")
+        return "; ".join(problems)
     if geometry.get("attention_sinks", 0) and architecture != "gpt-oss":
         problems.append(f"attention sinks (only GptOssAttention has them, not {architecture})")
     if architecture == "gpt-oss" and not geometry.get("attention_sinks", 0):
@@ -265,6 +288,8 @@ def _build_module(architecture, geometry, positions, attn_implementation):
     head_dim = attncheck.resolved_head_dim(geometry)
     layer_type = "sliding_attention" if "sliding_window" in geometry else "full_attention"
     rope = rope_parameters(geometry)
+    if architecture == "deepseek-v3":
+        return _build_latent_module(geometry, positions, attn_implementation, rope, layer_type)
     if 0 < geometry["rotary_dim"] < head_dim:
         rope["partial_rotary_factor"] = geometry["rotary_dim"] / head_dim
     common = dict(hidden_size=geometry["hidden_size"], num_attention_heads=geometry["num_attention_heads"],
@@ -369,6 +394,37 @@ def _build_module(architecture, geometry, positions, attn_implementation):
     if architecture == "gpt-neox" and attention.rotary_ndims != geometry["rotary_dim"]:
         raise Unsupported(f"gpt-neox: the module rotates {attention.rotary_ndims} channels (int(head_dim x "
                             f"rotary_pct)), the golden {geometry['rotary_dim']}")
+    return config, attention, rotary, layer_type
+
+
+def _build_latent_module(geometry, positions, attn_implementation, rope, layer_type):
+    """DeepseekV3Attention for a schema-version-3 golden, checked to have read its widths and scale as the golden
+    means them (transformers' config sets its own head_dim to qk_rope_head_dim: RoPE's width, not a head's)."""
+    import torch
+    import transformers
+
+    modeling = transformers.models.deepseek_v3.modeling_deepseek_v3
+    config = transformers.DeepseekV3Config(
+        hidden_size=geometry["hidden_size"], num_attention_heads=geometry["num_attention_heads"],
+        num_key_value_heads=geometry["num_attention_heads"], num_hidden_layers=1,
+        q_lora_rank=geometry["q_lora_rank"] or None, kv_lora_rank=geometry["kv_lora_rank"],
+        qk_nope_head_dim=geometry["qk_nope_head_dim"], qk_rope_head_dim=geometry["qk_rope_head_dim"],
+        v_head_dim=geometry["v_head_dim"], rope_interleave=geometry["rope_style"] == "interleaved",
+        rope_parameters=rope, attention_bias=False, attention_dropout=0.0,
+        max_position_embeddings=int(positions.max()) + 1, attn_implementation=attn_implementation)
+    attention, rotary = modeling.DeepseekV3Attention(config, 0), modeling.DeepseekV3RotaryEmbedding(config)
+    attention.to(torch.float64).eval()
+    rotary.to(torch.float64)
+    use_schema_frequencies(rotary, geometry)
+    if attention.qk_head_dim != geometry["head_dim"] or attention.v_head_dim != geometry["v_head_dim"]:
+        raise BadInput(f"deepseek-v3: the module built q/k heads {attention.qk_head_dim} and v heads "
+                       f"{attention.v_head_dim} wide, the golden means {geometry['head_dim']} and {geometry['v_head_dim']}")
+    for norm in (attention.q_a_layernorm, attention.kv_a_layernorm):
+        if norm is not None and norm.variance_epsilon != geometry["latent_norm_eps"]:
+            raise Unsupported(f"deepseek-v3: transformers builds the latent norms with eps {norm.variance_epsilon}, the "
+                              f"golden's latent_norm_eps is {geometry['latent_norm_eps']}")
+    if not math.isclose(attention.scaling, geometry["scale"], rel_tol=4e-16):
+        raise BadInput(f"deepseek-v3: the module scales scores by {attention.scaling!r}, the golden by {geometry['scale']!r}")
     return config, attention, rotary, layer_type
 
 
@@ -521,7 +577,9 @@ def load_weights(architecture, attention, weights):
         names = {"q_proj": "q_proj.weight", "k_proj": "k_proj.weight", "v_proj": "v_proj.weight",
                  "o_proj": output, "q_bias": "q_proj.bias", "k_bias": "k_proj.bias",
                  "v_bias": "v_proj.bias", "o_bias": "o_proj.bias", "q_norm": "q_norm.weight", "k_norm": "k_norm.weight",
-                 "sinks": "sinks"}
+                 "sinks": "sinks", "q_a_proj": "q_a_proj.weight", "q_a_layernorm": "q_a_layernorm.weight",
+                 "q_b_proj": "q_b_proj.weight", "kv_a_proj_with_mqa": "kv_a_proj_with_mqa.weight",
+                 "kv_a_layernorm": "kv_a_layernorm.weight", "kv_b_proj": "kv_b_proj.weight"}
         sources = {names[name]: values for name, values in weights.items()}
 
         def gradients(parameters):
