@@ -78,6 +78,19 @@ class KPeGradientUnreduced : public NaiveLatentLayer {
   }
 };
 
+// The latent norms' gradients not all-reduced: each rank keeps its own heads' share of q_a_layernorm's and
+// kv_a_layernorm's gradient (a norm replicated on every rank whose gradient hook was never registered).
+class LatentNormGradientsUnreduced : public NaiveLatentLayer {
+  std::vector<Parameters> reduce_gradients(const std::vector<Parameters>& partials, const TpPlan& plan) const override {
+    std::vector<Parameters> reduced = NaiveLatentLayer::reduce_gradients(partials, plan);
+    for (std::size_t r = 0; r < reduced.size(); ++r) {
+      reduced[r].kv_a_layernorm = partials[r].kv_a_layernorm;
+      if (partials[r].q_a_layernorm) reduced[r].q_a_layernorm = partials[r].q_a_layernorm;
+    }
+    return reduced;
+  }
+};
+
 // The replicated latent weights' gradients reduced twice (AReno #496: a second all-reduce on q_a_proj,
 // kv_a_proj_with_mqa and their norms): every rank holds tp_size times the sum.
 class LatentGradientsReducedTwice : public NaiveLatentLayer {
@@ -134,6 +147,9 @@ std::vector<Mutant> latent_mutants() {
       latent_mutant("transformer-engine-1975-k-pe-grad-unreduced",
                     "MLA under TP: the shared k_pe's gradient (kv_a_proj_with_mqa's k_pe rows) not summed over ranks",
                     run_with<KPeGradientUnreduced>(), "NVIDIA/TransformerEngine#1975 (NVIDIA/Megatron-LM#1699)"),
+      latent_mutant("mla-latent-norm-grads-unreduced",
+                    "MLA under TP: q_a_layernorm's and kv_a_layernorm's gradients not summed over ranks",
+                    run_with<LatentNormGradientsUnreduced>()),
       latent_mutant("areno-496-latent-grads-reduced-twice",
                     "MLA under TP: the replicated latent weights' gradients all-reduced twice (tp_size x the sum)",
                     run_with<LatentGradientsReducedTwice>(), "inclusionAI/AReno#496"),
