@@ -33,6 +33,12 @@ class RopeOnFirstChannels : public NaiveLatentLayer {
   std::int64_t rope_first_channel(const LatentAttentionSpec&) const override { return 0; }
 };
 
+// kv_a_proj_with_mqa's output split k_pe first, then the latent (DeepSeek's layout is the latent first): a
+// framework's weight loader or split reading the compressed projection in the other order.
+class KPeRowsFirst : public NaiveLatentLayer {
+  bool k_pe_rows_first() const override { return true; }
+};
+
 // The softmax scale from the value head width: v_head_dim^-0.5 (times yarn's mscale^2) instead of qk_head_dim's.
 class ScaleFromValueWidth : public NaiveLatentLayer {
   double score_scale(const Geometry& geometry) const override {
@@ -134,6 +140,9 @@ std::vector<Mutant> latent_mutants() {
       latent_mutant("mla-rope-on-first-channels",
                     "MLA: RoPE on each q/k head's first qk_rope_head_dim channels instead of its last (k_pe unrotated)",
                     run_with<RopeOnFirstChannels>()),
+      latent_mutant("mla-k-pe-rows-first",
+                    "MLA: kv_a_proj_with_mqa's output split as [k_pe, latent] instead of [latent, k_pe]",
+                    run_with<KPeRowsFirst>()),
       latent_mutant("mla-scale-from-v-head-dim", "MLA: softmax scale v_head_dim^-0.5 (x mscale^2) instead of qk_head_dim's",
                     run_with<ScaleFromValueWidth>()),
       latent_mutant("transformers-47435-mla-mscale-missing",

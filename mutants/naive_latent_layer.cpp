@@ -30,6 +30,7 @@ std::vector<std::int64_t> NaiveLatentLayer::o_proj_input_columns(const LatentAtt
   return columns;
 }
 
+bool NaiveLatentLayer::k_pe_rows_first() const { return false; }
 bool NaiveLatentLayer::decode_absorbed() const { return false; }
 bool NaiveLatentLayer::absorbed_cache_normed() const { return true; }
 bool NaiveLatentLayer::absorbed_k_pe_rotated_when_cached() const { return true; }
@@ -109,8 +110,10 @@ Shape shape_of(const LatentAttentionSpec& latent, std::int64_t heads) {
           latent.kv_lora_rank};
 }
 
-// Projections and latent norms; q and k assembled per head but not rotated.
-Projected project(const Parameters& shard, const LatentAttentionSpec& latent, const Shape& s, const RowMatrix& x) {
+// Projections and latent norms; q and k assembled per head but not rotated. k_pe_first: kv_a_proj_with_mqa's
+// k_pe rows read as its first ones (the latent after them).
+Projected project(const Parameters& shard, const LatentAttentionSpec& latent, const Shape& s, const RowMatrix& x,
+                  bool k_pe_first) {
   Projected p;
   if (shard.q_a_proj) {
     p.q_latent_input = x * matrix(*shard.q_a_proj).transpose();
@@ -120,8 +123,8 @@ Projected project(const Parameters& shard, const LatentAttentionSpec& latent, co
     p.q = x * matrix(shard.q_proj).transpose();
   }
   const RowMatrix kv_a = x * matrix(*shard.kv_a_proj_with_mqa).transpose();
-  p.latent_input = kv_a.leftCols(s.lora);
-  p.k_pe = kv_a.rightCols(s.rope);
+  p.latent_input = k_pe_first ? kv_a.rightCols(s.lora) : kv_a.leftCols(s.lora);
+  p.k_pe = k_pe_first ? kv_a.leftCols(s.rope) : kv_a.rightCols(s.rope);
   p.latent = rms_norm(p.latent_input, *shard.kv_a_layernorm, latent.latent_norm_eps, p.latent_inverse);
   const RowMatrix kv = p.latent * matrix(*shard.kv_b_proj).transpose();
   p.k.resize(x.rows(), s.heads * s.q_width);
@@ -194,7 +197,7 @@ Result NaiveLatentLayer::run(const Case& test_case) const {
   for (int r = 0; r < plan.tp_size; ++r) {
     const Parameters shard = shard_parameters(test_case.weights, plan, r);
     const Shape s = shape_of(latent, plan.ranks[r].q_heads.size());
-    Projected p = project(shard, latent, s, x);
+    Projected p = project(shard, latent, s, x, k_pe_rows_first());
     rotate(p.q, in.positions, s.q_width, first, s.rope, frequencies, interleaved, 1.0);
     rotate(p.k, in.positions, s.q_width, first, s.rope, frequencies, interleaved, 1.0);
     const std::vector<std::int64_t> columns = o_proj_input_columns(latent, s.heads);
@@ -258,7 +261,11 @@ Result NaiveLatentLayer::run(const Case& test_case) const {
     RowMatrix d_latent = d_kv * matrix(*shard.kv_b_proj);
     grads.kv_a_layernorm = rms_norm_backward(p.latent_input, p.latent_inverse, *shard.kv_a_layernorm, d_latent);
     RowMatrix d_kv_a(tokens, s.lora + s.rope);
-    d_kv_a << d_latent, d_k_pe;
+    if (k_pe_rows_first()) {
+      d_kv_a << d_k_pe, d_latent;
+    } else {
+      d_kv_a << d_latent, d_k_pe;
+    }
     grads.kv_a_proj_with_mqa = as_tensor(d_kv_a.transpose() * x);
     RowMatrix rank_dx = d_kv_a * matrix(*shard.kv_a_proj_with_mqa);
     if (shard.q_a_proj) {
@@ -306,7 +313,7 @@ Result NaiveLatentLayer::run(const Case& test_case) const {
           for (std::int64_t i = 0; i < count; ++i) positions[b * count + i] = in.positions[b * in.seq + start + i];
         }
         const RopeFrequencies call_frequencies = call_rope_frequencies(geometry, positions);
-        Projected p = project(shard, latent, s, call_x);
+        Projected p = project(shard, latent, s, call_x, k_pe_rows_first());
         rotate(p.q, positions, s.q_width, first, s.rope, call_frequencies, interleaved, 1.0);
         RowMatrix context(in.batch * count, s.heads * s.v_width);
         for (std::int64_t b = 0; b < in.batch; ++b) {

@@ -46,6 +46,9 @@ class NaiveLatentLayer {
   // For each o_proj input column j of a rank with `heads` heads, the context column it reads, or -1 for a
   // zero: the identity (head h's V columns in order).
   virtual std::vector<std::int64_t> o_proj_input_columns(const LatentAttentionSpec& latent, std::int64_t heads) const;
+  // Where kv_a_proj_with_mqa's output puts the shared k_pe: after the latent (false, DeepSeek's layout) or
+  // before it.
+  virtual bool k_pe_rows_first() const;
   // Decoding in the absorbed form (the cache holds the latent and RoPE(k_pe)) instead of the expanded one.
   virtual bool decode_absorbed() const;
   // Absorbed form: what the cache keeps as the latent, kv_a_layernorm's output (true) or its input.
