@@ -293,9 +293,7 @@ Result NaiveLatentLayer::run(const Case& test_case) const {
     // Every call of the schedule through each rank's cache, partial outputs summed in rank order.
     const std::int64_t total = in.decode.total();
     RowMatrix decoded = RowMatrix::Zero(in.batch * total, hidden);
-    std::vector<std::int64_t> calls;
-    if (in.decode.prefill > 0) calls.push_back(in.decode.prefill);
-    calls.insert(calls.end(), in.decode.steps.begin(), in.decode.steps.end());
+    const std::vector<std::int64_t> calls = in.decode.calls();
     for (int r = 0; r < plan.tp_size; ++r) {
       const Parameters shard = shard_parameters(test_case.weights, plan, r);
       const Shape s = shape_of(latent, plan.ranks[r].q_heads.size());

@@ -46,13 +46,6 @@ ConstMatrixMap KvCache::values(std::int64_t b, std::int64_t kv_head) const {
   return ConstMatrixMap(values_.data() + value_offset(b, kv_head), length_, value_dim_);
 }
 
-std::vector<std::int64_t> decode_calls(const DecodeSchedule& decode) {
-  std::vector<std::int64_t> calls;
-  if (decode.prefill > 0) calls.push_back(decode.prefill);
-  calls.insert(calls.end(), decode.steps.begin(), decode.steps.end());
-  return calls;
-}
-
 CallTokens gather_call_tokens(const Inputs& inputs, std::int64_t start, std::int64_t count) {
   const ConstMatrixMap x = as_matrix(inputs.x, inputs.batch * inputs.seq);
   CallTokens tokens{.x = RowMatrix(inputs.batch * count, x.cols()),

@@ -45,9 +45,6 @@ class KvCache {
   std::vector<double> values_;
 };
 
-// The calls of a decode schedule in order: the prefill (when > 0), then each step; tokens per call.
-std::vector<std::int64_t> decode_calls(const DecodeSchedule& decode);
-
 // Tokens [start, start + count) of every batch row of the case's inputs, gathered contiguous:
 // x [batch * count, hidden_size] and their positions [batch * count].
 struct CallTokens {

@@ -69,7 +69,7 @@ Tensor run_latent_decode(const Case& test_case, const TpPlan& plan, LatentDecode
     const std::int64_t heads = plan.ranks[r].q_heads.size();
     LatentCache cache(geometry, form, inputs.batch, heads, total);
     std::int64_t start = 0;
-    for (std::int64_t count : decode_calls(inputs.decode)) {
+    for (std::int64_t count : inputs.decode.calls()) {
       const CallTokens call = gather_call_tokens(inputs, start, count);
       const RowMatrix partial =
           latent_decode_call(geometry, heads, shard, call.block(inputs.batch, count), inputs.key_lengths, cache);

@@ -112,7 +112,7 @@ Tensor run_decode(const Case& test_case, const TpPlan& plan, const NormSums& sum
   const Inputs& inputs = test_case.inputs;
   const std::int64_t hidden = geometry.hidden_size();
   const std::int64_t total = inputs.decode.total();
-  const std::vector<std::int64_t> calls = decode_calls(inputs.decode);
+  const std::vector<std::int64_t> calls = inputs.decode.calls();
 
   Tensor decode_out({inputs.batch, total, hidden});
   MatrixMap out = as_matrix(decode_out, inputs.batch * total);

@@ -102,14 +102,7 @@ torch::Tensor LatentSelfAttention::forward(const torch::Tensor& x, const torch::
   const torch::Tensor kv = F::linear(latent, kv_b_proj_).view({batch, keys, heads, nope + v_dim}).transpose(1, 2);
   const torch::Tensor k = torch::cat({kv.narrow(-1, 0, nope), k_pe.unsqueeze(1).expand({batch, heads, keys, rope})}, -1);
   const torch::Tensor v = kv.narrow(-1, nope, v_dim);
-  // Visible keys [batch, 1, seq, keys]: query i at key index past + i (bottom-right alignment).
-  const auto index_options = torch::TensorOptions().dtype(torch::kInt64).device(x.device());
-  const torch::Tensor query_index = torch::arange(seq, index_options).add(past).view({seq, 1});
-  const torch::Tensor key_index = torch::arange(keys, index_options).view({1, keys});
-  torch::Tensor visible = key_index.lt(key_lengths.view({batch, 1, 1, 1}));
-  if (g.causal()) visible = visible.logical_and(key_index.le(query_index));
-  if (g.sliding_window()) visible = visible.logical_and(key_index.gt(query_index - *g.sliding_window()));
-  visible = visible.expand({batch, 1, seq, keys});
+  const torch::Tensor visible = visible_keys(g, batch, seq, past, key_lengths);
   const torch::Tensor has_key = visible.any(-1, /*keepdim=*/true);
   torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * g.scale();
   if (g.softcap()) scores = torch::tanh(scores / *g.softcap()) * *g.softcap();

@@ -237,18 +237,22 @@ torch::Tensor ParallelSelfAttention::forward(const torch::Tensor& x, const torch
     cache->values = v;
     cache->length += seq;
   }
-  const std::int64_t keys = past + seq;
-  // Visible keys [batch, 1, seq, keys]: query i sits at key index past + i (bottom-right alignment).
-  const auto index_options = torch::TensorOptions().dtype(torch::kInt64).device(x.device());
-  const torch::Tensor query_index = torch::arange(seq, index_options).add(past).view({seq, 1});
-  const torch::Tensor key_index = torch::arange(keys, index_options).view({1, keys});
-  torch::Tensor visible = key_index.lt(key_lengths.view({batch, 1, 1, 1}));
-  if (g.causal()) visible = visible.logical_and(key_index.le(query_index));
-  if (g.sliding_window()) visible = visible.logical_and(key_index.gt(query_index - *g.sliding_window()));
-  visible = visible.expand({batch, 1, seq, keys});
+  const torch::Tensor visible = visible_keys(g, batch, seq, past, key_lengths);
   // The context flattened to query_hidden_size (not hidden_size), then RowParallel dense.
   const torch::Tensor context = attend(q, k, v, visible).transpose(1, 2).reshape({batch, seq, query_hidden_size_});
   return torch::nn::functional::linear(context, dense_weight_);
+}
+
+torch::Tensor visible_keys(const Geometry& geometry, std::int64_t batch, std::int64_t seq, std::int64_t past,
+                           const torch::Tensor& key_lengths) {
+  const std::int64_t keys = past + seq;
+  const auto index_options = torch::TensorOptions().dtype(torch::kInt64).device(key_lengths.device());
+  const torch::Tensor query_index = torch::arange(seq, index_options).add(past).view({seq, 1});
+  const torch::Tensor key_index = torch::arange(keys, index_options).view({1, keys});
+  torch::Tensor visible = key_index.lt(key_lengths.view({batch, 1, 1, 1}));
+  if (geometry.causal()) visible = visible.logical_and(key_index.le(query_index));
+  if (geometry.sliding_window()) visible = visible.logical_and(key_index.gt(query_index - *geometry.sliding_window()));
+  return visible.expand({batch, 1, seq, keys});
 }
 
 Parameters ParallelSelfAttention::shard_gradients() const {

@@ -82,6 +82,12 @@ class ParallelSelfAttention {
 
 torch::Dtype dtype_of(Precision precision);
 
+// Which keys each query sees, [batch, 1, seq, past + seq] bool: a call's seq queries at key indices past ..
+// (bottom-right alignment), keys below key_lengths [batch], causal and the window as the geometry says. Both
+// attention layers (this one and latent_self_attention.hpp) mask with it.
+torch::Tensor visible_keys(const Geometry& geometry, std::int64_t batch, std::int64_t seq, std::int64_t past,
+                           const torch::Tensor& key_lengths);
+
 // A core Tensor (float64) as a torch tensor of the given options, and back.
 torch::Tensor to_torch(const Tensor& tensor, const torch::TensorOptions& options);
 Tensor from_torch(const torch::Tensor& tensor);

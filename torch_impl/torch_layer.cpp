@@ -41,9 +41,7 @@ Tensor run_decode(const Case& test_case, std::vector<std::unique_ptr<ParallelSel
                   const torch::Tensor& o_bias) {
   const torch::NoGradGuard no_grad;
   const DecodeSchedule& decode = test_case.inputs.decode;
-  std::vector<std::int64_t> calls;
-  if (decode.prefill > 0) calls.push_back(decode.prefill);
-  calls.insert(calls.end(), decode.steps.begin(), decode.steps.end());
+  const std::vector<std::int64_t> calls = decode.calls();
   std::vector<RankCache> caches(ranks.size());
   std::vector<torch::Tensor> outputs;
   std::int64_t start = 0;
@@ -95,9 +93,7 @@ Result run_latent(const Case& test_case, const TorchOptions& options, const std:
   result.rank_gradients = reduce_rank_gradients(partials, plan);
   if (!inputs.decode.empty()) {
     const torch::NoGradGuard no_grad;
-    std::vector<std::int64_t> calls;
-    if (inputs.decode.prefill > 0) calls.push_back(inputs.decode.prefill);
-    calls.insert(calls.end(), inputs.decode.steps.begin(), inputs.decode.steps.end());
+    const std::vector<std::int64_t> calls = inputs.decode.calls();
     std::vector<LatentCache> caches(ranks.size());
     std::vector<torch::Tensor> outputs;
     std::int64_t start = 0;

@@ -6,6 +6,13 @@
 
 namespace attncheck {
 
+std::vector<std::int64_t> DecodeSchedule::calls() const {
+  std::vector<std::int64_t> counts;
+  if (prefill > 0) counts.push_back(prefill);
+  counts.insert(counts.end(), steps.begin(), steps.end());
+  return counts;
+}
+
 std::int64_t DecodeSchedule::total() const {
   std::int64_t tokens = prefill;
   for (std::int64_t step : steps) tokens += step;

@@ -32,6 +32,8 @@ struct DecodeSchedule {
   std::vector<std::int64_t> steps;
 
   std::int64_t total() const;  // tokens decoded: prefill + sum(steps)
+  // The calls in order, tokens per call: the prefill (when > 0), then each step.
+  std::vector<std::int64_t> calls() const;
   bool empty() const { return prefill == 0 && steps.empty(); }
   friend bool operator==(const DecodeSchedule&, const DecodeSchedule&) = default;
 };
