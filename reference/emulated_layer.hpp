@@ -3,7 +3,9 @@
 // float). bf16 and fp16: operations in float and every operation's result rounded to bf16 / fp16, as GPU kernels that
 // store in half precision and accumulate in fp32 do. "Naive" also in RoPE: the angle is position x frequency in float,
 // as transformers computes it (or in float64, for a candidate that declares float64 angles: EmulationVariant::angles).
-// fp64 runs the same code in double, which is how it is tested against the reference.
+// fp64 runs the same code in double, which is how it is tested against the reference. A latent-attention
+// layer (multi-head latent attention) is emulated by emulated_latent_layer.hpp, from the same arithmetic
+// (emulated_arithmetic.hpp, emulated_rope.hpp, emulated_norm.hpp, emulated_attention.hpp).
 //
 // Unsharded: per-rank gradients are the slices of the full ones (their error is the same), and the
 // decode output is the full forward's first rows (the same arithmetic per query), or, where a longrope

@@ -1,0 +1,145 @@
+// The arithmetic every emulated layer (emulated_layer.hpp) is built from: the storage rounding of each
+// operation's result, the fixed-order matrix products, the directed rounding of the softmax chain, and
+// loading and saving Tensors in the working type S (float for fp32/bf16/fp16, double for the fp64 run).
+// The plain layer (emulated_layer.cpp) and the latent one (emulated_latent_layer.cpp) share it, so that
+// both round the same operations the same way.
+#pragma once
+
+#include <Eigen/Core>
+
+#include <bit>
+#include <cfenv>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <utility>
+
+#include "core/generation/splitmix_stream.hpp"
+#include "core/model/precision.hpp"
+#include "core/model/tensor.hpp"
+#include "reference/emulated_layer.hpp"
+#include "reference/fixed_order_product.hpp"
+
+namespace attncheck::reference::emulation {
+
+template <typename S>
+using Mat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename S>
+using Row = Eigen::Matrix<S, 1, Eigen::Dynamic>;
+template <typename S>
+using Column = Eigen::Matrix<S, Eigen::Dynamic, 1>;
+
+// Rounding of every operation's result to the storage type (bf16 or fp16; nothing more for fp32 /
+// fp64), and, for the jittered runs, a random nudge of one ulp on half of the results: a stand-in
+// for the rounding any other correct implementation might do there (emulated_layer.hpp).
+struct Storage {
+  Precision precision = Precision::fp32;
+  SplitMixStream* jitter = nullptr;  // null: round to nearest only
+
+  float nearest(float value) const {
+    if (precision == Precision::fp16) return static_cast<float>(static_cast<_Float16>(value));
+    if (precision == Precision::bf16) {
+      if (std::isnan(value)) return value;
+      const auto bits = std::bit_cast<std::uint32_t>(value);
+      const std::uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;  // nearest, ties even
+      return std::bit_cast<float>(rounded);
+    }
+    return value;
+  }
+
+  // One ulp of the storage precision away from zero or towards it.
+  float step(float value, bool away) const {
+    if (precision == Precision::bf16) {
+      const auto bits = std::bit_cast<std::uint32_t>(value);
+      return std::bit_cast<float>(away ? bits + 0x10000u : bits - 0x10000u);
+    }
+    if (precision == Precision::fp16) {
+      const auto bits = std::bit_cast<std::uint16_t>(static_cast<_Float16>(value));
+      return static_cast<float>(std::bit_cast<_Float16>(static_cast<std::uint16_t>(away ? bits + 1 : bits - 1)));
+    }
+    const float infinity = std::numeric_limits<float>::infinity();
+    return std::nextafter(value, (value > 0) == away ? infinity : -infinity);
+  }
+
+  float round(float value) const {
+    value = nearest(value);
+    if (jitter == nullptr || value == 0.0f || !std::isfinite(value) || !jitter->coin()) return value;
+    return step(value, jitter->coin());
+  }
+  double round(double value) const { return value; }  // the fp64 run rounds nothing
+
+  // A result an implementation keeps in float (never stored in half precision): only the jittered runs'
+  // nudge, one float ulp half of the time.
+  float nudge(float value) const {
+    if (jitter == nullptr || value == 0.0f || !std::isfinite(value) || !jitter->coin()) return value;
+    const float infinity = std::numeric_limits<float>::infinity();
+    return std::nextafter(value, (value > 0) == jitter->coin() ? infinity : -infinity);
+  }
+  double nudge(double value) const { return value; }
+
+  template <typename S>
+  Mat<S> operator()(Mat<S> matrix) const {
+    if (precision == Precision::bf16 || precision == Precision::fp16 || jitter != nullptr) {
+      for (S& value : matrix.reshaped()) value = round(value);
+    }
+    return matrix;
+  }
+};
+
+// Every matrix product of a layer: the same operations on every machine (fixed_order_product.hpp), so
+// that a yardstick stored in a golden is the one any machine recomputes.
+template <typename Lhs, typename Rhs>
+auto product(const Eigen::MatrixBase<Lhs>& lhs, const Eigen::MatrixBase<Rhs>& rhs) {
+  return fixed_order_product<typename Lhs::Scalar>(lhs, rhs);
+}
+
+// A tensor as a [rows, numel / rows] matrix of S.
+template <typename S>
+Mat<S> load(const Tensor& tensor, std::int64_t rows) {
+  const Eigen::Map<const Mat<double>> map(tensor.data(), rows, tensor.numel() / rows);
+  return map.template cast<S>();
+}
+
+template <typename S>
+Tensor save(const Mat<S>& matrix, Shape shape) {
+  Tensor tensor(std::move(shape));
+  Eigen::Map<Mat<double>>(tensor.data(), matrix.rows(), matrix.cols()) = matrix.template cast<double>();
+  return tensor;
+}
+
+template <typename S>
+Tensor save_row(const Row<S>& row) {
+  Tensor tensor({row.size()});
+  for (Eigen::Index i = 0; i < row.size(); ++i) tensor.values[i] = static_cast<double>(row[i]);
+  return tensor;
+}
+
+// x @ weight^T (+ bias), each product accumulated in S, the result stored.
+template <typename S>
+Mat<S> linear(const Storage& store, const Mat<S>& x, const Tensor& weight, const Tensor* bias = nullptr) {
+  Mat<S> out = product(x, load<S>(weight, weight.shape[0]).transpose());
+  if (bias) out.rowwise() += load<S>(*bias, 1).row(0);
+  return store(std::move(out));
+}
+
+// Rounds this thread's float operations in a direction while it lives (fp32 runs only; emulated_layer.hpp
+// says why only the softmax chain). No OpenMP region runs inside one: the mode is per thread.
+class RoundingScope {
+ public:
+  RoundingScope(Rounding rounding, Precision precision) : mode_(std::fegetround()) {
+    if (rounding == Rounding::nearest || precision != Precision::fp32) return;
+    const int mode = rounding == Rounding::upward     ? FE_UPWARD
+                     : rounding == Rounding::downward ? FE_DOWNWARD
+                                                      : FE_TOWARDZERO;
+    if (std::fesetround(mode) != 0) throw std::runtime_error("emulated layer: the rounding mode cannot be set");
+  }
+  RoundingScope(const RoundingScope&) = delete;
+  RoundingScope& operator=(const RoundingScope&) = delete;
+  ~RoundingScope() { std::fesetround(mode_); }
+
+ private:
+  int mode_;
+};
+
+}  // namespace attncheck::reference::emulation
