@@ -29,6 +29,7 @@ set(ATTNCHECK_MEDIUM_TESTS
   "fuzz.hf_worker_latent_clean"
   "fuzz.hf_worker_planted_bug"
   "fuzz.state_dependent_failure_reported"
+  "fuzz.torch_fp32_latent_clean"
   "fuzz.worker_fp32_judged_by_its_contract"
   "fuzz.worker_timeout_cleans_up"
   "golden.caught_mutant-bf16-pv-accumulation"

@@ -11,9 +11,12 @@ endfunction()
 set(fuzz_dir ${CMAKE_CURRENT_BINARY_DIR}/fuzz_e2e)
 attncheck_fuzz_case(reference_tp_clean 0 "fuzz reference-tp: 400 cases \\(0 unsupported\\)" "^$" 120
                     fuzz --impl reference-tp --cases 400 --seed 7 --repro-dir ${fuzz_dir})
-# LibTorch's latent attention (fp64) on the latent profile: clean (sinks it declines, by name).
-attncheck_fuzz_case(torch_fp64_latent_clean 0 "fuzz torch-cpu-fp64: 300 cases \\([0-9]+ unsupported\\)" "^$" 120
+# LibTorch's latent attention on the latent profile, sinks included: clean in fp64, and in fp32 within the
+# latent yardstick's tolerance (reference/emulated_latent_layer.hpp); neither declines a case.
+attncheck_fuzz_case(torch_fp64_latent_clean 0 "fuzz torch-cpu-fp64: 300 cases \\(0 unsupported\\)" "^$" 120
                     fuzz --impl torch-cpu-fp64 --profile latent --cases 300 --repro-dir ${fuzz_dir}/torch_latent)
+attncheck_fuzz_case(torch_fp32_latent_clean 0 "fuzz torch-cpu-fp32: 300 cases \\(0 unsupported\\)" "^$" 120
+                    fuzz --impl torch-cpu-fp32 --profile latent --cases 300 --repro-dir ${fuzz_dir}/torch_latent_fp32)
 # Every mutant of the catalog is caught within its profile's case budget (mutant_case_budget), with the
 # same table on any machine at any load; the time limit is only a runaway stop.
 attncheck_fuzz_case(mutants_all_killed 0 "82 of 82 mutants killed\n$" "^$" 900

@@ -17,6 +17,7 @@
 
 #include "core/model/parameters.hpp"
 #include "core/model/tp_plan.hpp"
+#include "torch_impl/attention_steps.hpp"
 #include "torch_impl/torch_options.hpp"
 
 namespace attncheck::torch_impl {
@@ -41,7 +42,6 @@ class LatentSelfAttention {
 
  private:
   torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight) const;
-  torch::Tensor rotate(const torch::Tensor& values, const torch::Tensor& positions) const;  // last dim = rope
 
   const TpPlan& plan_;
   LatentAttentionSpec latent_;
@@ -49,8 +49,8 @@ class LatentSelfAttention {
   std::int64_t num_heads_;  // local
   torch::Tensor q_proj_, q_a_proj_, q_a_layernorm_, q_b_proj_;  // q_proj without q_lora_rank, else the other three
   torch::Tensor kv_a_proj_, kv_a_layernorm_, kv_b_proj_, o_proj_;
-  torch::Tensor inv_freq_;  // [qk_rope_head_dim / 2] float64, as golden/SCHEMA.md
-  double attention_factor_ = 1.0;
+  torch::Tensor sinks_;  // [local heads] sink logits, or undefined
+  RotaryEmbedding rotary_;  // over the qk_rope_head_dim channels of q's heads and of k_pe
 };
 
 }  // namespace attncheck::torch_impl

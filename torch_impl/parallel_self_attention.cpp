@@ -6,7 +6,6 @@
 #include <stdexcept>
 #include <vector>
 
-#include "core/model/rope_frequencies.hpp"
 #include "core/tp/fused_qkv_convert.hpp"
 #include "torch_impl/sdpa_backend_guard.hpp"
 
@@ -58,7 +57,8 @@ ParallelSelfAttention::ParallelSelfAttention(const TpPlan& plan, int rank, const
       num_kv_heads_(plan.ranks[rank].kv_heads.size()),
       head_dim_(plan.geometry.head_dim()),
       query_hidden_size_(num_heads_ * head_dim_),
-      kv_hidden_size_(num_kv_heads_ * head_dim_) {
+      kv_hidden_size_(num_kv_heads_ * head_dim_),
+      rotary_(plan.geometry, tensor_options_) {
   const FusedQkv fused = fuse_qkv(shard, plan, rank, FusedQkvLayout::stacked);
   qkv_weight_ = to_torch(fused.weight, tensor_options_).requires_grad_(true);
   if (fused.bias) qkv_bias_ = to_torch(*fused.bias, tensor_options_).requires_grad_(true);
@@ -68,17 +68,6 @@ ParallelSelfAttention::ParallelSelfAttention(const TpPlan& plan, int rank, const
     k_norm_ = to_torch(*shard.k_norm, tensor_options_).requires_grad_(true);
   }
   if (shard.sinks) sinks_ = to_torch(*shard.sinks, tensor_options_).requires_grad_(true);
-  // The angles' frequencies in float64 exactly as golden/SCHEMA.md (core/model/rope_frequencies.hpp): a
-  // 1-ulp difference here costs up to 1e5 ulps at positions near 1e5. longrope has two sets, chosen per
-  // call from its largest position (rotate()); the others one.
-  const RopeFrequencies short_frequencies = rope_frequencies(plan.geometry, 0);
-  inv_freq_ = torch::tensor(short_frequencies.inv_freq, torch::kFloat64).to(tensor_options_.device());
-  attention_factor_ = short_frequencies.attention_factor;
-  if (plan.geometry.rope_scaling().type == RopeScalingType::longrope) {
-    const std::int64_t original = *plan.geometry.rope_scaling().original_max_position_embeddings;
-    long_inv_freq_ =
-        torch::tensor(rope_frequencies(plan.geometry, original).inv_freq, torch::kFloat64).to(tensor_options_.device());
-  }
 }
 
 torch::Tensor ParallelSelfAttention::normalise(const torch::Tensor& heads, const torch::Tensor& weight) const {
@@ -91,31 +80,10 @@ torch::Tensor ParallelSelfAttention::normalise(const torch::Tensor& heads, const
 torch::Tensor ParallelSelfAttention::rotate(const torch::Tensor& heads, const torch::Tensor& positions) const {
   const std::int64_t rotary_dim = plan_.geometry.rotary_dim();
   if (rotary_dim == 0) return heads;
-  const std::int64_t pairs = rotary_dim / 2;
-  // longrope: the long factors when the call's largest position + 1 exceeds the pretraining length.
-  const bool long_factors =
-      long_inv_freq_.defined() &&
-      positions.max().item<std::int64_t>() + 1 > *plan_.geometry.rope_scaling().original_max_position_embeddings;
-  // Angles in float64 (position x frequency), then cos and sin in the working type: [batch, 1, seq, pairs],
-  // times the scaling's attention factor (1 unless yarn or longrope) in float64 first.
-  const torch::Tensor angles =
-      positions.to(torch::kFloat64).unsqueeze(-1) * (long_factors ? long_inv_freq_ : inv_freq_);
-  const torch::Tensor cos = (angles.cos() * attention_factor_).to(tensor_options_.dtype()).unsqueeze(1);
-  const torch::Tensor sin = (angles.sin() * attention_factor_).to(tensor_options_.dtype()).unsqueeze(1);
-  const torch::Tensor rotary = heads.narrow(-1, 0, rotary_dim);
-  const torch::Tensor pass = heads.narrow(-1, rotary_dim, head_dim_ - rotary_dim);
-  torch::Tensor rotated;
-  if (plan_.geometry.rope_style() == RopeStyle::half_split) {  // channel i with i + rotary_dim / 2
-    const torch::Tensor a = rotary.narrow(-1, 0, pairs);
-    const torch::Tensor b = rotary.narrow(-1, pairs, pairs);
-    rotated = torch::cat({a * cos - b * sin, b * cos + a * sin}, -1);
-  } else {  // channel 2i with 2i + 1
-    const torch::Tensor channel_pairs = rotary.unflatten(-1, {pairs, 2});
-    const torch::Tensor a = channel_pairs.select(-1, 0);
-    const torch::Tensor b = channel_pairs.select(-1, 1);
-    rotated = torch::stack({a * cos - b * sin, b * cos + a * sin}, -1).flatten(-2);
-  }
-  return torch::cat({rotated, pass}, -1);
+  // The first rotary_dim channels of each head rotate; the rest pass.
+  return torch::cat({rotary_.rotate(heads.narrow(-1, 0, rotary_dim), positions),
+                     heads.narrow(-1, rotary_dim, head_dim_ - rotary_dim)},
+                    -1);
 }
 
 NormSums ParallelSelfAttention::partial_sum_squares(const torch::Tensor& x) const {
@@ -198,26 +166,7 @@ torch::Tensor ParallelSelfAttention::attend(const torch::Tensor& q, const torch:
   }
   // math: KV heads repeated for their groups (query head h reads KV head h / group).
   const std::int64_t group = num_heads_ / num_kv_heads_;
-  const torch::Tensor keys = k.repeat_interleave(group, 1);
-  const torch::Tensor values = v.repeat_interleave(group, 1);
-  torch::Tensor scores = torch::matmul(q, keys.transpose(-2, -1)) * g.scale();
-  if (g.softcap()) scores = torch::tanh(scores / *g.softcap()) * *g.softcap();
-  scores = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
-  // A query that sees no key outputs 0 (core/model/case.hpp): its row is made finite before the softmax so
-  // that no NaN reaches the backward pass, then zeroed.
-  scores = torch::where(has_key, scores, torch::zeros_like(scores));
-  torch::Tensor probabilities;
-  if (sinks_.defined()) {
-    // gpt-oss's form: each head's sink logit is one more column of the softmax, dropped afterwards.
-    const torch::Tensor sink_column =
-        sinks_.view({1, num_heads_, 1, 1}).expand({scores.size(0), num_heads_, scores.size(2), 1});
-    const torch::Tensor with_sink = torch::softmax(torch::cat({scores, sink_column}, -1), -1);
-    probabilities = with_sink.narrow(-1, 0, scores.size(-1));
-  } else {
-    probabilities = torch::softmax(scores, -1);
-  }
-  probabilities = torch::where(has_key, probabilities, torch::zeros_like(scores));
-  return torch::matmul(probabilities, values);
+  return math_attention(g, q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1), visible, sinks_);
 }
 
 torch::Tensor ParallelSelfAttention::forward(const torch::Tensor& x, const torch::Tensor& positions,
@@ -241,18 +190,6 @@ torch::Tensor ParallelSelfAttention::forward(const torch::Tensor& x, const torch
   // The context flattened to query_hidden_size (not hidden_size), then RowParallel dense.
   const torch::Tensor context = attend(q, k, v, visible).transpose(1, 2).reshape({batch, seq, query_hidden_size_});
   return torch::nn::functional::linear(context, dense_weight_);
-}
-
-torch::Tensor visible_keys(const Geometry& geometry, std::int64_t batch, std::int64_t seq, std::int64_t past,
-                           const torch::Tensor& key_lengths) {
-  const std::int64_t keys = past + seq;
-  const auto index_options = torch::TensorOptions().dtype(torch::kInt64).device(key_lengths.device());
-  const torch::Tensor query_index = torch::arange(seq, index_options).add(past).view({seq, 1});
-  const torch::Tensor key_index = torch::arange(keys, index_options).view({1, keys});
-  torch::Tensor visible = key_index.lt(key_lengths.view({batch, 1, 1, 1}));
-  if (geometry.causal()) visible = visible.logical_and(key_index.le(query_index));
-  if (geometry.sliding_window()) visible = visible.logical_and(key_index.gt(query_index - *geometry.sliding_window()));
-  return visible.expand({batch, 1, seq, keys});
 }
 
 Parameters ParallelSelfAttention::shard_gradients() const {

@@ -17,6 +17,7 @@
 
 #include "core/model/parameters.hpp"
 #include "core/model/tp_plan.hpp"
+#include "torch_impl/attention_steps.hpp"
 #include "torch_impl/torch_options.hpp"
 
 namespace attncheck::torch_impl {
@@ -75,18 +76,10 @@ class ParallelSelfAttention {
   torch::Tensor dense_weight_;      // [hidden, query_hidden_size]
   torch::Tensor q_norm_, k_norm_;   // [head_dim], whole-width: [query_hidden_size] / [kv_hidden_size]; or undefined
   torch::Tensor sinks_;             // [local query heads] sink logits, or undefined
-  torch::Tensor inv_freq_;          // [rotary_dim / 2] float64, as SCHEMA.md (longrope: its short factors)
-  torch::Tensor long_inv_freq_;     // longrope only: with its long factors; undefined otherwise
-  double attention_factor_ = 1.0;   // the RoPE scaling's, on cos and sin (yarn, longrope)
+  RotaryEmbedding rotary_;
 };
 
 torch::Dtype dtype_of(Precision precision);
-
-// Which keys each query sees, [batch, 1, seq, past + seq] bool: a call's seq queries at key indices past ..
-// (bottom-right alignment), keys below key_lengths [batch], causal and the window as the geometry says. Both
-// attention layers (this one and latent_self_attention.hpp) mask with it.
-torch::Tensor visible_keys(const Geometry& geometry, std::int64_t batch, std::int64_t seq, std::int64_t past,
-                           const torch::Tensor& key_lengths);
 
 // A core Tensor (float64) as a torch tensor of the given options, and back.
 torch::Tensor to_torch(const Tensor& tensor, const torch::TensorOptions& options);

@@ -24,7 +24,7 @@ extern "C" attncheck::impl::Implementation* attncheck_plugin_open(const char* na
     }
   };
   // Angles from float64 frequencies and positions, cos/sin then cast (parallel_self_attention.cpp).
-  // Latent attention runs on the math path in fp64 (latent_self_attention.hpp); elsewhere run_torch declines it.
+  // Latent attention runs on the math path (latent_self_attention.hpp); the sdpa path declines it by name.
   return impl::function_implementation(name, true, run, options.precision, RopeAngles::float64,
                                        impl::LatentAttentionSupport::runs)
       .release();
