@@ -106,6 +106,31 @@ RC_GTEST_PROP(TorchCpuFp64, RopeScalingAndAttentionMultiplierMatchTheReference, 
   if (outcome.verdict != Verdict::pass) RC_FAIL(outcome.detail);
 }
 
+// The latent layer takes its RoPE from the same place (torch_impl/attention_steps): longrope's factors chosen
+// per forward call there too, on q's RoPE part and on k_pe (the prefill's keys cached with the short factors,
+// the later calls and the full forward with the long ones), and the latent geometry's other draws kept.
+RC_GTEST_PROP(TorchCpuFp64, LatentLongropeChoosesItsFactorsPerCall, ()) {
+  CaseSpec spec = *latent_case_specs();
+  GeometrySpec& g = spec.geometry;
+  const std::int64_t pairs = g.latent->qk_rope_head_dim / 2;
+  RC_PRE(pairs >= 1);
+  g.rope_scaling = {.type = RopeScalingType::longrope, .factor = 16.0};
+  g.rope_scaling.short_factor = *rc::gen::container<std::vector<double>>(
+      pairs, rc::gen::map(rc::gen::inRange(100, 300), [](int v) { return v / 100.0; }));
+  g.rope_scaling.long_factor = *rc::gen::container<std::vector<double>>(
+      pairs, rc::gen::map(rc::gen::inRange(300, 800), [](int v) { return v / 100.0; }));
+  spec.inputs.batch = 1;
+  spec.inputs.position_offset = 0;
+  spec.inputs.position_gaps = false;
+  spec.inputs.key_lengths.clear();
+  spec.inputs.seq = std::max<std::int64_t>(spec.inputs.seq, 3);
+  spec.inputs.decode = {.prefill = 2, .steps = std::vector<std::int64_t>(spec.inputs.seq - 2, 1)};
+  g.rope_scaling.original_max_position_embeddings = spec.inputs.decode.prefill;
+  const auto torch = impl::open_implementation("torch-cpu-fp64");
+  const CheckOutcome outcome = check_matches_reference(*torch, make_case(spec));
+  if (outcome.verdict != Verdict::pass) RC_FAIL(outcome.detail);
+}
+
 TEST(TorchCpuFp64Sdpa, SoftcapIsUnsupportedNotWrong) {
   CaseSpec spec{.geometry = {.hidden_size = 16, .num_heads = 2, .head_dim = 8, .softcap = 5.0},
                 .inputs = {.seed = 1, .batch = 1, .seq = 4}};
