@@ -174,6 +174,22 @@ attncheck_cli_case(plan_conventions_qwen3_32b_tp16 0
 attncheck_cli_case(plan_convention_unpartitionable 2 "^$"
                    "tp_convention = megatron-equal-block: .* = 20 fused QKV rows.*tp_size 1, 2, 4 under megatron-equal-block"
                    plan --hidden 16 --heads 8 --kv-heads 1 --head-dim 2 --tp 8 --convention megatron-equal-block)
+# Context parallelism (core/model/parallel_layout.hpp): the (tp, cp) rank table for both schemes. Qwen3-0.6B at
+# TP 2 x Ulysses CP 8: rank 11 (tp 1, cp 5) attends query head 13 with KV head 6, which rank 9 shares; TP 2 x
+# ring CP 4 load-balanced over 100 tokens: rank 2 (tp 0, cp 1) holds chunks 1 and 6 and receives from rank 0.
+attncheck_cli_case(plan_cp_ulysses 0
+                   "context parallel: ulysses, cp_size 8.*world size 16 = tp 2 x cp 8.*\n +11 +1 +5 +5 +64-75 +13 +6 +rank 9\n.*replicated on 2 CP ranks"
+                   "^$" plan --preset qwen3-0.6b --tp 2 --cp 8 --cp-scheme ulysses --seq 100)
+attncheck_cli_case(plan_cp_ring 0
+                   "context parallel: ring, cp_size 4 \\(load-balanced: 8 chunks.*\n +2 +0 +1 +1, 6 +13-25, 76-87 +0-7 +0-3 +0 +4\n"
+                   "^$" plan --preset qwen3-0.6b --tp 2 --cp 4 --cp-scheme ring --seq 100)
+attncheck_cli_case(plan_cp_ring_json 0 "\"context_parallel\": \\{.*\"chunk_count\": 8.*\"scheme\": \"ring\""
+                   "^$" plan --preset qwen3-0.6b --tp 2 --cp 4 --cp-scheme ring --json)
+attncheck_cli_case(plan_cp_ulysses_refused 2 "^$"
+                   "cp_size = 3: Ulysses gives each CP rank 1/3 of its TP rank's 8 query heads.*valid Ulysses CP sizes at TP 2: 1, 2, 4, 8.*--cp-scheme ring"
+                   plan --preset qwen3-0.6b --tp 2 --cp 3 --cp-scheme ulysses)
+attncheck_cli_case(plan_cp_scheme_required 2 "^$" "--cp-scheme = absent.*--cp-scheme ulysses or --cp-scheme ring"
+                   plan --preset qwen3-0.6b --cp 2)
 attncheck_cli_case(golden_make_unpartitionable 2 "^$" "20 fused QKV rows"
                    golden make --hidden 16 --heads 8 --kv-heads 1 --head-dim 2 --tp 8 --tp-convention megatron-equal-block
                    -o ${golden_dir}/unpartitionable.h5)

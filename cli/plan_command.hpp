@@ -23,6 +23,12 @@ struct PlanOptions {
   bool layouts = false;
   // replicated-kv (today's plan), megatron-equal-block, or both: which TP conventions' holdings to show
   std::string convention = "replicated-kv";
+  // Context parallelism (core/model/parallel_layout.hpp): --cp (default 1: none); --cp-scheme, required above 1;
+  // --cp-chunks load-balanced (Megatron's, the default) or contiguous, for the ring; --seq for token ranges.
+  std::int64_t cp_size = 1;
+  std::optional<std::string> cp_scheme;
+  std::string cp_chunks = "load-balanced";
+  std::optional<std::int64_t> seq;
 };
 
 CLI::App* add_plan_command(CLI::App& app, PlanOptions& options);

@@ -1,4 +1,5 @@
 // JSON rendering of `attncheck plan --json`: one object, keys documented in docs/ARCHITECTURE.md.
+#include "cli/plan_context_parallel.hpp"
 #include "cli/plan_latent.hpp"
 #include "cli/plan_report.hpp"
 #include "core/model/rope_frequencies.hpp"
@@ -173,6 +174,7 @@ json plan_to_json(const PlanReport& report) {
   }
   out["ranks"] = ranks;
   if (geometry.is_latent()) out["latent"] = latent_json(report);
+  if (report.layout) out["context_parallel"] = context_parallel_json(report);
   if (!report.conventions.empty()) {
     json names = json::array();
     for (TpConvention convention : report.conventions) names.push_back(to_string(convention));

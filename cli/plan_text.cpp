@@ -10,6 +10,7 @@
 #include <fmt/ostream.h>
 #include <fmt/ranges.h>
 
+#include "cli/plan_context_parallel.hpp"
 #include "cli/plan_format.hpp"
 #include "cli/plan_latent.hpp"
 #include "cli/plan_report.hpp"
@@ -302,9 +303,11 @@ void write_plan_text(const PlanReport& report, std::ostream& out) {
   write_geometry(report, out);
   if (report.plan.geometry.is_latent()) {
     write_latent_ranks(report, out);
+    if (report.layout) write_context_parallel(report, out);
     return;  // no q/k/v_proj rows: TP conventions and fused-QKV layouts do not apply (plan_command.cpp refuses them)
   }
   write_ranks(report, out);
+  if (report.layout) write_context_parallel(report, out);
   if (!report.conventions.empty()) write_conventions(report, out);
   if (report.layouts) write_layouts(report, out);
 }
