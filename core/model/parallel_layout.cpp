@@ -68,9 +68,10 @@ std::vector<IndexRange> sequence_chunks(std::int64_t seq, std::int64_t chunk_cou
 
 ParallelLayout make_parallel_layout(const Geometry& geometry, std::int64_t tp_size, const CpSpec& cp) {
   ParallelLayout layout{.tp = make_tp_plan(geometry, tp_size), .cp = cp};  // InputError names a bad tp_size
-  if (cp.cp_size < 1) {
-    throw InputError("context-parallel layout", {{"cp_size", std::to_string(cp.cp_size), "must be >= 1",
-                                                  "1 (no context parallelism) or more"}});
+  if (cp.cp_size < 1 || cp.cp_size > kMaxCpSize) {
+    throw InputError("context-parallel layout",
+                     {{"cp_size", std::to_string(cp.cp_size), fmt::format("must be in [1, {}]", kMaxCpSize),
+                       "1 (no context parallelism) up to the CP ranks a job really has"}});
   }
   const RankPlan& first = layout.tp.ranks.front();
   const std::int64_t local_q = first.q_heads.size(), local_kv = first.kv_heads.size(), cp_size = cp.cp_size;

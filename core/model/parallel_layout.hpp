@@ -33,6 +33,10 @@ enum class CpScheme { ulysses, ring };
 std::string_view to_string(CpScheme scheme);
 std::optional<CpScheme> parse_cp_scheme(std::string_view text);  // "ulysses" or "ring"
 
+// The largest CP size a layout is built for: its table has tp_size x cp_size rows, and no job runs more
+// (Megatron-Core's largest published context-parallel runs use tens of ranks).
+inline constexpr std::int64_t kMaxCpSize = 4096;
+
 struct CpSpec {
   std::int64_t cp_size = 1;
   CpScheme scheme = CpScheme::ring;

@@ -87,6 +87,7 @@ TEST(ParallelLayout, RefusalsNameTheValidAlternatives) {
   const std::string gemma_text = rejection(gemma, 4, {.cp_size = 2, .scheme = CpScheme::ulysses});
   EXPECT_NE(gemma_text.find("TP sizes that admit CP 2: 1, 2"), std::string::npos) << gemma_text;
   EXPECT_NE(rejection(qwen, 2, {.cp_size = 0}).find("cp_size"), std::string::npos);
+  EXPECT_NE(rejection(qwen, 2, {.cp_size = kMaxCpSize + 1}).find("must be in [1, 4096]"), std::string::npos);
   EXPECT_NE(rejection(qwen, 3, {.cp_size = 2}).find("tp_size"), std::string::npos);  // TP's own refusal
 }
 
