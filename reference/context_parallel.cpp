@@ -1,0 +1,463 @@
+#include "reference/context_parallel.hpp"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "core/errors/input_error.hpp"
+#include "core/tp/tp_shard.hpp"
+#include "reference/attention_block.hpp"
+#include "reference/rank_layer.hpp"
+#include "reference/rope.hpp"
+
+namespace attncheck::reference {
+
+namespace {
+
+constexpr double kNegativeInfinity = -std::numeric_limits<double>::infinity();
+
+// The tokens one CP rank holds: its chunks' sequence indices, in chunk order, for every batch row.
+//   x [batch * count, hidden], positions [batch * count]: row b * count + i is sequence index sequence[i]
+//   of batch row b.
+struct ChunkTokens {
+  std::vector<IndexRange> chunks;        // its chunks' sequence ranges, ascending
+  std::vector<std::int64_t> offsets;     // each chunk's first local index
+  std::vector<std::int64_t> sequence;    // local index -> sequence index
+  RowMatrix x;
+  std::vector<std::int64_t> positions;
+  std::int64_t count() const { return static_cast<std::int64_t>(sequence.size()); }
+  TokenBlock block(std::int64_t batch) const {
+    return {.batch = batch, .seq = count(), .x = ConstMatrixMap(x.data(), x.rows(), x.cols()), .positions = positions};
+  }
+};
+
+ChunkTokens gather_tokens(const Inputs& inputs, const std::vector<IndexRange>& all_chunks, const CpRankPlan& rank,
+                          std::int64_t hidden) {
+  ChunkTokens tokens;
+  for (const std::int64_t chunk : rank.chunks) {
+    const IndexRange& range = all_chunks[static_cast<std::size_t>(chunk)];
+    tokens.chunks.push_back(range);
+    tokens.offsets.push_back(tokens.count());
+    for (std::int64_t s = range.begin; s < range.end; ++s) tokens.sequence.push_back(s);
+  }
+  const std::int64_t count = tokens.count();
+  const ConstMatrixMap x = as_matrix(inputs.x, inputs.batch * inputs.seq);
+  tokens.x.resize(inputs.batch * count, hidden);
+  tokens.positions.resize(static_cast<std::size_t>(inputs.batch * count));
+  for (std::int64_t b = 0; b < inputs.batch; ++b) {
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::int64_t global = b * inputs.seq + tokens.sequence[i];
+      tokens.x.row(b * count + i) = x.row(global);
+      tokens.positions[b * count + i] = inputs.positions[global];
+    }
+  }
+  return tokens;
+}
+
+// Query chunk q against key chunk k of the same batch row, by global sequence index.
+MaskSpec block_mask(const Geometry& geometry, const IndexRange& q, const IndexRange& k, std::int64_t key_length) {
+  MaskSpec mask = MaskSpec::for_geometry(geometry, q.size(), k.size(), key_length);
+  mask.key_offset = q.begin - k.begin;
+  mask.key_length = key_length - k.begin;
+  mask.key_count = k.size();
+  return mask;
+}
+
+// total += part, tensor by tensor (the same structure).
+void add_gradients(Parameters& total, const Parameters& part) {
+  std::vector<Tensor*> targets;
+  for_each_parameter(total, [&](std::string_view, Tensor& tensor) { targets.push_back(&tensor); });
+  std::size_t index = 0;
+  for_each_parameter(part, [&](std::string_view, const Tensor& tensor) {
+    Tensor& target = *targets.at(index++);
+    for (std::size_t i = 0; i < tensor.values.size(); ++i) target.values[i] += tensor.values[i];
+  });
+}
+
+// One TP rank under the CP layout: its CP ranks' forward and backward.
+class TpRankRun {
+ public:
+  TpRankRun(const Case& test_case, const ParallelLayout& layout, int tp_rank, const std::vector<ChunkTokens>& tokens)
+      : case_(test_case),
+        geometry_(test_case.geometry()),
+        layout_(layout),
+        tp_rank_(tp_rank),
+        tokens_(tokens),
+        shard_(shard_parameters(test_case.weights, layout.tp, tp_rank)),
+        heads_(LocalHeads::of(layout.tp.ranks[tp_rank])),
+        cp_(layout.cp.cp_size),
+        batch_(test_case.inputs.batch),
+        head_dim_(geometry_.head_dim()),
+        score_(ScoreSpec::for_geometry(geometry_)) {}
+
+  // Projections, attention under the scheme, o_proj: each CP rank's partial output for its tokens.
+  void forward() {
+    forwards_.resize(cp_);
+    for (std::int64_t c = 0; c < cp_; ++c) {
+      forwards_[c].projected = project_tokens(geometry_, heads_, shard_, tokens_[c].block(batch_));
+      forwards_[c].context = RowMatrix::Zero(batch_ * tokens_[c].count(), heads_.num_heads * head_dim_);
+    }
+    if (layout_.cp.scheme == CpScheme::ring) {
+      ring_forward();
+    } else {
+      ulysses_attention(/*backward=*/false);
+    }
+    const ConstMatrixMap o_proj = as_matrix(shard_.o_proj, shard_.o_proj.shape[0]);
+    for (RankForward& f : forwards_) f.partial_out = f.context * o_proj.transpose();
+  }
+  const RankForward& rank_forward(std::int64_t c) const { return forwards_[c]; }
+
+  // The TP rank's gradients (its CP ranks' summed in CP order) and each CP rank's dx for its tokens.
+  Parameters backward(const ConstMatrixMap& d_out, std::vector<RowMatrix>& dx) {
+    backwards_.resize(cp_);
+    d_contexts_.resize(cp_);
+    const ConstMatrixMap o_proj = as_matrix(shard_.o_proj, shard_.o_proj.shape[0]);
+    for (std::int64_t c = 0; c < cp_; ++c) {
+      const ChunkTokens& t = tokens_[c];
+      RowMatrix d_out_chunk(batch_ * t.count(), d_out.cols());
+      for (std::int64_t b = 0; b < batch_; ++b) {
+        for (std::int64_t i = 0; i < t.count(); ++i) {
+          d_out_chunk.row(b * t.count() + i) = d_out.row(b * case_.inputs.seq + t.sequence[i]);
+        }
+      }
+      RankBackward& bw = backwards_[c];
+      bw.gradients.o_proj = Tensor(shard_.o_proj.shape);
+      as_matrix(bw.gradients.o_proj, shard_.o_proj.shape[0]).noalias() = d_out_chunk.transpose() * forwards_[c].context;
+      if (shard_.o_bias) {
+        bw.gradients.o_bias = Tensor({d_out_chunk.cols()});
+        as_matrix(*bw.gradients.o_bias, 1) = d_out_chunk.colwise().sum();
+      }
+      if (shard_.sinks) bw.gradients.sinks = Tensor(shard_.sinks->shape);
+      d_contexts_[c] = d_out_chunk * o_proj;
+      const RowMatrix& p_q = forwards_[c].projected.q;
+      bw.d_q = RowMatrix::Zero(p_q.rows(), p_q.cols());
+      bw.d_k = RowMatrix::Zero(forwards_[c].projected.k.rows(), forwards_[c].projected.k.cols());
+      bw.d_v = RowMatrix::Zero(forwards_[c].projected.v.rows(), forwards_[c].projected.v.cols());
+    }
+    if (layout_.cp.scheme == CpScheme::ring) {
+      ring_backward();
+    } else {
+      ulysses_attention(/*backward=*/true);
+    }
+    Parameters total;
+    for (std::int64_t c = 0; c < cp_; ++c) {
+      RankBackward& bw = backwards_[c];
+      const std::vector<std::int64_t>& positions = tokens_[c].positions;
+      apply_rope(bw.d_q, positions, heads_.num_heads, geometry_, RopeDirection::backward);
+      apply_rope(bw.d_k, positions, heads_.num_kv_heads, geometry_, RopeDirection::backward);
+      rank_backward_finish(geometry_, heads_, shard_, tokens_[c].block(batch_), forwards_[c], nullptr, true, bw);
+      dx.push_back(std::move(bw.dx));
+      if (c == 0) {
+        total = bw.gradients;
+      } else {
+        add_gradients(total, bw.gradients);
+      }
+    }
+    return total;
+  }
+
+ private:
+  std::int64_t group() const { return heads_.group_size(); }
+  std::int64_t rows(std::int64_t c) const { return tokens_[c].count(); }
+
+  // Ring, forward: CP rank c's query chunks against every rank's key chunks, merged by log-sum-exp.
+  void ring_forward() {
+    const std::int64_t group_width = group() * head_dim_;
+    log_sum_exp_.assign(cp_, RowMatrix());
+    for (std::int64_t c = 0; c < cp_; ++c) {
+      log_sum_exp_[c] = RowMatrix::Constant(batch_ * heads_.num_heads, rows(c), kNegativeInfinity);
+    }
+    for (std::int64_t c = 0; c < cp_; ++c) {
+      const ChunkTokens& mine = tokens_[c];
+      RowMatrix& context = forwards_[c].context;
+      RowMatrix& lse = log_sum_exp_[c];  // [batch * local heads, rows]
+      for (std::int64_t b = 0; b < batch_; ++b) {
+        for (std::int64_t g = 0; g < heads_.num_kv_heads; ++g) {
+          for (std::size_t qi = 0; qi < mine.chunks.size(); ++qi) {
+            const IndexRange& q_range = mine.chunks[qi];
+            if (q_range.size() == 0) continue;
+            const std::int64_t q_row = b * rows(c) + mine.offsets[qi];
+            for (std::int64_t step = 0; step < cp_; ++step) {
+              const std::int64_t source = (c - step + cp_) % cp_;
+              const ChunkTokens& theirs = tokens_[source];
+              const ProjectedTokens& kv = forwards_[source].projected;
+              for (std::size_t kj = 0; kj < theirs.chunks.size(); ++kj) {
+                const IndexRange& k_range = theirs.chunks[kj];
+                if (k_range.size() == 0) continue;
+                const std::int64_t k_row = b * rows(source) + theirs.offsets[kj];
+                RowMatrix part(q_range.size(), group_width);
+                std::vector<double> part_lse(static_cast<std::size_t>(group() * q_range.size()));
+                attention_group_forward(
+                    forwards_[c].projected.q.block(q_row, g * group_width, q_range.size(), group_width),
+                    kv.k.block(k_row, g * head_dim_, k_range.size(), head_dim_),
+                    kv.v.block(k_row, g * head_dim_, k_range.size(), head_dim_),
+                    block_mask(geometry_, q_range, k_range, case_.inputs.key_lengths[b]), score_, part, part_lse.data());
+                for (std::int64_t j = 0; j < group(); ++j) {
+                  for (std::int64_t i = 0; i < q_range.size(); ++i) {
+                    const double partial = part_lse[j * q_range.size() + i];
+                    if (partial == kNegativeInfinity) continue;  // no key of this block is visible
+                    double& total = lse(b * heads_.num_heads + g * group() + j, mine.offsets[qi] + i);
+                    auto row = context.row(q_row + i).segment((g * group() + j) * head_dim_, head_dim_);
+                    const auto part_row = part.row(i).segment(j * head_dim_, head_dim_);
+                    if (total == kNegativeInfinity) {
+                      row = part_row;
+                      total = partial;
+                      continue;
+                    }
+                    const double high = std::max(total, partial);
+                    const double merged = high + std::log(std::exp(total - high) + std::exp(partial - high));
+                    row = row * std::exp(total - merged) + part_row * std::exp(partial - merged);
+                    total = merged;
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+      if (shard_.sinks) {  // each head's sink joins every row's denominator once
+        for (std::int64_t b = 0; b < batch_; ++b) {
+          for (std::int64_t h = 0; h < heads_.num_heads; ++h) {
+            const double sink = shard_.sinks->values[h];
+            for (std::int64_t i = 0; i < rows(c); ++i) {
+              double& total = lse(b * heads_.num_heads + h, i);
+              const double high = std::max(total, sink);
+              const double merged = high + std::log(std::exp(total - high) + std::exp(sink - high));
+              context.row(b * rows(c) + i).segment(h * head_dim_, head_dim_) *= std::exp(total - merged);
+              total = merged;
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // Ring, backward: every (query chunk, key chunk) block from the final log-sum-exp and D; d(k), d(v) summed
+  // at the key chunk's owner in step order.
+  void ring_backward() {
+    const std::int64_t group_width = group() * head_dim_;
+    for (std::int64_t c = 0; c < cp_; ++c) {
+      const ChunkTokens& mine = tokens_[c];
+      // D = rowsum(dO o O) per (batch row, local head, row): [batch * heads, rows].
+      RowMatrix weighted(batch_ * heads_.num_heads, rows(c));
+      for (std::int64_t b = 0; b < batch_; ++b) {
+        for (std::int64_t h = 0; h < heads_.num_heads; ++h) {
+          for (std::int64_t i = 0; i < rows(c); ++i) {
+            weighted(b * heads_.num_heads + h, i) =
+                d_contexts_[c].row(b * rows(c) + i).segment(h * head_dim_, head_dim_).dot(
+                    forwards_[c].context.row(b * rows(c) + i).segment(h * head_dim_, head_dim_));
+          }
+        }
+      }
+      if (shard_.sinks) {  // d(sink_h) = -sum over rows of p_sink D
+        Tensor& d_sinks = *backwards_[c].gradients.sinks;
+        for (std::int64_t b = 0; b < batch_; ++b) {
+          for (std::int64_t h = 0; h < heads_.num_heads; ++h) {
+            for (std::int64_t i = 0; i < rows(c); ++i) {
+              const double p_sink =
+                  std::exp(shard_.sinks->values[h] - log_sum_exp_[c](b * heads_.num_heads + h, i));
+              d_sinks.values[h] -= p_sink * weighted(b * heads_.num_heads + h, i);
+            }
+          }
+        }
+      }
+      for (std::int64_t b = 0; b < batch_; ++b) {
+        for (std::int64_t g = 0; g < heads_.num_kv_heads; ++g) {
+          for (std::size_t qi = 0; qi < mine.chunks.size(); ++qi) {
+            const IndexRange& q_range = mine.chunks[qi];
+            if (q_range.size() == 0) continue;
+            const std::int64_t q_row = b * rows(c) + mine.offsets[qi];
+            std::vector<double> lse(static_cast<std::size_t>(group() * q_range.size()));
+            std::vector<double> d_weighted(lse.size());
+            for (std::int64_t j = 0; j < group(); ++j) {
+              for (std::int64_t i = 0; i < q_range.size(); ++i) {
+                const std::int64_t head_row = b * heads_.num_heads + g * group() + j;
+                lse[j * q_range.size() + i] = log_sum_exp_[c](head_row, mine.offsets[qi] + i);
+                d_weighted[j * q_range.size() + i] = weighted(head_row, mine.offsets[qi] + i);
+              }
+            }
+            for (std::int64_t step = 0; step < cp_; ++step) {
+              const std::int64_t source = (c - step + cp_) % cp_;
+              const ChunkTokens& theirs = tokens_[source];
+              const ProjectedTokens& kv = forwards_[source].projected;
+              for (std::size_t kj = 0; kj < theirs.chunks.size(); ++kj) {
+                const IndexRange& k_range = theirs.chunks[kj];
+                if (k_range.size() == 0) continue;
+                const std::int64_t k_row = b * rows(source) + theirs.offsets[kj];
+                attention_block_backward(
+                    forwards_[c].projected.q.block(q_row, g * group_width, q_range.size(), group_width),
+                    kv.k.block(k_row, g * head_dim_, k_range.size(), head_dim_),
+                    kv.v.block(k_row, g * head_dim_, k_range.size(), head_dim_),
+                    block_mask(geometry_, q_range, k_range, case_.inputs.key_lengths[b]), score_, lse.data(),
+                    d_weighted.data(), d_contexts_[c].block(q_row, g * group_width, q_range.size(), group_width),
+                    backwards_[c].d_q.block(q_row, g * group_width, q_range.size(), group_width),
+                    backwards_[source].d_k.block(k_row, g * head_dim_, k_range.size(), head_dim_),
+                    backwards_[source].d_v.block(k_row, g * head_dim_, k_range.size(), head_dim_));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // Ulysses: CP rank a attends all tokens of its heads; forward (context back to the chunk owners) or
+  // backward (d(q), d(k), d(v) back to them, sinks' gradients to a's partial).
+  void ulysses_attention(bool backward) {
+    const std::int64_t seq = case_.inputs.seq;
+    const RankPlan& tp_rank = layout_.tp.ranks[tp_rank_];
+    for (std::int64_t a = 0; a < cp_; ++a) {
+      const CpRankPlan& attending = layout_.ranks[a * layout_.tp.tp_size + tp_rank_];
+      const std::int64_t q_first = attending.q_heads.begin - tp_rank.q_heads.begin;
+      const std::int64_t kv_first = attending.kv_heads.begin - tp_rank.kv_heads.begin;
+      const std::int64_t q_heads = attending.q_heads.size(), kv_heads = attending.kv_heads.size();
+      const std::int64_t group = q_heads / kv_heads, q_width = q_heads * head_dim_, kv_width = kv_heads * head_dim_;
+      // All-to-all: every chunk's rows of a's head columns, at their global rows.
+      RowMatrix q(batch_ * seq, q_width), k(batch_ * seq, kv_width), v(batch_ * seq, kv_width),
+          d_context(backward ? batch_ * seq : 0, q_width);
+      for (std::int64_t c = 0; c < cp_; ++c) {
+        for (std::int64_t b = 0; b < batch_; ++b) {
+          for (std::int64_t i = 0; i < rows(c); ++i) {
+            const std::int64_t local = b * rows(c) + i, global = b * seq + tokens_[c].sequence[i];
+            q.row(global) = forwards_[c].projected.q.row(local).segment(q_first * head_dim_, q_width);
+            k.row(global) = forwards_[c].projected.k.row(local).segment(kv_first * head_dim_, kv_width);
+            v.row(global) = forwards_[c].projected.v.row(local).segment(kv_first * head_dim_, kv_width);
+            if (backward) d_context.row(global) = d_contexts_[c].row(local).segment(q_first * head_dim_, q_width);
+          }
+        }
+      }
+      RowMatrix context(backward ? 0 : batch_ * seq, q_width);
+      RowMatrix d_q(backward ? batch_ * seq : 0, q_width), d_k(backward ? batch_ * seq : 0, kv_width),
+          d_v(backward ? batch_ * seq : 0, kv_width);
+      std::vector<double> d_sinks(static_cast<std::size_t>(q_heads), 0.0);
+      for (std::int64_t b = 0; b < batch_; ++b) {
+        const MaskSpec mask = MaskSpec::for_geometry(geometry_, seq, seq, case_.inputs.key_lengths[b]);
+        for (std::int64_t g = 0; g < kv_heads; ++g) {
+          const ScoreSpec score = score_.with_sinks(shard_.sinks, q_first + g * group, group);
+          const auto q_block = q.block(b * seq, g * group * head_dim_, seq, group * head_dim_);
+          const auto k_block = k.block(b * seq, g * head_dim_, seq, head_dim_);
+          const auto v_block = v.block(b * seq, g * head_dim_, seq, head_dim_);
+          if (!backward) {
+            attention_group_forward(q_block, k_block, v_block, mask, score,
+                                    context.block(b * seq, g * group * head_dim_, seq, group * head_dim_), nullptr);
+            continue;
+          }
+          std::vector<double> task_sinks(static_cast<std::size_t>(group), 0.0);
+          attention_group_backward(q_block, k_block, v_block, mask, score,
+                                   d_context.block(b * seq, g * group * head_dim_, seq, group * head_dim_),
+                                   d_q.block(b * seq, g * group * head_dim_, seq, group * head_dim_),
+                                   d_k.block(b * seq, g * head_dim_, seq, head_dim_),
+                                   d_v.block(b * seq, g * head_dim_, seq, head_dim_),
+                                   shard_.sinks ? task_sinks.data() : nullptr);
+          for (std::int64_t j = 0; j < group; ++j) d_sinks[g * group + j] += task_sinks[j];
+        }
+      }
+      // All-to-all back: each chunk owner's rows (d(k), d(v) summed over the CP ranks sharing a KV head).
+      for (std::int64_t c = 0; c < cp_; ++c) {
+        for (std::int64_t b = 0; b < batch_; ++b) {
+          for (std::int64_t i = 0; i < rows(c); ++i) {
+            const std::int64_t local = b * rows(c) + i, global = b * seq + tokens_[c].sequence[i];
+            if (!backward) {
+              forwards_[c].context.row(local).segment(q_first * head_dim_, q_width) = context.row(global);
+              continue;
+            }
+            backwards_[c].d_q.row(local).segment(q_first * head_dim_, q_width) = d_q.row(global);
+            backwards_[c].d_k.row(local).segment(kv_first * head_dim_, kv_width) += d_k.row(global);
+            backwards_[c].d_v.row(local).segment(kv_first * head_dim_, kv_width) += d_v.row(global);
+          }
+        }
+      }
+      if (backward && shard_.sinks) {
+        for (std::int64_t j = 0; j < q_heads; ++j) backwards_[a].gradients.sinks->values[q_first + j] += d_sinks[j];
+      }
+    }
+  }
+
+  const Case& case_;
+  const Geometry& geometry_;
+  const ParallelLayout& layout_;
+  int tp_rank_;
+  const std::vector<ChunkTokens>& tokens_;
+  const Parameters shard_;
+  LocalHeads heads_;
+  std::int64_t cp_;
+  std::int64_t batch_;
+  std::int64_t head_dim_;
+  ScoreSpec score_;
+  std::vector<RankForward> forwards_;
+  std::vector<RankBackward> backwards_;
+  std::vector<RowMatrix> d_contexts_;     // per CP rank: d(context) of its tokens
+  std::vector<RowMatrix> log_sum_exp_;    // ring: per CP rank, [batch * local heads, rows], sinks included
+};
+
+void refuse_what_is_not_modelled(const Case& test_case, const RunOptions& options) {
+  const Geometry& geometry = test_case.geometry();
+  ViolationList violations;
+  const auto refuse = [&](const char* field, const char* what) {
+    violations.add(field, what, "the context-parallel reference does not model it yet",
+                   "run it with reference-tp (no context parallelism)");
+  };
+  if (geometry.is_latent()) refuse("geometry", "multi-head latent attention");
+  if (geometry.qk_norm_full_width()) refuse("qk_norm", "rms-full-width");
+  if (geometry.rope_scaling().type == RopeScalingType::longrope) refuse("rope_scaling", "longrope");
+  if (options.decode && !test_case.inputs.decode.empty()) refuse("decode", "a decode schedule");
+  if (options.intermediates) refuse("intermediates", "requested");
+  violations.throw_if_any("context-parallel reference");
+}
+
+}  // namespace
+
+Result run_reference_cp(const Case& test_case, const CpSpec& cp, const RunOptions& options) {
+  validate_case(test_case);
+  refuse_what_is_not_modelled(test_case, options);
+  const ParallelLayout layout = make_parallel_layout(test_case.geometry(), test_case.plan.tp_size, cp);
+  const Inputs& inputs = test_case.inputs;
+  const Geometry& geometry = test_case.geometry();
+  const std::int64_t hidden = geometry.hidden_size(), tokens_count = inputs.batch * inputs.seq;
+  const std::vector<IndexRange> all_chunks = sequence_chunks(inputs.seq, layout.chunk_count);
+  std::vector<ChunkTokens> tokens;  // per CP rank: the same for every TP rank
+  for (std::int64_t c = 0; c < cp.cp_size; ++c) {
+    tokens.push_back(gather_tokens(inputs, all_chunks, layout.ranks[c * layout.tp.tp_size], hidden));
+  }
+  const ConstMatrixMap d_out = as_matrix(inputs.dout, tokens_count);
+  RowMatrix out = RowMatrix::Zero(tokens_count, hidden);
+  RowMatrix dx = RowMatrix::Zero(tokens_count, hidden);
+  std::optional<GradientAssembler> assembler;
+  if (options.gradients) assembler.emplace(test_case.plan);
+  // TP ranks in order; within one, CP ranks in order (sums over either follow that order).
+  for (int t = 0; t < layout.tp.tp_size; ++t) {
+    TpRankRun run(test_case, layout, t, tokens);
+    run.forward();
+    for (std::int64_t c = 0; c < cp.cp_size; ++c) {
+      const RowMatrix& partial = run.rank_forward(c).partial_out;
+      for (std::int64_t b = 0; b < inputs.batch; ++b) {
+        for (std::int64_t i = 0; i < tokens[c].count(); ++i) {
+          out.row(b * inputs.seq + tokens[c].sequence[i]) += partial.row(b * tokens[c].count() + i);
+        }
+      }
+    }
+    if (!options.gradients) continue;
+    std::vector<RowMatrix> chunk_dx;
+    assembler->add_rank(run.backward(d_out, chunk_dx));
+    for (std::int64_t c = 0; c < cp.cp_size; ++c) {
+      for (std::int64_t b = 0; b < inputs.batch; ++b) {
+        for (std::int64_t i = 0; i < tokens[c].count(); ++i) {
+          dx.row(b * inputs.seq + tokens[c].sequence[i]) += chunk_dx[c].row(b * tokens[c].count() + i);
+        }
+      }
+    }
+  }
+  if (test_case.weights.o_bias) out.rowwise() += as_matrix(*test_case.weights.o_bias, 1).row(0);
+  Result result;
+  result.implementation = "reference-cp";
+  result.out = to_tensor(out, {inputs.batch, inputs.seq, hidden});
+  if (options.gradients) {
+    result.gradients = Gradients{.x = to_tensor(dx, {inputs.batch, inputs.seq, hidden}),
+                                 .params = std::move(*assembler).finish()};
+    result.rank_gradients = rank_slices(result.gradients->params, test_case.plan);
+  }
+  return result;
+}
+
+}  // namespace attncheck::reference
