@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "core/compare/compare.hpp"
 #include "core/model/parallel_layout.hpp"
 #include "properties/generators.hpp"
 #include "properties/property_test_support.hpp"
@@ -16,11 +17,8 @@
 namespace attncheck::properties {
 namespace {
 
-// A generated case the CP reference models: a whole-width QK-norm made per-head, longrope made unscaled,
-// no decode schedule (context_parallel.hpp says why each is not modelled yet).
+// A generated case without its decode schedule, which the CP reference does not model yet.
 CaseSpec cp_case(CaseSpec spec) {
-  if (spec.geometry.qk_norm == QkNorm::rms_full_width) spec.geometry.qk_norm = QkNorm::rms;
-  if (spec.geometry.rope_scaling.type == RopeScalingType::longrope) spec.geometry.rope_scaling = {};
   spec.inputs.decode = {};
   return spec;
 }
@@ -41,9 +39,32 @@ RC_GTEST_PROP(Properties, ContextParallelReferenceEqualsReferenceTp, ()) {
   RC_CLASSIFY(spec.inputs.seq % layout.chunk_count != 0, "uneven chunks");
   RC_CLASSIFY(spec.inputs.seq < layout.chunk_count, "empty chunks");
   RC_CLASSIFY(cp_size > 1, "cp > 1");
+  RC_CLASSIFY(spec.geometry.qk_norm == QkNorm::rms_full_width, "whole-width QK-norm");
+  RC_CLASSIFY(spec.geometry.rope_scaling.type == RopeScalingType::longrope, "longrope");
   const reference::RunOptions options{.decode = false};
   testing::assert_close(test_case, named_tensors(reference::run_reference_tp(test_case, options)),
                         named_tensors(reference::run_reference_cp(test_case, cp, options)));
+}
+
+// longrope chooses its factors from the whole call's largest position: with the pretraining length at half
+// the sequence, the first contiguous chunk alone would choose the short factors, the call chooses the long.
+TEST(ContextParallelReference, LongropeFactorsAreTheWholeCallsNotAChunks) {
+  CaseSpec spec{.geometry = {.hidden_size = 32, .num_heads = 2, .num_kv_heads = 1, .head_dim = 8},
+                .inputs = {.seed = 4, .batch = 1, .seq = 8, .position_offset = 0}};
+  spec.geometry.rope_scaling = {.type = RopeScalingType::longrope,
+                                .factor = 16.0,
+                                .original_max_position_embeddings = 4,
+                                .short_factor = {1.0, 1.1, 1.2, 1.3},
+                                .long_factor = {2.0, 4.0, 8.0, 16.0}};
+  const Case test_case = make_case(spec);
+  const NamedTensors expected = named_tensors(reference::run_reference_tp(test_case));
+  for (const CpSpec cp : {CpSpec{.cp_size = 2, .scheme = CpScheme::ring, .load_balanced = false},
+                          CpSpec{.cp_size = 2, .scheme = CpScheme::ulysses}}) {
+    SCOPED_TRACE(std::string(to_string(cp.scheme)));
+    const CompareReport report = compare(test_case, expected, named_tensors(reference::run_reference_cp(test_case, cp)),
+                                         Precision::fp64);
+    EXPECT_TRUE(report.passed());
+  }
 }
 
 TEST(ContextParallelReference, RefusesWhatItDoesNotModelByName) {

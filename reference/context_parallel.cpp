@@ -2,10 +2,12 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "core/errors/input_error.hpp"
+#include "core/model/rope_frequencies.hpp"
 #include "core/tp/tp_shard.hpp"
 #include "reference/attention_block.hpp"
 #include "reference/rank_layer.hpp"
@@ -26,9 +28,19 @@ struct ChunkTokens {
   std::vector<std::int64_t> sequence;    // local index -> sequence index
   RowMatrix x;
   std::vector<std::int64_t> positions;
+  // A whole-width QK-norm's sums of squares over every TP rank's channels, per token (else empty).
+  RowVector q_sum_squares, k_sum_squares;
+  // longrope: the whole call's frequencies (a chunk's own largest position would choose others); else null.
+  const RopeFrequencies* call_frequencies = nullptr;
   std::int64_t count() const { return static_cast<std::int64_t>(sequence.size()); }
   TokenBlock block(std::int64_t batch) const {
-    return {.batch = batch, .seq = count(), .x = ConstMatrixMap(x.data(), x.rows(), x.cols()), .positions = positions};
+    return {.batch = batch,
+            .seq = count(),
+            .x = ConstMatrixMap(x.data(), x.rows(), x.cols()),
+            .positions = positions,
+            .q_sum_squares = {q_sum_squares.data(), static_cast<std::size_t>(q_sum_squares.size())},
+            .k_sum_squares = {k_sum_squares.data(), static_cast<std::size_t>(k_sum_squares.size())},
+            .call_frequencies = call_frequencies};
   }
 };
 
@@ -108,8 +120,11 @@ class TpRankRun {
   }
   const RankForward& rank_forward(std::int64_t c) const { return forwards_[c]; }
 
-  // The TP rank's gradients (its CP ranks' summed in CP order) and each CP rank's dx for its tokens.
-  Parameters backward(const ConstMatrixMap& d_out, std::vector<RowMatrix>& dx) {
+  const Parameters& shard() const { return shard_; }
+  const RankBackward& rank_backward(std::int64_t c) const { return backwards_[c]; }
+
+  // Stage 1 of the backward on every CP rank: o_proj, attention under the scheme, RoPE rotated back.
+  void backward_attention(const ConstMatrixMap& d_out) {
     backwards_.resize(cp_);
     d_contexts_.resize(cp_);
     const ConstMatrixMap o_proj = as_matrix(shard_.o_proj, shard_.o_proj.shape[0]);
@@ -140,13 +155,22 @@ class TpRankRun {
     } else {
       ulysses_attention(/*backward=*/true);
     }
+    for (std::int64_t c = 0; c < cp_; ++c) {
+      RankBackward& bw = backwards_[c];
+      rotate_back(bw.d_q, tokens_[c], heads_.num_heads);
+      rotate_back(bw.d_k, tokens_[c], heads_.num_kv_heads);
+    }
+  }
+
+  // Stage 2: QK-norm and projection backward (dots: a whole-width norm's all-reduced sums of dn * n per CP
+  // rank, else null). Returns the TP rank's gradients (its CP ranks' summed in CP order); dx receives each
+  // CP rank's d(x) for its tokens.
+  Parameters backward_finish(const std::vector<NormSums>* dots, bool subtract_kv_dot_term, std::vector<RowMatrix>& dx) {
     Parameters total;
     for (std::int64_t c = 0; c < cp_; ++c) {
       RankBackward& bw = backwards_[c];
-      const std::vector<std::int64_t>& positions = tokens_[c].positions;
-      apply_rope(bw.d_q, positions, heads_.num_heads, geometry_, RopeDirection::backward);
-      apply_rope(bw.d_k, positions, heads_.num_kv_heads, geometry_, RopeDirection::backward);
-      rank_backward_finish(geometry_, heads_, shard_, tokens_[c].block(batch_), forwards_[c], nullptr, true, bw);
+      rank_backward_finish(geometry_, heads_, shard_, tokens_[c].block(batch_), forwards_[c],
+                           dots == nullptr ? nullptr : &(*dots)[c], subtract_kv_dot_term, bw);
       dx.push_back(std::move(bw.dx));
       if (c == 0) {
         total = bw.gradients;
@@ -159,6 +183,14 @@ class TpRankRun {
 
  private:
   std::int64_t group() const { return heads_.group_size(); }
+
+  void rotate_back(RowMatrix& rows, const ChunkTokens& tokens, std::int64_t heads) const {
+    if (tokens.call_frequencies != nullptr) {
+      apply_rope(rows, tokens.positions, heads, geometry_, *tokens.call_frequencies, RopeDirection::backward);
+    } else {
+      apply_rope(rows, tokens.positions, heads, geometry_, RopeDirection::backward);
+    }
+  }
   std::int64_t rows(std::int64_t c) const { return tokens_[c].count(); }
 
   // Ring, forward: CP rank c's query chunks against every rank's key chunks, merged by log-sum-exp.
@@ -399,11 +431,13 @@ void refuse_what_is_not_modelled(const Case& test_case, const RunOptions& option
                    "run it with reference-tp (no context parallelism)");
   };
   if (geometry.is_latent()) refuse("geometry", "multi-head latent attention");
-  if (geometry.qk_norm_full_width()) refuse("qk_norm", "rms-full-width");
-  if (geometry.rope_scaling().type == RopeScalingType::longrope) refuse("rope_scaling", "longrope");
   if (options.decode && !test_case.inputs.decode.empty()) refuse("decode", "a decode schedule");
   if (options.intermediates) refuse("intermediates", "requested");
   violations.throw_if_any("context-parallel reference");
+}
+
+bool first_of_replica_group(const TpPlan& plan, int rank) {
+  return rank == plan.replica_groups[plan.ranks[rank].replica_group].ranks.begin;
 }
 
 }  // namespace
@@ -412,34 +446,71 @@ Result run_reference_cp(const Case& test_case, const CpSpec& cp, const RunOption
   validate_case(test_case);
   refuse_what_is_not_modelled(test_case, options);
   const ParallelLayout layout = make_parallel_layout(test_case.geometry(), test_case.plan.tp_size, cp);
+  const TpPlan& plan = test_case.plan;
   const Inputs& inputs = test_case.inputs;
   const Geometry& geometry = test_case.geometry();
   const std::int64_t hidden = geometry.hidden_size(), tokens_count = inputs.batch * inputs.seq;
   const std::vector<IndexRange> all_chunks = sequence_chunks(inputs.seq, layout.chunk_count);
+  // longrope chooses its factors from the whole call's largest position, which no chunk knows alone.
+  const std::optional<RopeFrequencies> call_frequencies =
+      geometry.rope_scaling().type == RopeScalingType::longrope
+          ? std::optional(call_rope_frequencies(geometry, inputs.positions))
+          : std::nullopt;
   std::vector<ChunkTokens> tokens;  // per CP rank: the same for every TP rank
   for (std::int64_t c = 0; c < cp.cp_size; ++c) {
-    tokens.push_back(gather_tokens(inputs, all_chunks, layout.ranks[c * layout.tp.tp_size], hidden));
+    tokens.push_back(gather_tokens(inputs, all_chunks, layout.ranks[c * plan.tp_size], hidden));
+    if (call_frequencies) tokens.back().call_frequencies = &*call_frequencies;
+  }
+  std::vector<std::unique_ptr<TpRankRun>> runs;  // every TP rank lives through both all-reduces of a whole-width norm
+  for (int t = 0; t < plan.tp_size; ++t) runs.push_back(std::make_unique<TpRankRun>(test_case, layout, t, tokens));
+  const bool full_width = geometry.qk_norm_full_width();
+  if (full_width) {  // the forward's all-reduce over TP, per CP rank's tokens (a replicated KV head counted once)
+    for (ChunkTokens& t : tokens) {
+      const TokenBlock block = t.block(inputs.batch);
+      t.q_sum_squares = RowVector::Zero(block.x.rows());
+      t.k_sum_squares = RowVector::Zero(block.x.rows());
+      for (int r = 0; r < plan.tp_size; ++r) {
+        const NormSums part = rank_norm_sum_squares(runs[r]->shard(), block);
+        t.q_sum_squares += part.q;
+        if (first_of_replica_group(plan, r)) t.k_sum_squares += part.k;
+      }
+    }
   }
   const ConstMatrixMap d_out = as_matrix(inputs.dout, tokens_count);
   RowMatrix out = RowMatrix::Zero(tokens_count, hidden);
   RowMatrix dx = RowMatrix::Zero(tokens_count, hidden);
-  std::optional<GradientAssembler> assembler;
-  if (options.gradients) assembler.emplace(test_case.plan);
   // TP ranks in order; within one, CP ranks in order (sums over either follow that order).
-  for (int t = 0; t < layout.tp.tp_size; ++t) {
-    TpRankRun run(test_case, layout, t, tokens);
-    run.forward();
+  for (int t = 0; t < plan.tp_size; ++t) {
+    runs[t]->forward();
     for (std::int64_t c = 0; c < cp.cp_size; ++c) {
-      const RowMatrix& partial = run.rank_forward(c).partial_out;
+      const RowMatrix& partial = runs[t]->rank_forward(c).partial_out;
       for (std::int64_t b = 0; b < inputs.batch; ++b) {
         for (std::int64_t i = 0; i < tokens[c].count(); ++i) {
           out.row(b * inputs.seq + tokens[c].sequence[i]) += partial.row(b * tokens[c].count() + i);
         }
       }
     }
-    if (!options.gradients) continue;
+    if (options.gradients) runs[t]->backward_attention(d_out);
+  }
+  std::optional<std::vector<NormSums>> dots;  // the backward's all-reduce over TP (every rank's part counts)
+  if (options.gradients && full_width) {
+    dots.emplace();
+    for (std::int64_t c = 0; c < cp.cp_size; ++c) {
+      const std::int64_t rows = inputs.batch * tokens[c].count();
+      NormSums total{.q = RowVector::Zero(rows), .k = RowVector::Zero(rows)};
+      for (int r = 0; r < plan.tp_size; ++r) {
+        const NormSums part = rank_norm_dots(runs[r]->shard(), runs[r]->rank_forward(c), runs[r]->rank_backward(c));
+        total.q += part.q;
+        total.k += part.k;
+      }
+      dots->push_back(std::move(total));
+    }
+  }
+  std::optional<GradientAssembler> assembler;
+  if (options.gradients) assembler.emplace(plan);
+  for (int t = 0; options.gradients && t < plan.tp_size; ++t) {
     std::vector<RowMatrix> chunk_dx;
-    assembler->add_rank(run.backward(d_out, chunk_dx));
+    assembler->add_rank(runs[t]->backward_finish(dots ? &*dots : nullptr, first_of_replica_group(plan, t), chunk_dx));
     for (std::int64_t c = 0; c < cp.cp_size; ++c) {
       for (std::int64_t b = 0; b < inputs.batch; ++b) {
         for (std::int64_t i = 0; i < tokens[c].count(); ++i) {
@@ -455,7 +526,7 @@ Result run_reference_cp(const Case& test_case, const CpSpec& cp, const RunOption
   if (options.gradients) {
     result.gradients = Gradients{.x = to_tensor(dx, {inputs.batch, inputs.seq, hidden}),
                                  .params = std::move(*assembler).finish()};
-    result.rank_gradients = rank_slices(result.gradients->params, test_case.plan);
+    result.rank_gradients = rank_slices(result.gradients->params, plan);
   }
   return result;
 }

@@ -14,8 +14,9 @@
 // Each TP rank's gradients are its CP ranks' summed in CP order, then reduced over TP as run_reference_tp
 // does; the Result is shaped as run_reference_tp's (per-rank gradients per TP rank).
 //
-// Not yet modelled (InputError naming it): latent attention, a whole-width QK-norm (its all-reduce would
-// span TP and CP), longrope (its factors follow the whole call, not a chunk), decoding and intermediates.
+// A whole-width QK-norm's two all-reduces run over the TP ranks for each CP rank's tokens (a CP rank's
+// tokens are its own); longrope's factors are the whole call's (a chunk's own largest position would choose
+// others). Not yet modelled (InputError naming it): latent attention, decoding, intermediates.
 #pragma once
 
 #include "core/model/case.hpp"

@@ -58,8 +58,15 @@ ProjectedTokens project_tokens(const Geometry& geometry, const LocalHeads& heads
     qk_norm_forward(projected.q, as_row_vector(*shard.q_norm), heads.num_heads, geometry, projected.q_inverse_rms);
     qk_norm_forward(projected.k, as_row_vector(*shard.k_norm), heads.num_kv_heads, geometry, projected.k_inverse_rms);
   }
-  apply_rope(projected.q, tokens.positions, heads.num_heads, geometry, RopeDirection::forward);
-  apply_rope(projected.k, tokens.positions, heads.num_kv_heads, geometry, RopeDirection::forward);
+  if (tokens.call_frequencies != nullptr) {
+    apply_rope(projected.q, tokens.positions, heads.num_heads, geometry, *tokens.call_frequencies,
+               RopeDirection::forward);
+    apply_rope(projected.k, tokens.positions, heads.num_kv_heads, geometry, *tokens.call_frequencies,
+               RopeDirection::forward);
+  } else {
+    apply_rope(projected.q, tokens.positions, heads.num_heads, geometry, RopeDirection::forward);
+    apply_rope(projected.k, tokens.positions, heads.num_kv_heads, geometry, RopeDirection::forward);
+  }
   return projected;
 }
 

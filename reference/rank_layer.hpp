@@ -15,6 +15,7 @@
 
 #include "core/model/geometry.hpp"
 #include "core/model/parameters.hpp"
+#include "core/model/rope_frequencies.hpp"
 #include "core/model/tp_plan.hpp"
 #include "reference/attention_head.hpp"
 #include "reference/eigen_types.hpp"
@@ -39,6 +40,10 @@ struct TokenBlock {
   // projection, all ranks' parts all-reduced (reference.cpp), [batch * seq] each; empty otherwise.
   std::span<const double> q_sum_squares;
   std::span<const double> k_sum_squares;
+  // The frequencies of the forward call these tokens are part of, when the block is only part of it (a
+  // context-parallel chunk: longrope chooses its factors from the whole call's largest position); null: the
+  // block is the call, and its positions choose.
+  const RopeFrequencies* call_frequencies = nullptr;
 };
 
 // q, k, v of a block of tokens: projections (+bias), QK-norm, RoPE.
