@@ -190,6 +190,23 @@ attncheck_cli_case(plan_cp_ulysses_refused 2 "^$"
                    plan --preset qwen3-0.6b --tp 2 --cp 3 --cp-scheme ulysses)
 attncheck_cli_case(plan_cp_scheme_required 2 "^$" "--cp-scheme = absent.*--cp-scheme ulysses or --cp-scheme ring"
                    plan --preset qwen3-0.6b --cp 2)
+# A golden with a context-parallel layout (SCHEMA.md "Context-parallel layouts"): made, inspected, and checked
+# with reference-cp, which runs the layout it states (here Ulysses over 2 CP ranks of each of 2 TP ranks, each
+# TP rank's one KV head replicated on both); a golden without a layout it declines by name.
+attncheck_cli_case(golden_make_cp 0 "wrote .*cp_ulysses.h5" "^$"
+                   golden make --hidden 16 --heads 4 --kv-heads 2 --head-dim 4 --tp 2 --cp 2 --cp-scheme ulysses --seq 7
+                   --batch 2 --pad-keys -o ${golden_dir}/cp_ulysses.h5)
+set_tests_properties(cli.golden_make_cp PROPERTIES FIXTURES_SETUP golden_cp)
+attncheck_cli_case(golden_inspect_cp 0 "context parallel: ulysses, cp_size 2" "^$" golden inspect ${golden_dir}/cp_ulysses.h5)
+attncheck_cli_case(golden_check_cp 0 "PASS: .*1 of 1 golden files pass with reference-cp" "^$"
+                   golden check ${golden_dir}/cp_ulysses.h5 --impl reference-cp)
+set_tests_properties(cli.golden_inspect_cp cli.golden_check_cp PROPERTIES FIXTURES_REQUIRED golden_cp)
+attncheck_cli_case(golden_check_cp_without_layout 1 "DECLINED \\(unsupported\\).*a case without a context-parallel layout" "^$"
+                   golden check ${golden_dir}/small.h5 --impl reference-cp)
+set_tests_properties(cli.golden_check_cp_without_layout PROPERTIES FIXTURES_REQUIRED golden_small)
+attncheck_cli_case(golden_make_cp_impossible 2 "^$" "cp_size = 3: Ulysses gives each CP rank 1/3"
+                   golden make --hidden 16 --heads 4 --kv-heads 2 --head-dim 4 --tp 2 --cp 3 --cp-scheme ulysses
+                   -o ${golden_dir}/cp_impossible.h5)
 attncheck_cli_case(golden_make_unpartitionable 2 "^$" "20 fused QKV rows"
                    golden make --hidden 16 --heads 8 --kv-heads 1 --head-dim 2 --tp 8 --tp-convention megatron-equal-block
                    -o ${golden_dir}/unpartitionable.h5)

@@ -66,7 +66,8 @@ properties::FuzzOptions fuzz_options(const FuzzCommandOptions& options) {
   if (!profile) {
     violations.add("--profile", options.profile, "must name a size profile",
                    "short (seq 3 .. 12, up to 16 heads), long (seq 48 .. 4096 around tile edges, up to 4 heads) or "
-                   "latent (multi-head latent attention, seq 3 .. 12, up to 4 heads)");
+                   "latent (multi-head latent attention, seq 3 .. 12, up to 4 heads) or context-parallel (short cases "
+                   "with a context-parallel layout)");
   }
   if (options.max_size <= 0 || options.max_size > 64) {
     violations.add("--max-size", fmt::format("{}", options.max_size), "must lie in (0, 64]",
@@ -217,7 +218,10 @@ FuzzCommands add_fuzz_commands(CLI::App& app, FuzzCommandOptions& options) {
       ->check(unsigned_validator())
       ->default_val(1);
   commands.fuzz->add_option("--shard", options.shard, "run shard i of n of the seed's cases")->default_val("0/1");
-  commands.fuzz->add_option("--profile", options.profile, "size profile: short (seq 3 .. 12), long (48 .. 4096) or latent (multi-head latent attention, seq 3 .. 12)")
+  commands.fuzz
+      ->add_option("--profile", options.profile,
+                   "size profile: short (seq 3 .. 12), long (48 .. 4096), latent (multi-head latent attention, seq 3 .. "
+                   "12) or context-parallel (short cases with a context-parallel layout, for reference-cp)")
       ->default_val("short");
   commands.fuzz->add_option("--max-size", options.max_size, "scale every size bound by this factor")
       ->check(finite_number_validator())

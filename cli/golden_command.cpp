@@ -142,6 +142,7 @@ GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
                    "(Megatron-Core's fused QKV cut into equal blocks); SCHEMA.md, \"TP conventions\"")
       ->check(CLI::IsMember(convention_names))
       ->capture_default_str();
+  add_cp_options(*commands.make, options.cp);
   commands.make->add_option("-o,--output", options.output, "golden file to write")->required();
 
   commands.inspect = golden->add_subcommand("inspect", "Print a golden file's geometry, inputs and tensors");
@@ -263,7 +264,8 @@ int run_golden_make(const GoldenOptions& options, std::ostream& out, std::ostrea
                                                          .pad_keys = options.pad_keys,
                                                          .key_lengths = options.key_lengths,
                                                          .decode = parse_decode(options.decode),
-                                                         .tp_size = options.tp_size});
+                                                         .tp_size = options.tp_size,
+                                                         .context_parallel = parse_cp_options(options.cp)});
   const TpConvention convention = parse_tp_convention(options.tp_convention).value();  // CLI11 checked the name
   rank_holdings(test_case.plan, convention);  // InputError now, before the reference runs, if it cannot partition
   Result expected = options.tp_size > 1 ? reference::run_reference_tp(test_case) : reference::run_reference(test_case);
@@ -315,6 +317,10 @@ int run_golden_inspect(const GoldenOptions& options, std::ostream& out) {
                      inputs.batch, inputs.seq, fmt::join(inputs.key_lengths, ", "), inputs.positions.front());
   if (!inputs.decode.empty()) {
     out << fmt::format(", decode prefill {} steps [{}]", inputs.decode.prefill, fmt::join(inputs.decode.steps, ", "));
+  }
+  if (const auto& cp = test_case.context_parallel) {
+    out << fmt::format("\ncontext parallel: {}, cp_size {}{}", to_string(cp->scheme), cp->cp_size,
+                       cp->scheme == CpScheme::ring ? (cp->load_balanced ? ", load-balanced" : ", contiguous") : "");
   }
   out << "\nweights:\n";
   for_each_parameter(test_case.weights, [&](std::string_view name, const Tensor& tensor) {

@@ -18,6 +18,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/context_parallel_options.hpp"
 #include "cli/geometry_source.hpp"
 #include "core/tp/tp_convention.hpp"
 #include "golden/golden_file.hpp"
@@ -40,6 +41,7 @@ struct GoldenOptions {
   std::string inputs = "stored";                // or "generated": /inputs names the generator for x and dout
   bool sketch_gradients = false;                // projection gradients as sketches
   bool sketch_activations = false;              // out, grads/x, decode/out as per-token sketches
+  CpOptions cp;  // the context-parallel layout stored in a made golden (cli/context_parallel_options.hpp)
   std::string tp_convention = "replicated-kv";  // how the per-rank gradients written are held
   std::string output;
   // inspect, run, check, compare

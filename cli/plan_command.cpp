@@ -23,16 +23,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& options) {
                    "both side by side")
       ->check(CLI::IsMember({"replicated-kv", "megatron-equal-block", "both"}))
       ->capture_default_str();
-  command->add_option("--cp", options.cp_size, "context-parallel size: CP ranks per TP rank (default 1: none)")
-      ->check(integer_validator());
-  command->add_option("--cp-scheme", options.cp_scheme,
-                      "how the sequence is split: ulysses (all-to-all over heads) or ring (K/V passed around)")
-      ->check(CLI::IsMember({"ulysses", "ring"}));
-  command
-      ->add_option("--cp-chunks", options.cp_chunks,
-                   "ring chunking: load-balanced (2 x cp chunks, rank c holds c and 2 cp - 1 - c) or contiguous")
-      ->check(CLI::IsMember({"load-balanced", "contiguous"}))
-      ->capture_default_str();
+  add_cp_options(*command, options.cp);
   command->add_option("--seq", options.seq, "a sequence length, to show the tokens each CP rank holds")
       ->check(integer_validator());
   return command;
@@ -52,20 +43,8 @@ void run_plan(const PlanOptions& options, std::ostream& out) {
                        "layer has q_b_proj and kv_b_proj instead, split by head as its TP table shows",
                        "omit it for this layer"}});
   }
-  if (options.cp_size != 1 || options.cp_scheme) {
-    if (!options.cp_scheme) {
-      throw InputError("attncheck plan", {{"--cp-scheme", "absent", "a context-parallel size above 1 needs its scheme",
-                                           "--cp-scheme ulysses or --cp-scheme ring"}});
-    }
-    if (*options.cp_scheme == "ulysses" && options.cp_chunks != "load-balanced") {
-      throw InputError("attncheck plan", {{"--cp-chunks", options.cp_chunks,
-                                           "Ulysses holds one contiguous chunk per CP rank; chunking is the ring's",
-                                           "omit --cp-chunks with --cp-scheme ulysses"}});
-    }
-    report.layout = make_parallel_layout(source.geometry, tp_size,
-                                         {.cp_size = options.cp_size,
-                                          .scheme = *parse_cp_scheme(*options.cp_scheme),  // CLI11 checked the name
-                                          .load_balanced = options.cp_chunks == "load-balanced"});
+  if (const std::optional<CpSpec> cp = parse_cp_options(options.cp)) {
+    report.layout = make_parallel_layout(source.geometry, tp_size, *cp);
     if (options.seq && *options.seq < 1) {
       throw InputError("attncheck plan", {{"--seq", std::to_string(*options.seq), "must be >= 1", "a sequence length"}});
     }

@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/context_parallel_options.hpp"
 #include "cli/geometry_source.hpp"
 
 namespace attncheck::cli {
@@ -23,11 +24,9 @@ struct PlanOptions {
   bool layouts = false;
   // replicated-kv (today's plan), megatron-equal-block, or both: which TP conventions' holdings to show
   std::string convention = "replicated-kv";
-  // Context parallelism (core/model/parallel_layout.hpp): --cp (default 1: none); --cp-scheme, required above 1;
-  // --cp-chunks load-balanced (Megatron's, the default) or contiguous, for the ring; --seq for token ranges.
-  std::int64_t cp_size = 1;
-  std::optional<std::string> cp_scheme;
-  std::string cp_chunks = "load-balanced";
+  // Context parallelism (core/model/parallel_layout.hpp, cli/context_parallel_options.hpp); --seq for the
+  // tokens each CP rank holds.
+  CpOptions cp;
   std::optional<std::int64_t> seq;
 };
 

@@ -445,12 +445,65 @@ void read_generated_inputs(const H5::H5File& file, const H5::Group& group, const
 
 }  // namespace
 
+namespace {
+
+// SCHEMA.md "Context-parallel layouts": /geometry@cp_size, @cp_scheme and, for the ring, @cp_chunks.
+void write_context_parallel(H5::H5File& file, const CpSpec& cp) {
+  H5::Group group = file.openGroup("/geometry");
+  write_attribute(group, "cp_size", cp.cp_size);
+  write_attribute(group, "cp_scheme", std::string(to_string(cp.scheme)));
+  if (cp.scheme == CpScheme::ring) {
+    write_attribute(group, "cp_chunks", std::string(cp.load_balanced ? "load-balanced" : "contiguous"));
+  }
+}
+
+// The layout a file states, checked against its plan; none when it states none. Attributes that belong to a
+// layout without the one that states it, a missing scheme or chunking, or a layout the plan cannot take: the
+// file is refused, naming the attribute.
+std::optional<CpSpec> read_context_parallel(const H5::H5File& file, const std::string& path, const TpPlan& plan) {
+  const H5::Group group = file.openGroup("/geometry");
+  const std::optional<std::int64_t> size = read_integer_attribute(group, "cp_size", path);
+  const std::optional<std::string> scheme = read_string_attribute(group, "cp_scheme", path);
+  const std::optional<std::string> chunks = read_string_attribute(group, "cp_chunks", path);
+  if (!size) {
+    if (scheme || chunks) {
+      fail(path, "/geometry@cp_size", "absent", "cp_scheme and cp_chunks describe a context-parallel layout, "
+           "which cp_size states", "add cp_size, or remove them");
+    }
+    return std::nullopt;
+  }
+  if (!scheme) fail(path, "/geometry@cp_scheme", "absent", "a context-parallel layout needs its scheme", "ulysses or ring");
+  const std::optional<CpScheme> parsed = parse_cp_scheme(*scheme);
+  if (!parsed) fail(path, "/geometry@cp_scheme", *scheme, "must be ulysses or ring", "ulysses or ring");
+  CpSpec cp{.cp_size = *size, .scheme = *parsed};
+  if (*parsed == CpScheme::ring) {
+    if (!chunks) fail(path, "/geometry@cp_chunks", "absent", "the ring's chunking is required", "load-balanced or contiguous");
+    if (*chunks != "load-balanced" && *chunks != "contiguous") {
+      fail(path, "/geometry@cp_chunks", *chunks, "must be load-balanced or contiguous", "load-balanced");
+    }
+    cp.load_balanced = *chunks == "load-balanced";
+  } else if (chunks) {
+    fail(path, "/geometry@cp_chunks", *chunks, "Ulysses holds one contiguous chunk per CP rank: chunking is the ring's",
+         "remove it");
+  }
+  try {
+    (void)make_parallel_layout(plan.geometry, plan.tp_size, cp);
+  } catch (const InputError& error) {
+    throw InputError(fmt::format("HDF5 file '{}': /geometry's context-parallel layout: {}", path, error.context()),
+                     error.violations());
+  }
+  return cp;
+}
+
+}  // namespace
+
 void write_case_part(H5::H5File& file, const Golden& golden) {
   const Case& test_case = golden.test_case;
   write_attribute(file, "schema_version", schema_version_for(test_case.geometry()));
   write_attribute(file, "generator", golden.generator);
   write_attribute(file, "seed", static_cast<std::int64_t>(golden.seed));
   write_geometry(file, test_case.geometry(), test_case.plan.tp_size);
+  if (test_case.context_parallel) write_context_parallel(file, *test_case.context_parallel);
 
   const Inputs& inputs = test_case.inputs;
   H5::Group input_group = file.createGroup("/inputs");
@@ -525,6 +578,7 @@ Golden read_case_part(const H5::H5File& file, const std::string& path) {
                 .schema_version = *version,
                 .expected = {}};
   require_room_for_reading(file, path, golden.test_case.geometry());
+  golden.test_case.context_parallel = read_context_parallel(file, path, golden.test_case.plan);
   // Required root attributes (SCHEMA.md "Root attributes"): refused when absent, never defaulted.
   const std::optional<std::string> generator = read_string_attribute(file, "generator", path);
   if (!generator) fail(path, "/@generator", "absent", "the schema requires it: what wrote the file", "e.g. attncheck 0.1.0");

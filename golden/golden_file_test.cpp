@@ -182,6 +182,54 @@ TEST(GoldenFile, LatentAttentionFilesThatDisagreeWithThemselvesAreRefused) {
       "tp_convention");
 }
 
+// A context-parallel layout (SCHEMA.md "Context-parallel layouts") round-trips; attributes that contradict
+// each other or the plan are refused, naming the attribute.
+TEST(GoldenFile, ContextParallelLayoutsRoundTripAndContradictionsAreRefused) {
+  const Geometry geometry = resolve_geometry(kSpec);
+  const CpSpec ring{.cp_size = 2, .scheme = CpScheme::ring, .load_balanced = false};
+  const Case test_case = generate_case(geometry, {.seed = 3, .batch = 2, .seq = 5, .tp_size = 2, .context_parallel = ring});
+  const std::string path = written("context_parallel", {.test_case = test_case,
+                                                        .expected = reference::run_reference_tp(test_case),
+                                                        .seed = 3,
+                                                        .generator = "attncheck test"});
+  EXPECT_EQ(read_golden(path).test_case.context_parallel, ring);
+  EXPECT_FALSE(read_golden(written("no_context_parallel", make_golden(kSpec, 2, 3))).test_case.context_parallel);
+  const auto edit = [&](const std::string& name, const auto& change) {
+    const std::string copy = temp_path(name);
+    std::filesystem::copy_file(path, copy, std::filesystem::copy_options::overwrite_existing);
+    {
+      H5::H5File file(copy, H5F_ACC_RDWR);
+      H5::Group group = file.openGroup("/geometry");
+      change(group);
+    }
+    return copy;
+  };
+  const auto replace = [](H5::Group& group, const char* name, auto value) {
+    group.removeAttr(name);
+    write_attribute(group, name, value);
+  };
+  expect_input_error_naming(edit("cp_size_absent", [](H5::Group& group) { group.removeAttr("cp_size"); }),
+                            "/geometry@cp_size");
+  expect_input_error_naming(edit("cp_scheme_absent", [](H5::Group& group) { group.removeAttr("cp_scheme"); }),
+                            "/geometry@cp_scheme");
+  expect_input_error_naming(
+      edit("cp_scheme_unknown", [&](H5::Group& group) { replace(group, "cp_scheme", std::string("zigzag")); }),
+      "/geometry@cp_scheme");
+  expect_input_error_naming(edit("cp_chunks_absent", [](H5::Group& group) { group.removeAttr("cp_chunks"); }),
+                            "/geometry@cp_chunks");
+  expect_input_error_naming(
+      edit("cp_chunks_ulysses", [&](H5::Group& group) { replace(group, "cp_scheme", std::string("ulysses")); }),
+      "/geometry@cp_chunks");
+  // TP 2 leaves 2 query heads and 1 KV head per rank: Ulysses over 4 CP ranks would split a head.
+  expect_input_error_naming(edit("cp_ulysses_impossible",
+                                 [&](H5::Group& group) {
+                                   replace(group, "cp_scheme", std::string("ulysses"));
+                                   group.removeAttr("cp_chunks");
+                                   replace(group, "cp_size", std::int64_t{4});
+                                 }),
+                            "cp_size");
+}
+
 TEST(GoldenFile, GeneratedWeightsAreNamedNotStoredAndComeBackExactly) {
   Golden golden = make_golden(kSpec, 2, 12);
   golden.weights_by_generator = true;

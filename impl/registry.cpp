@@ -18,6 +18,8 @@ std::string_view to_string(ImplementationKind kind) {
       return "device";
     case ImplementationKind::mutant:
       return "mutant";
+    case ImplementationKind::on_request:
+      return "on-request";
   }
   return "default";
 }

@@ -24,8 +24,11 @@ enum class ImplementationKind {
   default_run,  // correct and runnable on any machine: `attncheck run` and the property suite check it
   device,       // needs a GPU (cuda-*, torch-cuda-*): named explicitly, as ci/gpu-check does
   mutant,       // a deliberately broken implementation (mutants/)
+  // correct and runnable anywhere, but only for cases that state what it needs (reference-cp: a
+  // context-parallel layout): named explicitly, not part of `attncheck run` or the property suite's default set
+  on_request,
 };
-std::string_view to_string(ImplementationKind kind);  // "default" | "device" | "mutant"
+std::string_view to_string(ImplementationKind kind);  // "default" | "device" | "mutant" | "on-request"
 
 struct ImplementationEntry {
   std::string name;

@@ -12,7 +12,7 @@ bool operator==(const CaseSpec& a, const CaseSpec& b) {
   return a.geometry == b.geometry && x.seed == y.seed && x.batch == y.batch && x.seq == y.seq &&
          x.activations == y.activations && x.position_offset == y.position_offset &&
          x.position_gaps == y.position_gaps && x.pad_keys == y.pad_keys && x.key_lengths == y.key_lengths &&
-         x.decode == y.decode && x.tp_size == y.tp_size;
+         x.decode == y.decode && x.tp_size == y.tp_size && x.context_parallel == y.context_parallel;
 }
 
 Case make_case(const CaseSpec& spec) {
@@ -58,7 +58,12 @@ std::string describe(const CaseSpec& spec) {
   if (g.attention_sinks) text += ", attention sinks";
   if (g.sliding_window) text += fmt::format(", window {}", *g.sliding_window);
   if (!g.causal) text += ", not causal";
-  text += fmt::format("; tp {}; batch {}, seq {}, {}", in.tp_size, in.batch, in.seq, to_string(in.activations));
+  text += fmt::format("; tp {}", in.tp_size);
+  if (const auto& cp = in.context_parallel) {
+    text += fmt::format(", cp {} {}{}", cp->cp_size, to_string(cp->scheme),
+                        cp->scheme == CpScheme::ring ? (cp->load_balanced ? " load-balanced" : " contiguous") : "");
+  }
+  text += fmt::format("; batch {}, seq {}, {}", in.batch, in.seq, to_string(in.activations));
   if (in.position_offset) text += fmt::format(", positions from {}", *in.position_offset);
   if (in.position_gaps) text += ", position gaps";
   if (in.pad_keys) text += ", padded keys";

@@ -21,6 +21,8 @@ std::string_view to_string(SizeProfile profile) {
       return "long";
     case SizeProfile::latent_attention:
       return "latent";
+    case SizeProfile::context_parallel:
+      return "context-parallel";
     case SizeProfile::short_sequences:
       break;
   }
@@ -31,12 +33,14 @@ std::optional<SizeProfile> parse_size_profile(std::string_view text) {
   if (text == "short") return SizeProfile::short_sequences;
   if (text == "long") return SizeProfile::long_sequences;
   if (text == "latent") return SizeProfile::latent_attention;
+  if (text == "context-parallel") return SizeProfile::context_parallel;
   return std::nullopt;
 }
 
 GenLimits GenLimits::for_profile(SizeProfile profile) {
   if (profile == SizeProfile::short_sequences) return {};
   if (profile == SizeProfile::latent_attention) return {.profile = SizeProfile::latent_attention};
+  if (profile == SizeProfile::context_parallel) return {.profile = SizeProfile::context_parallel};
   return {.max_kv_heads = 2,
           .max_group = 2,
           .max_head_dim = 256,
@@ -379,6 +383,7 @@ Gen<InputOptions> input_options(const GeometrySpec& geometry, std::int64_t tp_si
 
 rc::Gen<CaseSpec> case_specs(const GenLimits& limits) {
   if (limits.profile == SizeProfile::latent_attention) return latent_case_specs();
+  if (limits.profile == SizeProfile::context_parallel) return context_parallel_case_specs();
   return gen::withSize([limits](int size) {
     return gen::mapcat(geometries(limits, size), [limits, size](const GeometrySpec& geometry) {
       // TP sizes from the valid set, 1 first (shrinking goes there); P > H_kv replicates KV heads.
@@ -453,6 +458,22 @@ rc::Gen<CaseSpec> latent_case_specs() {
         return gen::map(input_options(geometry, tp_size, limits, size), [geometry](const InputOptions& inputs) {
           return CaseSpec{.geometry = geometry, .inputs = inputs};
         });
+      });
+    });
+  });
+}
+
+rc::Gen<CaseSpec> context_parallel_case_specs() {
+  return gen::mapcat(case_specs(GenLimits{}), [](const CaseSpec& spec) {
+    return gen::mapcat(gen::element(CpScheme::ring, CpScheme::ulysses), [spec](CpScheme scheme) {
+      const TpPlan plan = make_tp_plan(resolve_geometry(spec.geometry), spec.inputs.tp_size);
+      std::vector<std::int64_t> sizes = valid_cp_sizes(plan, scheme, 8);
+      if (sizes.size() > 1) sizes.erase(sizes.begin());  // CP 1 only where the heads admit nothing else
+      return gen::map(gen::pair(element_of(sizes), gen::arbitrary<bool>()), [spec, scheme](const auto& drawn) {
+        CaseSpec with_layout = spec;
+        with_layout.inputs.context_parallel =
+            CpSpec{.cp_size = drawn.first, .scheme = scheme, .load_balanced = drawn.second};
+        return with_layout;
       });
     });
   });

@@ -27,8 +27,11 @@ enum class SizeProfile {
   // Multi-head latent attention (latent_case_specs below) at short sequences: the cases `attncheck fuzz
   // --profile latent` and the latent mutants get.
   latent_attention,
+  // The short profile's cases, each with a context-parallel layout (context_parallel_case_specs below): what
+  // `attncheck fuzz --profile context-parallel` gives reference-cp and any context-parallel implementation.
+  context_parallel,
 };
-std::string_view to_string(SizeProfile profile);  // "short" | "long" | "latent"
+std::string_view to_string(SizeProfile profile);  // "short" | "long" | "latent" | "context-parallel"
 std::optional<SizeProfile> parse_size_profile(std::string_view text);
 
 // Upper bounds at RapidCheck size 100; smaller sizes scale them down (size 0: the smallest case).
@@ -59,5 +62,10 @@ rc::Gen<CaseSpec> case_specs(const GenLimits& limits = {});
 // pairing, yarn with DeepSeek's mscale_all_dim or none, softcap, windows and sinks sometimes; TP sizes from
 // the valid set; inputs as case_specs draws them.
 rc::Gen<CaseSpec> latent_case_specs();
+
+// The short profile's cases with a layout over their TP plan: Ulysses or the ring (load-balanced or
+// contiguous), the CP size from the valid ones up to 8 (above 1 wherever the heads admit it), so that chunks
+// are uneven or empty, KV heads replicate over CP ranks, and windows and padding cross chunk edges.
+rc::Gen<CaseSpec> context_parallel_case_specs();
 
 }  // namespace attncheck::properties

@@ -16,7 +16,8 @@
 //
 // A whole-width QK-norm's two all-reduces run over the TP ranks for each CP rank's tokens (a CP rank's
 // tokens are its own); longrope's factors are the whole call's (a chunk's own largest position would choose
-// others). Not yet modelled (InputError naming it): latent attention, decoding, intermediates.
+// others). Not yet modelled: latent attention and intermediates (InputError naming them); decoding, which
+// the Result declines by name (Result::declined "decode").
 #pragma once
 
 #include "core/model/case.hpp"

@@ -288,7 +288,8 @@ Inputs generate_inputs(const Geometry& geometry, const InputOptions& options) {
 Case generate_case(const Geometry& geometry, const InputOptions& options) {
   Case test_case{.plan = make_tp_plan(geometry, options.tp_size),
                  .inputs = generate_inputs(geometry, options),
-                 .weights = generate_weights(geometry, options.seed)};
+                 .weights = generate_weights(geometry, options.seed),
+                 .context_parallel = options.context_parallel};
   validate_case(test_case);
   return test_case;
 }

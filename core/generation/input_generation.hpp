@@ -48,6 +48,7 @@ struct InputOptions {
   std::vector<std::int64_t> key_lengths;
   DecodeSchedule decode;
   std::int64_t tp_size = 1;  // the plan stored in the case (sharded implementations run it)
+  std::optional<CpSpec> context_parallel;  // the CP layout stored in the case (Case::context_parallel)
 };
 
 // Limits that keep impossible sizes InputErrors rather than allocation failures.

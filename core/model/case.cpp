@@ -101,6 +101,15 @@ void validate_case(const Case& test_case) {
   ViolationList violations;
   check_inputs(test_case.inputs, test_case.geometry(), violations);
   check_parameters(test_case.weights, test_case.geometry(), full_widths(test_case.geometry()), "weights.", violations);
+  if (test_case.context_parallel) {
+    try {
+      (void)make_parallel_layout(test_case.geometry(), test_case.plan.tp_size, *test_case.context_parallel);
+    } catch (const InputError& error) {
+      for (const Violation& violation : error.violations()) {
+        violations.add("context_parallel." + violation.field, violation.value, violation.rule, violation.suggestion);
+      }
+    }
+  }
   violations.throw_if_any("invalid case");
 }
 

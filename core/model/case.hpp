@@ -15,8 +15,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
+#include "core/model/parallel_layout.hpp"
 #include "core/model/parameters.hpp"
 #include "core/model/tensor.hpp"
 #include "core/model/tp_plan.hpp"
@@ -54,13 +56,16 @@ struct Case {
   TpPlan plan;  // plan.geometry is the case's geometry; plan.tp_size the ranks a sharded implementation runs
   Inputs inputs;
   Parameters weights;  // unsharded, HF layout
+  // The context-parallel layout over the TP plan that a context-parallel implementation runs
+  // (parallel_layout.hpp); absent: none. It changes no expected tensor: the layer computes the same.
+  std::optional<CpSpec> context_parallel;
 
   const Geometry& geometry() const { return plan.geometry; }
 };
 
 // Throws InputError listing every problem: tensor shapes that do not match the geometry, non-finite
 // values, positions outside [0, 2^31), key lengths outside [0, seq], a decode schedule longer than
-// seq, with empty steps, or on a non-causal geometry.
+// seq, with empty steps, or on a non-causal geometry, or a context-parallel layout the plan cannot take.
 void validate_case(const Case& test_case);
 
 }  // namespace attncheck

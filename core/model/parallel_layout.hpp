@@ -41,6 +41,7 @@ struct CpSpec {
   std::int64_t cp_size = 1;
   CpScheme scheme = CpScheme::ring;
   bool load_balanced = true;  // ring only: 2 CP chunks, rank c holding c and 2 CP - 1 - c
+  friend bool operator==(const CpSpec&, const CpSpec&) = default;
 };
 
 struct CpRankPlan {

@@ -16,7 +16,8 @@ from .errors import BadInput
 
 REQUIRED_GEOMETRY = ["hidden_size", "num_attention_heads", "num_key_value_heads", "rotary_dim", "rope_theta",
                      "rope_style", "qk_norm", "qk_norm_eps", "qkv_bias", "out_bias", "scale", "causal", "tp_size"]
-OPTIONAL_GEOMETRY = ["head_dim", "query_pre_attn_scalar", "softcap", "sliding_window", "tp_convention"]
+OPTIONAL_GEOMETRY = ["head_dim", "query_pre_attn_scalar", "softcap", "sliding_window", "tp_convention",
+                     "cp_size", "cp_scheme", "cp_chunks"]
 # Schema version 2 (SCHEMA.md "Schema version 2"): RoPE scaling and the score scale's source.
 VERSION_2_REQUIRED = ["scale_source", "rope_scaling"]
 VERSION_2_OPTIONAL = ["attention_sinks", "attention_multiplier", "rope_scaling_factor", "rope_scaling_low_freq_factor",
@@ -216,6 +217,15 @@ class Case:
         return self.geometry.get("tp_convention", "replicated-kv")
 
     @property
+    def context_parallel(self):
+        """The context-parallel layout the file states (SCHEMA.md "Context-parallel layouts"):
+        {"cp_size", "scheme", "chunks"} ("chunks" None for Ulysses), or None."""
+        if "cp_size" not in self.geometry:
+            return None
+        return {"cp_size": self.geometry["cp_size"], "scheme": self.geometry["cp_scheme"],
+                "chunks": self.geometry.get("cp_chunks")}
+
+    @property
     def batch(self):
         return self.x.shape[0]
 
@@ -327,6 +337,26 @@ def read_geometry(path):
         raise BadInput(f"{path}: cannot be read as HDF5 ({error})") from error
 
 
+def _check_context_parallel(geometry, path):
+    """The layout's attributes agree with each other (SCHEMA.md "Context-parallel layouts"); whether the plan
+    can take it is the C++ reader's to say (attncheck golden inspect)."""
+    stated = [name for name in ("cp_size", "cp_scheme", "cp_chunks") if name in geometry]
+    if not stated:
+        return
+    if "cp_size" not in geometry:
+        raise BadInput(f"{path}: /geometry has {', '.join(stated)} without cp_size, which states the layout")
+    if not isinstance(geometry["cp_size"], int) or not 1 <= geometry["cp_size"] <= 4096:
+        raise BadInput(f"{path}: /geometry@cp_size is {geometry['cp_size']!r}; expected an integer in [1, 4096]")
+    scheme = geometry.get("cp_scheme")
+    if scheme not in ("ulysses", "ring"):
+        raise BadInput(f"{path}: /geometry@cp_scheme is {scheme!r}; expected ulysses or ring")
+    chunks = geometry.get("cp_chunks")
+    if scheme == "ring" and chunks not in ("load-balanced", "contiguous"):
+        raise BadInput(f"{path}: /geometry@cp_chunks is {chunks!r}; a ring needs load-balanced or contiguous")
+    if scheme == "ulysses" and chunks is not None:
+        raise BadInput(f"{path}: /geometry@cp_chunks is {chunks!r}; chunking is the ring's, absent with ulysses")
+
+
 def _read_geometry(h5, path, version=1):
     if "geometry" not in h5:
         raise BadInput(f"{path}: group /geometry is missing")
@@ -378,6 +408,7 @@ def _read_geometry(h5, path, version=1):
             raise BadInput(f"{path}: /geometry@{name} is {geometry[name]!r}; expected a positive integer")
     if version >= 3:
         _check_latent(geometry, path)
+    _check_context_parallel(geometry, path)
     if geometry["num_attention_heads"] % geometry["num_key_value_heads"]:
         raise BadInput(f"{path}: num_attention_heads {geometry['num_attention_heads']} is not a multiple of "
                        f"num_key_value_heads {geometry['num_key_value_heads']}")

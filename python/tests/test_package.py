@@ -93,6 +93,9 @@ class ReadingCases(unittest.TestCase):
         damages = {"/geometry lacks required attribute(s) scale": lambda h5: h5["geometry"].attrs.__delitem__("scale"),
                    "holds NaN": lambda h5: h5["inputs/x"].__setitem__((0, 0, 0), np.nan),
                    "tp_convention is 'rows'": lambda h5: h5["geometry"].attrs.__setitem__("tp_convention", "rows"),
+                   "cp_scheme without cp_size": lambda h5: h5["geometry"].attrs.__setitem__("cp_scheme", "ring"),
+                   "cp_scheme is 'zigzag'": lambda h5: (h5["geometry"].attrs.__setitem__("cp_size", 2),
+                                                        h5["geometry"].attrs.__setitem__("cp_scheme", "zigzag")),
                    "which this geometry does not have": lambda h5: h5.create_dataset("weights/extra", data=[1.0])}
         with tempfile.TemporaryDirectory() as folder:
             for message, damage in damages.items():
