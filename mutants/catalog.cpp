@@ -219,6 +219,7 @@ std::vector<Mutant> build_catalog() {
   };
   for (Mutant& mutant : real_bugs()) catalog.push_back(std::move(mutant));
   for (Mutant& mutant : latent_mutants()) catalog.push_back(std::move(mutant));
+  for (Mutant& mutant : context_parallel_mutants()) catalog.push_back(std::move(mutant));
   return catalog;
 }
 

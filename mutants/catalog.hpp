@@ -40,12 +40,18 @@ struct Mutant {
   // only (a plain one is unsupported) and `attncheck mutants` fuzzes it with latent ones (properties: the
   // generators' latent profile).
   bool latent = false;
+  // A bug of context parallelism (context_parallel_mutants.cpp, on the context-parallel reference's steps): it
+  // runs cases with a context-parallel layout only and `attncheck mutants` fuzzes it with the generators'
+  // context-parallel profile.
+  bool context_parallel = false;
 };
 
 const std::vector<Mutant>& mutant_catalog();
 
 // The latent-attention mutants (latent_mutants.cpp), in catalog order.
 std::vector<Mutant> latent_mutants();
+// The context-parallel mutants (context_parallel_mutants.cpp), in catalog order.
+std::vector<Mutant> context_parallel_mutants();
 
 std::vector<std::string> mutant_names();
 // The catalog entry of that name, or null.

@@ -4,6 +4,7 @@ namespace attncheck::properties {
 
 SizeProfile mutant_size_profile(const mutants::Mutant& mutant) {
   if (mutant.latent) return SizeProfile::latent_attention;
+  if (mutant.context_parallel) return SizeProfile::context_parallel;
   return mutant.sequences == mutants::Sequences::long_sequences ? SizeProfile::long_sequences
                                                                 : SizeProfile::short_sequences;
 }

@@ -45,7 +45,7 @@ struct ChunkTokens {
 };
 
 ChunkTokens gather_tokens(const Inputs& inputs, const std::vector<IndexRange>& all_chunks, const CpRankPlan& rank,
-                          std::int64_t hidden) {
+                          std::int64_t hidden, const ContextParallelSteps& steps) {
   ChunkTokens tokens;
   for (const std::int64_t chunk : rank.chunks) {
     const IndexRange& range = all_chunks[static_cast<std::size_t>(chunk)];
@@ -54,6 +54,8 @@ ChunkTokens gather_tokens(const Inputs& inputs, const std::vector<IndexRange>& a
     for (std::int64_t s = range.begin; s < range.end; ++s) tokens.sequence.push_back(s);
   }
   const std::int64_t count = tokens.count();
+  std::vector<IndexRange> chunk_of;  // local index -> its chunk
+  for (const IndexRange& range : tokens.chunks) chunk_of.insert(chunk_of.end(), range.size(), range);
   const ConstMatrixMap x = as_matrix(inputs.x, inputs.batch * inputs.seq);
   tokens.x.resize(inputs.batch * count, hidden);
   tokens.positions.resize(static_cast<std::size_t>(inputs.batch * count));
@@ -61,20 +63,12 @@ ChunkTokens gather_tokens(const Inputs& inputs, const std::vector<IndexRange>& a
     for (std::int64_t i = 0; i < count; ++i) {
       const std::int64_t global = b * inputs.seq + tokens.sequence[i];
       tokens.x.row(b * count + i) = x.row(global);
-      tokens.positions[b * count + i] = inputs.positions[global];
+      tokens.positions[b * count + i] = steps.position(inputs, b, tokens.sequence[i], chunk_of[i]);
     }
   }
   return tokens;
 }
 
-// Query chunk q against key chunk k of the same batch row, by global sequence index.
-MaskSpec block_mask(const Geometry& geometry, const IndexRange& q, const IndexRange& k, std::int64_t key_length) {
-  MaskSpec mask = MaskSpec::for_geometry(geometry, q.size(), k.size(), key_length);
-  mask.key_offset = q.begin - k.begin;
-  mask.key_length = key_length - k.begin;
-  mask.key_count = k.size();
-  return mask;
-}
 
 // total += part, tensor by tensor (the same structure).
 void add_gradients(Parameters& total, const Parameters& part) {
@@ -90,8 +84,10 @@ void add_gradients(Parameters& total, const Parameters& part) {
 // One TP rank under the CP layout: its CP ranks' forward and backward.
 class TpRankRun {
  public:
-  TpRankRun(const Case& test_case, const ParallelLayout& layout, int tp_rank, const std::vector<ChunkTokens>& tokens)
-      : case_(test_case),
+  TpRankRun(const Case& test_case, const ParallelLayout& layout, int tp_rank, const std::vector<ChunkTokens>& tokens,
+            const ContextParallelSteps& steps)
+      : steps_(steps),
+        case_(test_case),
         geometry_(test_case.geometry()),
         layout_(layout),
         tp_rank_(tp_rank),
@@ -224,7 +220,7 @@ class TpRankRun {
                     forwards_[c].projected.q.block(q_row, g * group_width, q_range.size(), group_width),
                     kv.k.block(k_row, g * head_dim_, k_range.size(), head_dim_),
                     kv.v.block(k_row, g * head_dim_, k_range.size(), head_dim_),
-                    block_mask(geometry_, q_range, k_range, case_.inputs.key_lengths[b]), score_, part, part_lse.data());
+                    steps_.block_mask(geometry_, q_range, k_range, case_.inputs.key_lengths[b]), score_, part, part_lse.data());
                 for (std::int64_t j = 0; j < group(); ++j) {
                   for (std::int64_t i = 0; i < q_range.size(); ++i) {
                     const double partial = part_lse[j * q_range.size() + i];
@@ -310,22 +306,31 @@ class TpRankRun {
               }
             }
             for (std::int64_t step = 0; step < cp_; ++step) {
-              const std::int64_t source = (c - step + cp_) % cp_;
+              const std::int64_t source = steps_.backward_kv_source(c, step, cp_);
               const ChunkTokens& theirs = tokens_[source];
               const ProjectedTokens& kv = forwards_[source].projected;
               for (std::size_t kj = 0; kj < theirs.chunks.size(); ++kj) {
                 const IndexRange& k_range = theirs.chunks[kj];
                 if (k_range.size() == 0) continue;
                 const std::int64_t k_row = b * rows(source) + theirs.offsets[kj];
+                // A step whose d(k), d(v) never reach the owner leaves them in a buffer nobody reads.
+                const bool returned = steps_.returns_kv_gradient(step);
+                RowMatrix lost_d_k, lost_d_v;
+                if (!returned) {
+                  lost_d_k = RowMatrix::Zero(k_range.size(), head_dim_);
+                  lost_d_v = RowMatrix::Zero(k_range.size(), head_dim_);
+                }
                 attention_block_backward(
                     forwards_[c].projected.q.block(q_row, g * group_width, q_range.size(), group_width),
                     kv.k.block(k_row, g * head_dim_, k_range.size(), head_dim_),
                     kv.v.block(k_row, g * head_dim_, k_range.size(), head_dim_),
-                    block_mask(geometry_, q_range, k_range, case_.inputs.key_lengths[b]), score_, lse.data(),
+                    steps_.block_mask(geometry_, q_range, k_range, case_.inputs.key_lengths[b]), score_, lse.data(),
                     d_weighted.data(), d_contexts_[c].block(q_row, g * group_width, q_range.size(), group_width),
                     backwards_[c].d_q.block(q_row, g * group_width, q_range.size(), group_width),
-                    backwards_[source].d_k.block(k_row, g * head_dim_, k_range.size(), head_dim_),
-                    backwards_[source].d_v.block(k_row, g * head_dim_, k_range.size(), head_dim_));
+                    returned ? MatrixRef(backwards_[source].d_k.block(k_row, g * head_dim_, k_range.size(), head_dim_))
+                             : MatrixRef(lost_d_k),
+                    returned ? MatrixRef(backwards_[source].d_v.block(k_row, g * head_dim_, k_range.size(), head_dim_))
+                             : MatrixRef(lost_d_v));
               }
             }
           }
@@ -342,7 +347,7 @@ class TpRankRun {
     for (std::int64_t a = 0; a < cp_; ++a) {
       const CpRankPlan& attending = layout_.ranks[a * layout_.tp.tp_size + tp_rank_];
       const std::int64_t q_first = attending.q_heads.begin - tp_rank.q_heads.begin;
-      const std::int64_t kv_first = attending.kv_heads.begin - tp_rank.kv_heads.begin;
+      const std::int64_t kv_first = steps_.ulysses_kv_first(layout_, tp_rank_, a);
       const std::int64_t q_heads = attending.q_heads.size(), kv_heads = attending.kv_heads.size();
       const std::int64_t group = q_heads / kv_heads, q_width = q_heads * head_dim_, kv_width = kv_heads * head_dim_;
       // All-to-all: every chunk's rows of a's head columns, at their global rows.
@@ -406,6 +411,7 @@ class TpRankRun {
     }
   }
 
+  const ContextParallelSteps& steps_;
   const Case& case_;
   const Geometry& geometry_;
   const ParallelLayout& layout_;
@@ -435,13 +441,39 @@ void refuse_what_is_not_modelled(const Case& test_case, const RunOptions& option
   violations.throw_if_any("context-parallel reference");
 }
 
+}  // namespace
+
+std::int64_t ContextParallelSteps::position(const Inputs& inputs, std::int64_t b, std::int64_t s,
+                                            const IndexRange& /*chunk*/) const {
+  return inputs.positions[b * inputs.seq + s];
+}
+
+// Query chunk q against key chunk k of the same batch row, by global sequence index.
+MaskSpec ContextParallelSteps::block_mask(const Geometry& geometry, const IndexRange& q, const IndexRange& k,
+                                          std::int64_t key_length) const {
+  MaskSpec mask = MaskSpec::for_geometry(geometry, q.size(), k.size(), key_length);
+  mask.key_offset = q.begin - k.begin;
+  mask.key_length = key_length - k.begin;
+  mask.key_count = k.size();
+  return mask;
+}
+
+std::int64_t ContextParallelSteps::ulysses_kv_first(const ParallelLayout& layout, int tp_rank,
+                                                    std::int64_t cp_rank) const {
+  const CpRankPlan& rank = layout.ranks[cp_rank * layout.tp.tp_size + tp_rank];
+  return rank.kv_heads.begin - layout.tp.ranks[tp_rank].kv_heads.begin;
+}
+
+namespace {
+
 bool first_of_replica_group(const TpPlan& plan, int rank) {
   return rank == plan.replica_groups[plan.ranks[rank].replica_group].ranks.begin;
 }
 
 }  // namespace
 
-Result run_reference_cp(const Case& test_case, const CpSpec& cp, const RunOptions& options) {
+Result run_reference_cp(const Case& test_case, const CpSpec& cp, const RunOptions& options,
+                        const ContextParallelSteps& steps) {
   validate_case(test_case);
   refuse_what_is_not_modelled(test_case, options);
   const ParallelLayout layout = make_parallel_layout(test_case.geometry(), test_case.plan.tp_size, cp);
@@ -457,11 +489,11 @@ Result run_reference_cp(const Case& test_case, const CpSpec& cp, const RunOption
           : std::nullopt;
   std::vector<ChunkTokens> tokens;  // per CP rank: the same for every TP rank
   for (std::int64_t c = 0; c < cp.cp_size; ++c) {
-    tokens.push_back(gather_tokens(inputs, all_chunks, layout.ranks[c * plan.tp_size], hidden));
+    tokens.push_back(gather_tokens(inputs, all_chunks, layout.ranks[c * plan.tp_size], hidden, steps));
     if (call_frequencies) tokens.back().call_frequencies = &*call_frequencies;
   }
   std::vector<std::unique_ptr<TpRankRun>> runs;  // every TP rank lives through both all-reduces of a whole-width norm
-  for (int t = 0; t < plan.tp_size; ++t) runs.push_back(std::make_unique<TpRankRun>(test_case, layout, t, tokens));
+  for (int t = 0; t < plan.tp_size; ++t) runs.push_back(std::make_unique<TpRankRun>(test_case, layout, t, tokens, steps));
   const bool full_width = geometry.qk_norm_full_width();
   if (full_width) {  // the forward's all-reduce over TP, per CP rank's tokens (a replicated KV head counted once)
     for (ChunkTokens& t : tokens) {

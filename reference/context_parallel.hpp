@@ -23,10 +23,33 @@
 #include "core/model/case.hpp"
 #include "core/model/parallel_layout.hpp"
 #include "core/model/result.hpp"
+#include "reference/attention_head.hpp"
 #include "reference/reference.hpp"
 
 namespace attncheck::reference {
 
-Result run_reference_cp(const Case& test_case, const CpSpec& cp, const RunOptions& options = {});
+// The steps of a context-parallel run that frameworks have got wrong, each a virtual function whose default is
+// the right one. run_reference_cp takes the defaults unless given others: mutants/context_parallel_mutants.cpp
+// overrides one each. (The oracle a context-parallel run is held to is reference-tp, never this code.)
+class ContextParallelSteps {
+ public:
+  virtual ~ContextParallelSteps() = default;
+  // The RoPE position of sequence index s of batch row b, held in chunk `chunk`: the token's own position id.
+  virtual std::int64_t position(const Inputs& inputs, std::int64_t b, std::int64_t s, const IndexRange& chunk) const;
+  // Ring: the mask of query chunk q against key chunk k of a batch row, by their global sequence indices.
+  virtual MaskSpec block_mask(const Geometry& geometry, const IndexRange& q, const IndexRange& k,
+                              std::int64_t key_length) const;
+  // Ring backward: the CP rank whose K/V chunks CP rank c's queries meet at step `step`: the forward's, c - step.
+  virtual std::int64_t backward_kv_source(std::int64_t cp_rank, std::int64_t step, std::int64_t cp_size) const {
+    return (cp_rank - step + cp_size) % cp_size;
+  }
+  // Ring: whether ring step `step`'s d(k) and d(v) reach the key chunk's owner (step 0: its own chunks).
+  virtual bool returns_kv_gradient(std::int64_t /*step*/) const { return true; }
+  // Ulysses: the first of its TP rank's local KV heads that a CP rank attends with: the layout's.
+  virtual std::int64_t ulysses_kv_first(const ParallelLayout& layout, int tp_rank, std::int64_t cp_rank) const;
+};
+
+Result run_reference_cp(const Case& test_case, const CpSpec& cp, const RunOptions& options = {},
+                        const ContextParallelSteps& steps = ContextParallelSteps());
 
 }  // namespace attncheck::reference

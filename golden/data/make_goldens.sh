@@ -115,6 +115,16 @@ variants=(--weights generated --inputs generated --sketch-gradients --sketch-act
 "$attncheck" golden make --hidden 48 --heads 4 --kv-heads 2 --head-dim 12 --qk-norm rms --tp 4 \
   --tp-convention megatron-equal-block --batch 2 --seq 6 --decode 4,1,1 --seed 2026 -o small_megatron_equal_block.h5
 
+# Context-parallel layouts (SCHEMA.md "Context-parallel layouts"): the same tensors any layer computes, with the
+# layout a context-parallel implementation runs (reference-cp). The ring at TP 2 x CP 2, load-balanced over an
+# uneven 11 tokens (4 chunks of 3, 3, 3, 2) with padding and a window crossing chunk edges; Ulysses at CP 4 over
+# 2 KV heads (each replicated on 2 CP ranks) with position gaps. No decode schedule: decoding after a CP prefill
+# is not modelled yet (reference-cp declines it). Every context-parallel mutant fails one of them.
+"$attncheck" golden make --hidden 24 --heads 4 --kv-heads 2 --head-dim 6 --sliding-window 5 --tp 2 --cp 2 --cp-scheme ring \
+  --batch 2 --seq 11 --pad-keys --seed 2026 -o small_cp_ring_tp2.h5
+"$attncheck" golden make --hidden 32 --heads 8 --kv-heads 2 --head-dim 4 --qk-norm rms --cp 4 --cp-scheme ulysses \
+  --batch 2 --seq 9 --position-gaps --seed 2026 -o small_cp_ulysses.h5
+
 # Long goldens where a 16-bit accumulator's error shows (README, "Which goldens catch 16-bit accumulation"):
 # Gemma 2's sliding layer with its real window (4096), softcap 50 and query_pre_attn_scalar 256, at reduced
 # width (configs/gemma-2-narrow.json: 2 query heads over 1 KV head of head_dim 256, hidden 256) so that a
