@@ -190,6 +190,11 @@ attncheck_cli_case(plan_cp_ulysses_refused 2 "^$"
                    plan --preset qwen3-0.6b --tp 2 --cp 3 --cp-scheme ulysses)
 attncheck_cli_case(plan_cp_scheme_required 2 "^$" "--cp-scheme = absent.*--cp-scheme ulysses or --cp-scheme ring"
                    plan --preset qwen3-0.6b --cp 2)
+attncheck_cli_case(plan_cp_zero 2 "^$" "--cp = 0: must be >= 1" plan --preset qwen3-0.6b --cp 0)
+attncheck_cli_case(plan_cp_chunks_without_scheme 2 "^$" "--cp-chunks = contiguous: chunks a context-parallel layout"
+                   plan --preset qwen3-0.6b --cp-chunks contiguous)
+attncheck_cli_case(plan_cp_chunks_with_ulysses 2 "^$" "--cp-chunks = load-balanced: Ulysses holds one contiguous chunk"
+                   plan --preset qwen3-0.6b --cp 2 --cp-scheme ulysses --cp-chunks load-balanced)
 # A golden with a context-parallel layout (SCHEMA.md "Context-parallel layouts"): made, inspected, and checked
 # with reference-cp, which runs the layout it states (here Ulysses over 2 CP ranks of each of 2 TP ranks, each
 # TP rank's one KV head replicated on both); a golden without a layout it declines by name.

@@ -16,13 +16,14 @@ namespace attncheck::cli {
 struct CpOptions {
   std::int64_t cp_size = 1;
   std::optional<std::string> scheme;
-  std::string chunks = "load-balanced";
+  std::optional<std::string> chunks;  // absent: load-balanced for the ring
 };
 
 void add_cp_options(CLI::App& command, CpOptions& options);
 
-// None for --cp 1 without a scheme; InputError (exit 2) for a CP size above 1 without its scheme, or
-// --cp-chunks with Ulysses. Whether the layout fits the plan is make_parallel_layout's to say.
+// None for --cp 1 without a scheme or chunking; InputError (exit 2) for a CP size below 1, a CP size above 1
+// without its scheme, --cp-chunks without a scheme, or --cp-chunks with Ulysses. Whether the layout fits the
+// plan is make_parallel_layout's to say.
 std::optional<CpSpec> parse_cp_options(const CpOptions& options);
 
 }  // namespace attncheck::cli

@@ -67,6 +67,19 @@ TEST(ContextParallelReference, LongropeFactorsAreTheWholeCallsNotAChunks) {
   }
 }
 
+// The ring's blocks grow as chunks^2: a CP size that would make a run of 67 million blocks is refused, by the
+// work it would take (never by time).
+TEST(ContextParallelReference, RefusesARingTooLargeToRun) {
+  const Case test_case = make_case(CaseSpec{.geometry = {.hidden_size = 4, .num_heads = 1, .head_dim = 2},
+                                            .inputs = {.seed = 1, .batch = 1, .seq = 3}});
+  try {
+    (void)reference::run_reference_cp(test_case, {.cp_size = 4096, .scheme = CpScheme::ring});
+    FAIL() << "a ring of 4096 ranks ran";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("blocks"), std::string::npos) << error.what();
+  }
+}
+
 TEST(ContextParallelReference, RefusesWhatItDoesNotModelByName) {
   const Case latent = make_case(CaseSpec{
       .geometry = {.hidden_size = 8,

@@ -1,5 +1,7 @@
 #include "reference/context_parallel.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -262,7 +264,7 @@ class TpRankRun {
   }
 
   // Ring, backward: every (query chunk, key chunk) block from the final log-sum-exp and D; d(k), d(v) summed
-  // at the key chunk's owner in step order.
+  // at the key chunk's owner, query rank by query rank (CP order), each one's steps in order.
   void ring_backward() {
     const std::int64_t group_width = group() * head_dim_;
     for (std::int64_t c = 0; c < cp_; ++c) {
@@ -441,6 +443,25 @@ void refuse_what_is_not_modelled(const Case& test_case, const RunOptions& option
   violations.throw_if_any("context-parallel reference");
 }
 
+// The ring runs one block per (query chunk, key chunk) pair: (2 CP)^2 of them per batch row, KV head and TP
+// rank. Bounded, so that a layout's size (CP up to 4096) cannot make a run that never ends; the bound is on
+// work, never on time.
+inline constexpr std::int64_t kMaxRingBlocks = std::int64_t{1} << 24;
+
+void refuse_unbounded_ring(const Case& test_case, const ParallelLayout& layout) {
+  if (layout.cp.scheme != CpScheme::ring) return;
+  const std::int64_t blocks = layout.chunk_count * layout.chunk_count * test_case.inputs.batch *
+                              test_case.geometry().num_kv_heads() * layout.tp.kv_replicas;
+  if (blocks > kMaxRingBlocks) {
+    throw InputError("context-parallel reference",
+                     {{"cp_size", std::to_string(layout.cp.cp_size),
+                       fmt::format("the ring runs {} blocks (chunks^2 x batch x KV heads over TP ranks); the bound "
+                                   "is {}",
+                                   blocks, kMaxRingBlocks),
+                       "a smaller CP size or batch"}});
+  }
+}
+
 }  // namespace
 
 std::int64_t ContextParallelSteps::position(const Inputs& inputs, std::int64_t b, std::int64_t s,
@@ -477,6 +498,7 @@ Result run_reference_cp(const Case& test_case, const CpSpec& cp, const RunOption
   validate_case(test_case);
   refuse_what_is_not_modelled(test_case, options);
   const ParallelLayout layout = make_parallel_layout(test_case.geometry(), test_case.plan.tp_size, cp);
+  refuse_unbounded_ring(test_case, layout);
   const TpPlan& plan = test_case.plan;
   const Inputs& inputs = test_case.inputs;
   const Geometry& geometry = test_case.geometry();
@@ -562,6 +584,7 @@ Result run_reference_cp(const Case& test_case, const CpSpec& cp, const RunOption
   if (options.decode && !inputs.decode.empty()) {
     result.declined["decode"] = "decoding after a context-parallel prefill is not modelled yet";
   }
+  check_result_finite(result);
   return result;
 }
 

@@ -10,7 +10,8 @@
 //     c - s (mod CP), each query chunk against each key chunk with the mask of their global positions, and
 //     merges the partial results by log-sum-exp in step order (the sinks' share added once, at the end). The
 //     backward recomputes each block's probabilities from the final log-sum-exp and D = rowsum(dO o O)
-//     (attention_block.hpp); d(k) and d(v) are sent back to the chunk's owner, summed in step order.
+//     (attention_block.hpp); d(k) and d(v) are sent back to the chunk's owner, summed in the order of the
+//     query ranks that computed them.
 // Each TP rank's gradients are its CP ranks' summed in CP order, then reduced over TP as run_reference_tp
 // does; the Result is shaped as run_reference_tp's (per-rank gradients per TP rank).
 //

@@ -143,22 +143,6 @@ Tensor run_decode(const Case& test_case, const TpPlan& plan, const NormSums& sum
   return decode_out;
 }
 
-// A finite case can still give NaN or Inf in fp64 (values near 1e154 overflow a dot product; a zero
-// q or k vector with qk_norm_eps 0 divides by zero). The oracle never returns such a result silently.
-void check_result_finite(const Result& result) {
-  ViolationList violations;
-  check_finite(result.out, "out", violations);
-  if (result.gradients) {
-    check_finite(result.gradients->x, "gradients.x", violations);
-    for_each_parameter(result.gradients->params, [&](std::string_view name, const Tensor& tensor) {
-      check_finite(tensor, "gradients." + std::string(name), violations);
-    });
-  }
-  if (result.decode_out) check_finite(*result.decode_out, "decode_out", violations);
-  violations.throw_if_any(
-      "the fp64 reference produced a non-finite value (inputs too large, or qk_norm_eps 0 on a zero vector); "
-      "no valid reference result exists for this case");
-}
 
 // Called with each rank's own gradients (its shard's layout) before any reduction across ranks.
 using RankPartialSink = std::function<void(int rank, const Parameters& partial)>;
@@ -262,6 +246,23 @@ Result run_sharded(const Case& test_case, const TpPlan& plan, const RunOptions& 
 }
 
 }  // namespace
+
+// A finite case can still give NaN or Inf in fp64 (values near 1e154 overflow a dot product; a zero
+// q or k vector with qk_norm_eps 0 divides by zero). The oracle never returns such a result silently.
+void check_result_finite(const Result& result) {
+  ViolationList violations;
+  check_finite(result.out, "out", violations);
+  if (result.gradients) {
+    check_finite(result.gradients->x, "gradients.x", violations);
+    for_each_parameter(result.gradients->params, [&](std::string_view name, const Tensor& tensor) {
+      check_finite(tensor, "gradients." + std::string(name), violations);
+    });
+  }
+  if (result.decode_out) check_finite(*result.decode_out, "decode_out", violations);
+  violations.throw_if_any(
+      "the fp64 reference produced a non-finite value (inputs too large, or qk_norm_eps 0 on a zero vector); "
+      "no valid reference result exists for this case");
+}
 
 Result run_reference(const Case& test_case, const RunOptions& options) {
   return run_sharded(test_case, make_tp_plan(test_case.geometry(), 1), options, "reference", false);

@@ -28,6 +28,9 @@ struct RunOptions {
 };
 
 Result run_reference(const Case& test_case, const RunOptions& options = {});
+// InputError when an fp64 result holds NaN or Inf (a finite case can overflow: values near 1e154, a zero q
+// with qk_norm_eps 0): the oracle never returns one silently. Every fp64 reference run ends with it.
+void check_result_finite(const Result& result);
 Result run_reference_tp(const Case& test_case, const RunOptions& options = {});
 // Each rank's own gradients under the case's TP plan (its shard's layout, rank order) before any
 // reduction across ranks (replica groups, norms), with every all-reduce of the forward in place: what a

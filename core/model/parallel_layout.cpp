@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <string>
 
 #include "core/errors/input_error.hpp"
@@ -43,6 +44,7 @@ std::string list(const std::vector<std::int64_t>& values) {
 std::vector<std::int64_t> valid_cp_sizes(const TpPlan& plan, CpScheme scheme, std::int64_t limit) {
   std::vector<std::int64_t> sizes;
   const RankPlan& first = plan.ranks.front();  // every TP rank holds as many heads
+  if (scheme == CpScheme::ulysses) limit = std::min(limit, first.q_heads.size());
   for (std::int64_t cp = 1; cp <= limit; ++cp) {
     if (scheme == CpScheme::ring || !ulysses_problem(first.q_heads.size(), first.kv_heads.size(), cp)) {
       sizes.push_back(cp);
@@ -73,6 +75,13 @@ ParallelLayout make_parallel_layout(const Geometry& geometry, std::int64_t tp_si
                      {{"cp_size", std::to_string(cp.cp_size), fmt::format("must be in [1, {}]", kMaxCpSize),
                        "1 (no context parallelism) up to the CP ranks a job really has"}});
   }
+  if (tp_size * cp.cp_size > kMaxWorldSize) {
+    throw InputError("context-parallel layout",
+                     {{"cp_size", std::to_string(cp.cp_size),
+                       fmt::format("tp_size x cp_size must be at most {} ranks (here {} x {})", kMaxWorldSize, tp_size,
+                                   cp.cp_size),
+                       fmt::format("cp_size at most {} at TP {}", kMaxWorldSize / tp_size, tp_size)}});
+  }
   const RankPlan& first = layout.tp.ranks.front();
   const std::int64_t local_q = first.q_heads.size(), local_kv = first.kv_heads.size(), cp_size = cp.cp_size;
   if (cp.scheme == CpScheme::ulysses) {
@@ -88,7 +97,7 @@ ParallelLayout make_parallel_layout(const Geometry& geometry, std::int64_t tp_si
                        {{"cp_size", std::to_string(cp_size), *problem,
                          fmt::format("valid Ulysses CP sizes at TP {}: {}; TP sizes that admit CP {}: {}; or "
                                      "--cp-scheme ring, which splits no heads",
-                                     tp_size, list(valid_cp_sizes(layout.tp, CpScheme::ulysses)), cp_size,
+                                     tp_size, list(valid_cp_sizes(layout.tp, CpScheme::ulysses, kMaxCpSize)), cp_size,
                                      list(tp_sizes))}});
     }
     layout.chunk_count = cp_size;

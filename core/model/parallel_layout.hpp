@@ -33,9 +33,10 @@ enum class CpScheme { ulysses, ring };
 std::string_view to_string(CpScheme scheme);
 std::optional<CpScheme> parse_cp_scheme(std::string_view text);  // "ulysses" or "ring"
 
-// The largest CP size a layout is built for: its table has tp_size x cp_size rows, and no job runs more
-// (Megatron-Core's largest published context-parallel runs use tens of ranks).
+// The largest CP size and world size (tp_size x cp_size) a layout is built for: its table has a row per rank,
+// and no job runs more (Megatron-Core's largest published context-parallel runs use tens of CP ranks).
 inline constexpr std::int64_t kMaxCpSize = 4096;
+inline constexpr std::int64_t kMaxWorldSize = 65536;
 
 struct CpSpec {
   std::int64_t cp_size = 1;
@@ -69,7 +70,8 @@ struct ParallelLayout {
 // for this TP size and scheme, or the TP sizes that admit this CP size).
 ParallelLayout make_parallel_layout(const Geometry& geometry, std::int64_t tp_size, const CpSpec& cp);
 
-// The CP sizes up to `limit` that a scheme admits on this TP plan (ring: all of them).
+// The CP sizes up to `limit` that a scheme admits on this TP plan (ring: all of them; Ulysses: none above the
+// TP rank's query heads, so its list is whole whatever the limit beyond them).
 std::vector<std::int64_t> valid_cp_sizes(const TpPlan& plan, CpScheme scheme, std::int64_t limit = 64);
 
 // Token ranges of chunk_count chunks of a seq-token sequence, in order: the first seq % chunk_count are one

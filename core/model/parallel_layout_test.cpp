@@ -88,6 +88,10 @@ TEST(ParallelLayout, RefusalsNameTheValidAlternatives) {
   EXPECT_NE(gemma_text.find("TP sizes that admit CP 2: 1, 2"), std::string::npos) << gemma_text;
   EXPECT_NE(rejection(qwen, 2, {.cp_size = 0}).find("cp_size"), std::string::npos);
   EXPECT_NE(rejection(qwen, 2, {.cp_size = kMaxCpSize + 1}).find("must be in [1, 4096]"), std::string::npos);
+  // A ring's table has tp x cp rows: 64 TP ranks x 2048 CP ranks is past the world-size bound.
+  const Geometry many_heads = geometry(64 * 2, 64, 1, 2);
+  EXPECT_NE(rejection(many_heads, 64, {.cp_size = 2048}).find("tp_size x cp_size must be at most 65536"),
+            std::string::npos);
   EXPECT_NE(rejection(qwen, 3, {.cp_size = 2}).find("tp_size"), std::string::npos);  // TP's own refusal
 }
 
