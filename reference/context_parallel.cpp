@@ -191,6 +191,34 @@ class TpRankRun {
   }
   std::int64_t rows(std::int64_t c) const { return tokens_[c].count(); }
 
+  // The ring's blocks, in the order every sum over them follows: batch row, KV head, query chunk (here), then
+  // step and key chunk (for_each_key_chunk). visit(b, g, query chunk's range, its first local index) for each
+  // non-empty query chunk of CP rank c.
+  template <class Visit>
+  void for_each_query_chunk(std::int64_t c, Visit&& visit) const {
+    const ChunkTokens& mine = tokens_[c];
+    for (std::int64_t b = 0; b < batch_; ++b) {
+      for (std::int64_t g = 0; g < heads_.num_kv_heads; ++g) {
+        for (std::size_t qi = 0; qi < mine.chunks.size(); ++qi) {
+          if (mine.chunks[qi].size() != 0) visit(b, g, mine.chunks[qi], mine.offsets[qi]);
+        }
+      }
+    }
+  }
+
+  // visit(step, source rank, key chunk's range, its first row in source's buffers) for each ring step and each
+  // non-empty key chunk of batch row b held by source_of(step).
+  template <class SourceOf, class Visit>
+  void for_each_key_chunk(std::int64_t b, SourceOf&& source_of, Visit&& visit) const {
+    for (std::int64_t step = 0; step < cp_; ++step) {
+      const std::int64_t source = source_of(step);
+      const ChunkTokens& theirs = tokens_[source];
+      for (std::size_t kj = 0; kj < theirs.chunks.size(); ++kj) {
+        if (theirs.chunks[kj].size() != 0) visit(step, source, theirs.chunks[kj], b * rows(source) + theirs.offsets[kj]);
+      }
+    }
+  }
+
   // Ring, forward: CP rank c's query chunks against every rank's key chunks, merged by log-sum-exp.
   void ring_forward() {
     const std::int64_t group_width = group() * head_dim_;
@@ -199,53 +227,41 @@ class TpRankRun {
       log_sum_exp_[c] = RowMatrix::Constant(batch_ * heads_.num_heads, rows(c), kNegativeInfinity);
     }
     for (std::int64_t c = 0; c < cp_; ++c) {
-      const ChunkTokens& mine = tokens_[c];
       RowMatrix& context = forwards_[c].context;
       RowMatrix& lse = log_sum_exp_[c];  // [batch * local heads, rows]
-      for (std::int64_t b = 0; b < batch_; ++b) {
-        for (std::int64_t g = 0; g < heads_.num_kv_heads; ++g) {
-          for (std::size_t qi = 0; qi < mine.chunks.size(); ++qi) {
-            const IndexRange& q_range = mine.chunks[qi];
-            if (q_range.size() == 0) continue;
-            const std::int64_t q_row = b * rows(c) + mine.offsets[qi];
-            for (std::int64_t step = 0; step < cp_; ++step) {
-              const std::int64_t source = (c - step + cp_) % cp_;
-              const ChunkTokens& theirs = tokens_[source];
-              const ProjectedTokens& kv = forwards_[source].projected;
-              for (std::size_t kj = 0; kj < theirs.chunks.size(); ++kj) {
-                const IndexRange& k_range = theirs.chunks[kj];
-                if (k_range.size() == 0) continue;
-                const std::int64_t k_row = b * rows(source) + theirs.offsets[kj];
-                RowMatrix part(q_range.size(), group_width);
-                std::vector<double> part_lse(static_cast<std::size_t>(group() * q_range.size()));
-                attention_group_forward(
-                    forwards_[c].projected.q.block(q_row, g * group_width, q_range.size(), group_width),
-                    kv.k.block(k_row, g * head_dim_, k_range.size(), head_dim_),
-                    kv.v.block(k_row, g * head_dim_, k_range.size(), head_dim_),
-                    steps_.block_mask(geometry_, q_range, k_range, case_.inputs.key_lengths[b]), score_, part, part_lse.data());
-                for (std::int64_t j = 0; j < group(); ++j) {
-                  for (std::int64_t i = 0; i < q_range.size(); ++i) {
-                    const double partial = part_lse[j * q_range.size() + i];
-                    if (partial == kNegativeInfinity) continue;  // no key of this block is visible
-                    double& total = lse(b * heads_.num_heads + g * group() + j, mine.offsets[qi] + i);
-                    auto row = context.row(q_row + i).segment((g * group() + j) * head_dim_, head_dim_);
-                    const auto part_row = part.row(i).segment(j * head_dim_, head_dim_);
-                    if (total == kNegativeInfinity) {
-                      row = part_row;
-                      total = partial;
-                      continue;
-                    }
-                    const double high = std::max(total, partial);
-                    const double merged = high + std::log(std::exp(total - high) + std::exp(partial - high));
-                    row = row * std::exp(total - merged) + part_row * std::exp(partial - merged);
-                    total = merged;
-                  }
-                }
+      for_each_query_chunk(c, [&](std::int64_t b, std::int64_t g, const IndexRange& q_range, std::int64_t q_local) {
+        const std::int64_t q_row = b * rows(c) + q_local;
+        const auto forward_source = [&](std::int64_t step) { return (c - step + cp_) % cp_; };
+        for_each_key_chunk(b, forward_source, [&](std::int64_t, std::int64_t source, const IndexRange& k_range,
+                                                  std::int64_t k_row) {
+          const ProjectedTokens& kv = forwards_[source].projected;
+          RowMatrix part(q_range.size(), group_width);
+          std::vector<double> part_lse(static_cast<std::size_t>(group() * q_range.size()));
+          attention_group_forward(forwards_[c].projected.q.block(q_row, g * group_width, q_range.size(), group_width),
+                                  kv.k.block(k_row, g * head_dim_, k_range.size(), head_dim_),
+                                  kv.v.block(k_row, g * head_dim_, k_range.size(), head_dim_),
+                                  steps_.block_mask(geometry_, q_range, k_range, case_.inputs.key_lengths[b]), score_,
+                                  part, part_lse.data());
+          for (std::int64_t j = 0; j < group(); ++j) {
+            for (std::int64_t i = 0; i < q_range.size(); ++i) {
+              const double partial = part_lse[j * q_range.size() + i];
+              if (partial == kNegativeInfinity) continue;  // no key of this block is visible
+              double& total = lse(b * heads_.num_heads + g * group() + j, q_local + i);
+              auto row = context.row(q_row + i).segment((g * group() + j) * head_dim_, head_dim_);
+              const auto part_row = part.row(i).segment(j * head_dim_, head_dim_);
+              if (total == kNegativeInfinity) {
+                row = part_row;
+                total = partial;
+                continue;
               }
+              const double high = std::max(total, partial);
+              const double merged = high + std::log(std::exp(total - high) + std::exp(partial - high));
+              row = row * std::exp(total - merged) + part_row * std::exp(partial - merged);
+              total = merged;
             }
           }
-        }
-      }
+        });
+      });
       if (shard_.sinks) {  // each head's sink joins every row's denominator once
         for (std::int64_t b = 0; b < batch_; ++b) {
           for (std::int64_t h = 0; h < heads_.num_heads; ++h) {
@@ -268,7 +284,6 @@ class TpRankRun {
   void ring_backward() {
     const std::int64_t group_width = group() * head_dim_;
     for (std::int64_t c = 0; c < cp_; ++c) {
-      const ChunkTokens& mine = tokens_[c];
       // D = rowsum(dO o O) per (batch row, local head, row): [batch * heads, rows].
       RowMatrix weighted(batch_ * heads_.num_heads, rows(c));
       for (std::int64_t b = 0; b < batch_; ++b) {
@@ -292,52 +307,41 @@ class TpRankRun {
           }
         }
       }
-      for (std::int64_t b = 0; b < batch_; ++b) {
-        for (std::int64_t g = 0; g < heads_.num_kv_heads; ++g) {
-          for (std::size_t qi = 0; qi < mine.chunks.size(); ++qi) {
-            const IndexRange& q_range = mine.chunks[qi];
-            if (q_range.size() == 0) continue;
-            const std::int64_t q_row = b * rows(c) + mine.offsets[qi];
-            std::vector<double> lse(static_cast<std::size_t>(group() * q_range.size()));
-            std::vector<double> d_weighted(lse.size());
-            for (std::int64_t j = 0; j < group(); ++j) {
-              for (std::int64_t i = 0; i < q_range.size(); ++i) {
-                const std::int64_t head_row = b * heads_.num_heads + g * group() + j;
-                lse[j * q_range.size() + i] = log_sum_exp_[c](head_row, mine.offsets[qi] + i);
-                d_weighted[j * q_range.size() + i] = weighted(head_row, mine.offsets[qi] + i);
-              }
-            }
-            for (std::int64_t step = 0; step < cp_; ++step) {
-              const std::int64_t source = steps_.backward_kv_source(c, step, cp_);
-              const ChunkTokens& theirs = tokens_[source];
-              const ProjectedTokens& kv = forwards_[source].projected;
-              for (std::size_t kj = 0; kj < theirs.chunks.size(); ++kj) {
-                const IndexRange& k_range = theirs.chunks[kj];
-                if (k_range.size() == 0) continue;
-                const std::int64_t k_row = b * rows(source) + theirs.offsets[kj];
-                // A step whose d(k), d(v) never reach the owner leaves them in a buffer nobody reads.
-                const bool returned = steps_.returns_kv_gradient(step);
-                RowMatrix lost_d_k, lost_d_v;
-                if (!returned) {
-                  lost_d_k = RowMatrix::Zero(k_range.size(), head_dim_);
-                  lost_d_v = RowMatrix::Zero(k_range.size(), head_dim_);
-                }
-                attention_block_backward(
-                    forwards_[c].projected.q.block(q_row, g * group_width, q_range.size(), group_width),
-                    kv.k.block(k_row, g * head_dim_, k_range.size(), head_dim_),
-                    kv.v.block(k_row, g * head_dim_, k_range.size(), head_dim_),
-                    steps_.block_mask(geometry_, q_range, k_range, case_.inputs.key_lengths[b]), score_, lse.data(),
-                    d_weighted.data(), d_contexts_[c].block(q_row, g * group_width, q_range.size(), group_width),
-                    backwards_[c].d_q.block(q_row, g * group_width, q_range.size(), group_width),
-                    returned ? MatrixRef(backwards_[source].d_k.block(k_row, g * head_dim_, k_range.size(), head_dim_))
-                             : MatrixRef(lost_d_k),
-                    returned ? MatrixRef(backwards_[source].d_v.block(k_row, g * head_dim_, k_range.size(), head_dim_))
-                             : MatrixRef(lost_d_v));
-              }
-            }
+      for_each_query_chunk(c, [&](std::int64_t b, std::int64_t g, const IndexRange& q_range, std::int64_t q_local) {
+        const std::int64_t q_row = b * rows(c) + q_local;
+        std::vector<double> lse(static_cast<std::size_t>(group() * q_range.size()));
+        std::vector<double> d_weighted(lse.size());
+        for (std::int64_t j = 0; j < group(); ++j) {
+          for (std::int64_t i = 0; i < q_range.size(); ++i) {
+            const std::int64_t head_row = b * heads_.num_heads + g * group() + j;
+            lse[j * q_range.size() + i] = log_sum_exp_[c](head_row, q_local + i);
+            d_weighted[j * q_range.size() + i] = weighted(head_row, q_local + i);
           }
         }
-      }
+        const auto backward_source = [&](std::int64_t step) { return steps_.backward_kv_source(c, step, cp_); };
+        for_each_key_chunk(b, backward_source, [&](std::int64_t step, std::int64_t source, const IndexRange& k_range,
+                                                   std::int64_t k_row) {
+          const ProjectedTokens& kv = forwards_[source].projected;
+          // A step whose d(k), d(v) never reach the owner leaves them in a buffer nobody reads.
+          const bool returned = steps_.returns_kv_gradient(step);
+          RowMatrix lost_d_k, lost_d_v;
+          if (!returned) {
+            lost_d_k = RowMatrix::Zero(k_range.size(), head_dim_);
+            lost_d_v = RowMatrix::Zero(k_range.size(), head_dim_);
+          }
+          attention_block_backward(
+              forwards_[c].projected.q.block(q_row, g * group_width, q_range.size(), group_width),
+              kv.k.block(k_row, g * head_dim_, k_range.size(), head_dim_),
+              kv.v.block(k_row, g * head_dim_, k_range.size(), head_dim_),
+              steps_.block_mask(geometry_, q_range, k_range, case_.inputs.key_lengths[b]), score_, lse.data(),
+              d_weighted.data(), d_contexts_[c].block(q_row, g * group_width, q_range.size(), group_width),
+              backwards_[c].d_q.block(q_row, g * group_width, q_range.size(), group_width),
+              returned ? MatrixRef(backwards_[source].d_k.block(k_row, g * head_dim_, k_range.size(), head_dim_))
+                       : MatrixRef(lost_d_k),
+              returned ? MatrixRef(backwards_[source].d_v.block(k_row, g * head_dim_, k_range.size(), head_dim_))
+                       : MatrixRef(lost_d_v));
+        });
+      });
     }
   }
 
