@@ -5,8 +5,10 @@ on the committed Qwen3 and Pythia goldens and small_megatron_equal_block (a gold
 equal-block convention at TP 4 over 2 KV heads) (TP 1, 2, 4 in one pool of 4 processes; TP 16 in a pool of
 16, per-rank gradients judged under Megatron's equal-block convention); the planted bug (QK-norm
 gradients not all-reduced) must fail exactly the ranks' q_norm/k_norm gradients; goldens Megatron
-cannot express must be refused with exit code 2 and the reason; and the Hugging Face <-> Megatron
-fused-QKV conversion must round-trip, whole and per rank.
+cannot express must be refused with exit code 2 and the reason (context-parallel layouts among them:
+Megatron runs CP attention only in TransformerEngine, on CUDA); Megatron's own split of a batch over CP
+ranks (get_batch_on_this_cp_rank, under gloo) must give each CP rank the tokens attncheck's layout gives
+it; and the Hugging Face <-> Megatron fused-QKV conversion must round-trip, whole and per rank.
 
     megatron_core_test.py ATTNCHECK WORK_DIR GOLDEN_DIR
 """
@@ -197,6 +199,32 @@ def findings(attncheck_cli, work_dir, golden_dir):
                    f"finding: window + padding under Megatron's own mask fails (exit {status}, failed {failed[:4]}...)")
 
 
+# ---------------------------------------------------------------------------------------------
+# (7) context parallelism where Megatron-Core runs it without a GPU: its split of a batch over CP ranks
+
+def context_parallel_split(attncheck_cli):
+    from attncheck.adapters import megatron_context_parallel as megatron_cp
+
+    layouts = [(2, 12), (3, 12), (4, 8), (4, 24)]
+    split = megatron_cp.megatron_split(layouts)
+    for cp_size, seq in layouts:
+        python_tokens = megatron_cp.attncheck_split(cp_size, seq)
+        planned = run([attncheck_cli, "plan", "--hidden", "8", "--heads", "1", "--cp", str(cp_size), "--cp-scheme",
+                       "ring", "--seq", str(seq), "--json"])
+        ranks = json.loads(planned.stdout)["context_parallel"]["ranks"] if planned.returncode == 0 else []
+        plan_tokens = [[token for begin, end in rank["tokens"] for token in range(begin, end)]
+                       for rank in sorted(ranks, key=lambda rank: rank["cp_rank"])]
+        expect(split[(cp_size, seq)] == python_tokens == plan_tokens,
+               f"CP {cp_size}, seq {seq}: Megatron-Core's get_batch_on_this_cp_rank gives each CP rank the tokens "
+               f"attncheck's layout gives it (Megatron {split[(cp_size, seq)]}, attncheck.sharding "
+               f"{python_tokens}, plan {plan_tokens})")
+    try:
+        megatron_cp.megatron_split([(2, 10)])
+        expect(False, "seq 10 at CP 2 refused (Megatron needs multiples of 2 x CP)")
+    except attncheck.BadInput as error:
+        expect("divisible by 2 x cp_size" in str(error), f"seq 10 at CP 2 refused by name: {error}")
+
+
 def main():
     attncheck_cli, work_dir, golden_dir = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(work_dir, exist_ok=True)
@@ -207,7 +235,9 @@ def main():
     conversion()
     for name, reason in [("gemma-3-270m_tp1", "rms-one-plus"), ("olmo-2-7b_tp4", "rms-full-width"),
                          ("small_softcap_padding", "softcap"),
-                         ("small_window_masked_rows", "sees no key")]:
+                         ("small_window_masked_rows", "sees no key"),
+                         ("small_cp_ulysses", "context-parallel layout (ulysses, cp_size 4"),
+                         ("small_cp_ring_large_logits", "TEDotProductAttention")]:
         refused(work_dir, golden(name), reason)
     agreement(attncheck_cli, work_dir,
               [golden(name) for name in ("qwen3-0.6b_tp1", "qwen3-0.6b_tp2", "qwen3-0.6b_tp4", "qwen3-4b_tp2",
@@ -215,6 +245,7 @@ def main():
                                          "small_megatron_equal_block")], 4, "TP 1, 2, 4")
     planted_bug(attncheck_cli, work_dir, golden("qwen3-0.6b_tp2"))
     findings(attncheck_cli, work_dir, golden_dir)
+    context_parallel_split(attncheck_cli)
     agreement(attncheck_cli, work_dir, [golden("qwen3-32b_tp16")], 16, "TP 16")
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0

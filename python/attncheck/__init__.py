@@ -4,7 +4,8 @@
 
 - read_case(path) -> Case: geometry, inputs (generated ones rebuilt), weights (HF layout), masks and
   SCHEMA-exact RoPE angles (attncheck.case).
-- sharding: what each TP rank holds under attncheck's replicated-KV or Megatron's equal-block convention.
+- sharding: what each TP rank holds under attncheck's replicated-KV or Megatron's equal-block convention,
+  and what each (TP, CP) rank holds under a context-parallel layout (context_parallel_holdings).
 - write_candidate(path, tensors, ...): a candidate file for `attncheck compare`.
 - serve(run_case, description): the exec: worker protocol for a single-process layer.
 - serve_sharded(run_rank, description, ranks=P, ..., preload=[modules]): the protocol for a layer running
@@ -18,10 +19,11 @@ from .candidate import write_candidate
 from .case import Case, read_case, resolved_head_dim, weight_shapes
 from .distributed import RankContext, RankResult, serve_sharded
 from .errors import BadInput, Unsupported
-from .sharding import assemble_full_gradients, holdings, shard_weights
+from .sharding import assemble_full_gradients, context_parallel_holdings, holdings, shard_weights
 from .worker import serve
 
 __version__ = "0.1.0"
-__all__ = ["BadInput", "Case", "RankContext", "RankResult", "Unsupported", "assemble_full_gradients", "holdings",
+__all__ = ["BadInput", "Case", "RankContext", "RankResult", "Unsupported", "assemble_full_gradients",
+           "context_parallel_holdings", "holdings",
            "read_case", "resolved_head_dim", "serve", "serve_sharded", "shard_weights", "weight_shapes",
            "write_candidate"]

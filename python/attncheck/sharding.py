@@ -15,6 +15,9 @@ k_norm elements follow the q_proj / k_proj rows they scale. A held row's gradien
 gradient of that row (replicated KV heads summed over their replica group; Megatron's reduce-scatter
 delivers each row's sum to its holder), per-head q_norm/k_norm summed over all ranks, o_bias in full — so the full gradients are
 the held rows put back together (assemble_full_gradients).
+
+Context parallelism on top of a TP plan: context_parallel_holdings gives each (tp, cp) rank's tokens and
+heads under Ulysses or the ring (load-balanced or contiguous), as `attncheck plan --cp N --json` does.
 """
 import numpy as np
 
@@ -124,3 +127,88 @@ def assemble_full_gradients(rank_gradients, weight_shapes, geometry, tp_size, co
     if unfilled:
         raise BadInput(f"no rank returned (all of) the gradient of {', '.join(unfilled)}")
     return full
+
+
+# ---------------------------------------------------------------------------------------------
+# Context parallelism (golden/SCHEMA.md "Context-parallel layouts"; the C++ ParallelLayout,
+# core/model/parallel_layout.hpp, is the same layout and `attncheck plan --cp N --json` prints it)
+
+CP_SCHEMES = ("ulysses", "ring")
+MAX_CP_SIZE = 4096
+
+
+def sequence_chunks(seq, chunk_count):
+    """[(begin, end)] of chunk_count chunks of a seq-token sequence, in order, as even as possible: the
+    first seq % chunk_count are one token longer (frameworks that need multiples pad instead, which masks
+    the same keys); chunks are empty when seq < chunk_count."""
+    if chunk_count < 1 or seq < 0:
+        raise BadInput(f"sequence chunks: chunk_count {chunk_count} with seq {seq}; expected chunk_count >= 1, seq >= 0")
+    chunks, begin = [], 0
+    for index in range(chunk_count):
+        size = seq // chunk_count + (1 if index < seq % chunk_count else 0)
+        chunks.append((begin, begin + size))
+        begin += size
+    return chunks
+
+
+def _ulysses_problem(local_q_heads, local_kv_heads, cp_size):
+    if local_q_heads % cp_size:
+        return (f"Ulysses gives each CP rank 1/{cp_size} of its TP rank's {local_q_heads} query heads: "
+                "not a whole number")
+    if local_kv_heads % cp_size and cp_size % local_kv_heads:
+        return (f"Ulysses splits its TP rank's {local_kv_heads} KV heads over {cp_size} CP ranks, or replicates "
+                "each on CP / KV ranks: neither divides")
+    return None
+
+
+def context_parallel_holdings(geometry, tp_size, tp_rank, cp_rank, context_parallel, seq):
+    """What (tp_rank, cp_rank) holds under a context-parallel layout over attncheck's TP plan
+    (replicated-kv heads): context_parallel is Case.context_parallel's dict {"cp_size", "scheme",
+    "chunks" ("load-balanced", "contiguous", or None for Ulysses)}. Returns {"rank" (global, Megatron's
+    order: cp_rank * tp_size + tp_rank), "chunks" (chunk indices), "tokens" (the sequence indices it
+    holds, in its chunks' order), "q_heads" and "kv_heads" ((start, stop): the heads it attends with),
+    "ring_receives_from", "ring_sends_to" (global ranks; itself under Ulysses)}.
+
+    ulysses: chunk cp_rank of cp_size; the TP rank's query heads split evenly over the CP ranks, its KV
+    heads too, or, when CP exceeds them, each replicated on CP / H_kv_local consecutive CP ranks.
+    ring: load-balanced, chunks cp_rank and 2 CP - 1 - cp_rank of 2 CP (Megatron-Core's causal
+    balancing); contiguous, chunk cp_rank of CP; every CP rank keeps its TP rank's heads and receives
+    K/V from cp_rank - 1, sends to cp_rank + 1 (mod CP)."""
+    cp_size, scheme = context_parallel["cp_size"], context_parallel["scheme"]
+    if scheme not in CP_SCHEMES:
+        raise BadInput(f"context-parallel scheme '{scheme}'; known: {', '.join(CP_SCHEMES)}")
+    if not isinstance(cp_size, int) or not 1 <= cp_size <= MAX_CP_SIZE:
+        raise BadInput(f"cp_size {cp_size!r}; expected an integer in [1, {MAX_CP_SIZE}]")
+    if not 0 <= cp_rank < cp_size or not 0 <= tp_rank < tp_size:
+        raise BadInput(f"rank (tp {tp_rank}, cp {cp_rank}) outside a layout of TP {tp_size} x CP {cp_size}")
+    held = holdings(geometry, tp_size, "replicated-kv", tp_rank)
+    head_dim = resolved_head_dim(geometry)
+    q_heads = held["heads"]
+    kv_heads = (held["k"][0] // head_dim, held["k"][1] // head_dim)
+    local_q, local_kv = q_heads[1] - q_heads[0], kv_heads[1] - kv_heads[0]
+    rank = cp_rank * tp_size + tp_rank
+    layout = {"rank": rank, "ring_receives_from": rank, "ring_sends_to": rank}
+    if scheme == "ulysses":
+        problem = _ulysses_problem(local_q, local_kv, cp_size)
+        if problem:
+            raise BadInput(f"context-parallel layout: cp_size {cp_size} at TP {tp_size}: {problem}")
+        chunk_count, chunks = cp_size, [cp_rank]
+        per_rank = local_q // cp_size
+        layout["q_heads"] = (q_heads[0] + cp_rank * per_rank, q_heads[0] + (cp_rank + 1) * per_rank)
+        if local_kv >= cp_size:
+            per_rank = local_kv // cp_size
+            layout["kv_heads"] = (kv_heads[0] + cp_rank * per_rank, kv_heads[0] + (cp_rank + 1) * per_rank)
+        else:
+            head = kv_heads[0] + cp_rank // (cp_size // local_kv)
+            layout["kv_heads"] = (head, head + 1)
+    else:
+        load_balanced = context_parallel.get("chunks") == "load-balanced"
+        chunk_count = 2 * cp_size if load_balanced else cp_size
+        chunks = [cp_rank, 2 * cp_size - 1 - cp_rank] if load_balanced else [cp_rank]
+        layout["q_heads"], layout["kv_heads"] = q_heads, kv_heads
+        layout["ring_receives_from"] = (cp_rank - 1) % cp_size * tp_size + tp_rank
+        layout["ring_sends_to"] = (cp_rank + 1) % cp_size * tp_size + tp_rank
+    ranges = sequence_chunks(seq, chunk_count)
+    layout["chunks"] = chunks
+    layout["tokens"] = [token for chunk in chunks for token in range(*ranges[chunk])]
+    return layout

@@ -180,6 +180,45 @@ class Sharding(unittest.TestCase):
         with self.assertRaisesRegex(attncheck.BadInput, "k_proj"):
             attncheck.assemble_full_gradients(shards, shapes, g, 2, "replicated-kv")
 
+    def test_ulysses_beyond_a_tp_ranks_kv_heads_replicates_them(self):
+        # heads 8/2 at TP 2 x CP 4: each TP rank holds 4 query heads and 1 KV head; each CP rank attends 1
+        # query head with that KV head (as `attncheck plan --hidden 32 --heads 8 --kv-heads 2 --tp 2 --cp 4`).
+        g = geometry(8, 2, 4, hidden=32)
+        layout = {"cp_size": 4, "scheme": "ulysses", "chunks": None}
+        held = [[attncheck.context_parallel_holdings(g, 2, tp, cp, layout, 9) for cp in range(4)] for tp in range(2)]
+        self.assertEqual([h["q_heads"] for h in held[1]], [(4, 5), (5, 6), (6, 7), (7, 8)])
+        self.assertEqual([h["kv_heads"] for h in held[1]], [(1, 2)] * 4)
+        self.assertEqual([h["tokens"] for h in held[0]], [[0, 1, 2], [3, 4], [5, 6], [7, 8]])
+        self.assertEqual([h["rank"] for h in held[1]], [1, 3, 5, 7])  # Megatron's order: TP fastest
+        # heads 8/4 at TP 1 x CP 2: KV heads split, two each.
+        two = [attncheck.context_parallel_holdings(geometry(8, 4, 4), 1, 0, cp, {"cp_size": 2, "scheme": "ulysses"}, 4)
+               for cp in range(2)]
+        self.assertEqual([h["kv_heads"] for h in two], [(0, 2), (2, 4)])
+
+    def test_ring_chunks_load_balanced_and_contiguous(self):
+        g = geometry(4, 2, 4)
+        balanced = {"cp_size": 2, "scheme": "ring", "chunks": "load-balanced"}
+        held = [attncheck.context_parallel_holdings(g, 2, 1, cp, balanced, 11) for cp in range(2)]
+        self.assertEqual([h["tokens"] for h in held], [[0, 1, 2, 9, 10], [3, 4, 5, 6, 7, 8]])  # chunks 3,3,3,2
+        self.assertEqual([(h["ring_receives_from"], h["ring_sends_to"]) for h in held], [(3, 3), (1, 1)])
+        self.assertEqual(held[0]["q_heads"], (2, 4))  # the ring keeps the TP rank's heads
+        contiguous = dict(balanced, chunks="contiguous")
+        self.assertEqual([attncheck.context_parallel_holdings(g, 1, 0, cp, contiguous, 5)["tokens"] for cp in range(2)],
+                         [[0, 1, 2], [3, 4]])
+        self.assertEqual(sharding.sequence_chunks(2, 4), [(0, 1), (1, 2), (2, 2), (2, 2)])  # empty chunks
+
+    def test_impossible_context_parallel_layouts_are_named(self):
+        with self.assertRaisesRegex(attncheck.BadInput, "1/3 of its TP rank's 4 query heads"):
+            attncheck.context_parallel_holdings(geometry(4, 2, 4), 1, 0, 0, {"cp_size": 3, "scheme": "ulysses"}, 6)
+        with self.assertRaisesRegex(attncheck.BadInput, "neither divides"):
+            attncheck.context_parallel_holdings(geometry(12, 3, 4), 1, 0, 0, {"cp_size": 2, "scheme": "ulysses"}, 6)
+        with self.assertRaisesRegex(attncheck.BadInput, "known: ulysses, ring"):
+            attncheck.context_parallel_holdings(geometry(4, 2, 4), 1, 0, 0, {"cp_size": 2, "scheme": "zigzag"}, 6)
+        with self.assertRaisesRegex(attncheck.BadInput, r"\[1, 4096\]"):
+            attncheck.context_parallel_holdings(geometry(4, 2, 4), 1, 0, 0, {"cp_size": 0, "scheme": "ring"}, 6)
+        with self.assertRaisesRegex(attncheck.BadInput, "outside a layout"):
+            attncheck.context_parallel_holdings(geometry(4, 2, 4), 1, 0, 2, {"cp_size": 2, "scheme": "ring"}, 6)
+
     def test_impossible_partitions(self):
         with self.assertRaisesRegex(attncheck.BadInput, "does not divide num_attention_heads"):
             attncheck.holdings(geometry(6, 2, 4), 4, "replicated-kv", 0)

@@ -35,7 +35,8 @@ float32 RotaryEmbedding table instead and still declares fp64: attncheck then fa
 with large positions (a named finding, not a bug of the adapter).
 
 What Megatron-Core cannot express is refused (exit 2 naming why; a worker answers "unsupported"):
-a logit softcap, Gemma's rms-one-plus QK-norm (the torch-norm backend refuses zero-centred
+a context-parallel layout (TransformerEngine only, CUDA; attncheck.adapters.megatron_context_parallel
+checks Megatron's CPU-side split of the sequence instead), a logit softcap, Gemma's rms-one-plus QK-norm (the torch-norm backend refuses zero-centred
 gamma), OLMo-2's whole-width QK-norm (qk_layernorm is per head), an o_proj bias without q/k/v biases (add_bias_linear adds both), queries that see no key
 (attncheck's context-0 convention; Megatron's -10000 fill gives the mean of V), and a sliding
 window together with key padding: Megatron's local softmax replaces the caller's mask by its window
@@ -160,6 +161,12 @@ def problems(case, options):
     """Everything about `case` Megatron-Core's SelfAttention cannot express, as one message ('' if none)."""
     geometry = case.geometry
     found = []
+    if case.context_parallel and case.context_parallel["cp_size"] > 1:
+        layout = case.context_parallel
+        found.append(f"a context-parallel layout ({layout['scheme']}, cp_size {layout['cp_size']}: Megatron-Core runs "
+                     "context parallelism only in TransformerEngine's TEDotProductAttention, which needs CUDA; its "
+                     "DotProductAttention asserts context_parallel_size == 1. Its CPU part, the split of a batch "
+                     "over CP ranks, is checked by attncheck.adapters.megatron_context_parallel)")
     if geometry.get("rope_scaling", "none") != "none":
         found.append(f"RoPE scaling '{geometry['rope_scaling']}' (this adapter passes Megatron plain RoPE angles)")
     if "attention_multiplier" in geometry:
