@@ -18,12 +18,14 @@ attncheck_fuzz_case(torch_fp64_latent_clean 0 "fuzz torch-cpu-fp64: 300 cases \\
 attncheck_fuzz_case(torch_fp32_latent_clean 0 "fuzz torch-cpu-fp32: 300 cases \\(0 unsupported\\)" "^$" 120
                     fuzz --impl torch-cpu-fp32 --profile latent --cases 300 --repro-dir ${fuzz_dir}/torch_latent_fp32)
 # reference-cp (the fp64 reference under the case's context-parallel layout) on the context-parallel profile:
-# clean against the reference-tp oracle; decode/out it declines by name (not modelled under CP yet).
-attncheck_fuzz_case(reference_cp_clean 0 "fuzz reference-cp: 300 cases \\(0 unsupported\\).*declined: [0-9]+ x decoding after a context-parallel prefill" "^$" 120
+# clean against the reference-tp oracle, decoding after a CP prefill included: nothing declined (the summary
+# line ends the output; a declined part would add lines after it; progress lines, printed every 2 s on a slow
+# machine, come before it).
+attncheck_fuzz_case(reference_cp_clean 0 "fuzz reference-cp: 300 cases \\(0 unsupported\\) in [^\n]*\n$" "^$" 120
                     fuzz --impl reference-cp --profile context-parallel --cases 300 --repro-dir ${fuzz_dir}/reference_cp)
 # Every mutant of the catalog is caught within its profile's case budget (mutant_case_budget), with the
 # same table on any machine at any load; the time limit is only a runaway stop.
-attncheck_fuzz_case(mutants_all_killed 0 "87 of 87 mutants killed\n$" "^$" 900
+attncheck_fuzz_case(mutants_all_killed 0 "91 of 91 mutants killed\n$" "^$" 900
                     mutants --repro-dir ${fuzz_dir}/mutants)
 # A time-bounded fuzz says that what it covered depends on the machine, and how to get a verdict instead.
 attncheck_fuzz_case(time_bounded_says_so 0

@@ -6,12 +6,14 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include "core/errors/input_error.hpp"
 #include "core/model/rope_frequencies.hpp"
 #include "core/tp/tp_shard.hpp"
 #include "reference/attention_block.hpp"
+#include "reference/context_parallel_decode.hpp"
 #include "reference/rank_layer.hpp"
 #include "reference/rope.hpp"
 
@@ -28,6 +30,7 @@ struct ChunkTokens {
   std::vector<IndexRange> chunks;        // its chunks' sequence ranges, ascending
   std::vector<std::int64_t> offsets;     // each chunk's first local index
   std::vector<std::int64_t> sequence;    // local index -> sequence index
+  std::vector<std::int64_t> gathered;    // local index -> the sequence index the output's gather puts it at
   RowMatrix x;
   std::vector<std::int64_t> positions;
   // A whole-width QK-norm's sums of squares over every TP rank's channels, per token (else empty).
@@ -131,7 +134,7 @@ class TpRankRun {
       RowMatrix d_out_chunk(batch_ * t.count(), d_out.cols());
       for (std::int64_t b = 0; b < batch_; ++b) {
         for (std::int64_t i = 0; i < t.count(); ++i) {
-          d_out_chunk.row(b * t.count() + i) = d_out.row(b * case_.inputs.seq + t.sequence[i]);
+          d_out_chunk.row(b * t.count() + i) = d_out.row(b * case_.inputs.seq + t.gathered[i]);
         }
       }
       RankBackward& bw = backwards_[c];
@@ -172,7 +175,7 @@ class TpRankRun {
       dx.push_back(std::move(bw.dx));
       if (c == 0) {
         total = bw.gradients;
-      } else {
+      } else if (steps_.reduces_weight_gradients_over_cp()) {
         add_gradients(total, bw.gradients);
       }
     }
@@ -254,8 +257,7 @@ class TpRankRun {
                 total = partial;
                 continue;
               }
-              const double high = std::max(total, partial);
-              const double merged = high + std::log(std::exp(total - high) + std::exp(partial - high));
+              const double merged = steps_.merged_log_sum_exp(total, partial);
               row = row * std::exp(total - merged) + part_row * std::exp(partial - merged);
               total = merged;
             }
@@ -268,8 +270,7 @@ class TpRankRun {
             const double sink = shard_.sinks->values[h];
             for (std::int64_t i = 0; i < rows(c); ++i) {
               double& total = lse(b * heads_.num_heads + h, i);
-              const double high = std::max(total, sink);
-              const double merged = high + std::log(std::exp(total - high) + std::exp(sink - high));
+              const double merged = steps_.merged_log_sum_exp(total, sink);
               context.row(b * rows(c) + i).segment(h * head_dim_, head_dim_) *= std::exp(total - merged);
               total = merged;
             }
@@ -448,20 +449,19 @@ void refuse_what_is_not_modelled(const Case& test_case, const RunOptions& option
 }
 
 // The ring runs one block per (query chunk, key chunk) pair: (2 CP)^2 of them per batch row, KV head and TP
-// rank. Bounded, so that a layout's size (CP up to 4096) cannot make a run that never ends; the bound is on
-// work, never on time.
-inline constexpr std::int64_t kMaxRingBlocks = std::int64_t{1} << 24;
+// rank. Bounded (kMaxContextParallelBlocks), so that a layout's size (CP up to 4096) cannot make a run that
+// never ends; the bound is on work, never on time.
 
 void refuse_unbounded_ring(const Case& test_case, const ParallelLayout& layout) {
   if (layout.cp.scheme != CpScheme::ring) return;
   const std::int64_t blocks = layout.chunk_count * layout.chunk_count * test_case.inputs.batch *
                               test_case.geometry().num_kv_heads() * layout.tp.kv_replicas;
-  if (blocks > kMaxRingBlocks) {
+  if (blocks > kMaxContextParallelBlocks) {
     throw InputError("context-parallel reference",
                      {{"cp_size", std::to_string(layout.cp.cp_size),
                        fmt::format("the ring runs {} blocks (chunks^2 x batch x KV heads over TP ranks); the bound "
                                    "is {}",
-                                   blocks, kMaxRingBlocks),
+                                   blocks, kMaxContextParallelBlocks),
                        "a smaller CP size or batch"}});
   }
 }
@@ -489,6 +489,24 @@ std::int64_t ContextParallelSteps::ulysses_kv_first(const ParallelLayout& layout
   return rank.kv_heads.begin - layout.tp.ranks[tp_rank].kv_heads.begin;
 }
 
+double ContextParallelSteps::merged_log_sum_exp(double total, double partial) const {
+  const double high = std::max(total, partial);
+  return high + std::log(std::exp(total - high) + std::exp(partial - high));
+}
+
+std::vector<std::int64_t> ContextParallelSteps::gathered_sequence(const Geometry& geometry, std::int64_t tp_size,
+                                                                  const CpSpec& cp, std::int64_t seq) const {
+  const ParallelLayout layout = make_parallel_layout(geometry, tp_size, cp);
+  const std::vector<IndexRange> chunks = sequence_chunks(seq, layout.chunk_count);
+  std::vector<std::int64_t> order;
+  for (std::int64_t c = 0; c < cp.cp_size; ++c) {
+    for (const std::int64_t chunk : layout.ranks[c * tp_size].chunks) {
+      for (std::int64_t s = chunks[chunk].begin; s < chunks[chunk].end; ++s) order.push_back(s);
+    }
+  }
+  return order;
+}
+
 namespace {
 
 bool first_of_replica_group(const TpPlan& plan, int rank) {
@@ -497,8 +515,14 @@ bool first_of_replica_group(const TpPlan& plan, int rank) {
 
 }  // namespace
 
-Result run_reference_cp(const Case& test_case, const CpSpec& cp, const RunOptions& options,
-                        const ContextParallelSteps& steps) {
+Result run_reference_cp(const Case& test_case, const CpSpec& cp, const RunOptions& options) {
+  Result result = run_context_parallel(test_case, cp, options, ContextParallelSteps());
+  check_result_finite(result);
+  return result;
+}
+
+Result run_context_parallel(const Case& test_case, const CpSpec& cp, const RunOptions& options,
+                            const ContextParallelSteps& steps) {
   validate_case(test_case);
   refuse_what_is_not_modelled(test_case, options);
   const ParallelLayout layout = make_parallel_layout(test_case.geometry(), test_case.plan.tp_size, cp);
@@ -514,9 +538,16 @@ Result run_reference_cp(const Case& test_case, const CpSpec& cp, const RunOption
           ? std::optional(call_rope_frequencies(geometry, inputs.positions))
           : std::nullopt;
   std::vector<ChunkTokens> tokens;  // per CP rank: the same for every TP rank
-  for (std::int64_t c = 0; c < cp.cp_size; ++c) {
+  const std::vector<std::int64_t> gathered = steps.gathered_sequence(geometry, plan.tp_size, cp, inputs.seq);
+  if (static_cast<std::int64_t>(gathered.size()) != inputs.seq) {
+    throw std::logic_error("context-parallel steps: the output's gather must put back every token exactly once");
+  }
+  for (std::int64_t c = 0, first = 0; c < cp.cp_size; ++c) {
     tokens.push_back(gather_tokens(inputs, all_chunks, layout.ranks[c * plan.tp_size], hidden, steps));
-    if (call_frequencies) tokens.back().call_frequencies = &*call_frequencies;
+    ChunkTokens& t = tokens.back();
+    if (call_frequencies) t.call_frequencies = &*call_frequencies;
+    t.gathered.assign(gathered.begin() + first, gathered.begin() + first + t.count());
+    first += t.count();
   }
   std::vector<std::unique_ptr<TpRankRun>> runs;  // every TP rank lives through both all-reduces of a whole-width norm
   for (int t = 0; t < plan.tp_size; ++t) runs.push_back(std::make_unique<TpRankRun>(test_case, layout, t, tokens, steps));
@@ -543,7 +574,7 @@ Result run_reference_cp(const Case& test_case, const CpSpec& cp, const RunOption
       const RowMatrix& partial = runs[t]->rank_forward(c).partial_out;
       for (std::int64_t b = 0; b < inputs.batch; ++b) {
         for (std::int64_t i = 0; i < tokens[c].count(); ++i) {
-          out.row(b * inputs.seq + tokens[c].sequence[i]) += partial.row(b * tokens[c].count() + i);
+          out.row(b * inputs.seq + tokens[c].gathered[i]) += partial.row(b * tokens[c].count() + i);
         }
       }
     }
@@ -585,10 +616,7 @@ Result run_reference_cp(const Case& test_case, const CpSpec& cp, const RunOption
                                  .params = std::move(*assembler).finish()};
     result.rank_gradients = rank_slices(result.gradients->params, plan);
   }
-  if (options.decode && !inputs.decode.empty()) {
-    result.declined["decode"] = "decoding after a context-parallel prefill is not modelled yet";
-  }
-  check_result_finite(result);
+  if (options.decode && !inputs.decode.empty()) result.decode_out = run_context_parallel_decode(test_case, layout, steps);
   return result;
 }
 

@@ -17,8 +17,8 @@
 //
 // A whole-width QK-norm's two all-reduces run over the TP ranks for each CP rank's tokens (a CP rank's
 // tokens are its own); longrope's factors are the whole call's (a chunk's own largest position would choose
-// others). Not yet modelled: latent attention and intermediates (InputError naming them); decoding, which
-// the Result declines by name (Result::declined "decode").
+// others). Decoding after a CP prefill: context_parallel_decode.hpp. Not yet modelled: latent attention and
+// intermediates (InputError naming them).
 #pragma once
 
 #include "core/model/case.hpp"
@@ -30,8 +30,8 @@
 namespace attncheck::reference {
 
 // The steps of a context-parallel run that frameworks have got wrong, each a virtual function whose default is
-// the right one. run_reference_cp takes the defaults unless given others: mutants/context_parallel_mutants.cpp
-// overrides one each. (The oracle a context-parallel run is held to is reference-tp, never this code.)
+// the right one. run_reference_cp takes the defaults, run_context_parallel any others:
+// mutants/context_parallel_mutants.cpp overrides one each. (The oracle a context-parallel run is held to is reference-tp, never this code.)
 class ContextParallelSteps {
  public:
   virtual ~ContextParallelSteps() = default;
@@ -48,9 +48,34 @@ class ContextParallelSteps {
   virtual bool returns_kv_gradient(std::int64_t /*step*/) const { return true; }
   // Ulysses: the first of its TP rank's local KV heads that a CP rank attends with: the layout's.
   virtual std::int64_t ulysses_kv_first(const ParallelLayout& layout, int tp_rank, std::int64_t cp_rank) const;
+  // Ring: the log-sum-exp of two partial results' log-sum-exps (either finite), shifted by the larger so that
+  // neither exp overflows. The merge weights each side's rows by exp(its lse - merged).
+  virtual double merged_log_sum_exp(double total, double partial) const;
+  // Whether a TP rank's weight gradients are all-reduced over its CP ranks (each holds the weights whole and
+  // computes their gradient from its own tokens only), or left as CP rank 0's own part.
+  virtual bool reduces_weight_gradients_over_cp() const { return true; }
+  // Decoding: the weights of two partial results (a running total over earlier CP ranks, and one rank's) of a
+  // query and head, by their log-sum-exps, and the merged log-sum-exp. A side with no visible key (-inf) weighs
+  // 0 and both at -inf merge to -inf (a query that sees no key has context 0).
+  struct MergeWeights {
+    double total = 0.0;
+    double partial = 0.0;
+    double merged = 0.0;
+  };
+  virtual MergeWeights rank_merge_weights(double total, double partial) const;
+  // The all-gather of the output: for each row of the gathered buffer (CP rank 0's tokens in its chunk order,
+  // then rank 1's, ...), the sequence index it is put back at, i.e. the layout's chunks undone. d(out) reaches
+  // each rank through the same map (the gather's backward); x and d(x) follow the layout itself.
+  virtual std::vector<std::int64_t> gathered_sequence(const Geometry& geometry, std::int64_t tp_size,
+                                                      const CpSpec& cp, std::int64_t seq) const;
 };
 
-Result run_reference_cp(const Case& test_case, const CpSpec& cp, const RunOptions& options = {},
-                        const ContextParallelSteps& steps = ContextParallelSteps());
+// The reference: the default steps; a non-finite value anywhere is an InputError (no valid answer exists).
+// decode/out, when asked, is decoding after a CP prefill (context_parallel_decode.hpp).
+Result run_reference_cp(const Case& test_case, const CpSpec& cp, const RunOptions& options = {});
+
+// Any steps (a mutant's), the result as computed: a NaN is its answer, for compare to judge.
+Result run_context_parallel(const Case& test_case, const CpSpec& cp, const RunOptions& options,
+                            const ContextParallelSteps& steps);
 
 }  // namespace attncheck::reference

@@ -118,12 +118,23 @@ variants=(--weights generated --inputs generated --sketch-gradients --sketch-act
 # Context-parallel layouts (SCHEMA.md "Context-parallel layouts"): the same tensors any layer computes, with the
 # layout a context-parallel implementation runs (reference-cp). The ring at TP 2 x CP 2, load-balanced over an
 # uneven 11 tokens (4 chunks of 3, 3, 3, 2) with padding and a window crossing chunk edges; Ulysses at CP 4 over
-# 2 KV heads (each replicated on 2 CP ranks) with position gaps. No decode schedule: decoding after a CP prefill
-# is not modelled yet (reference-cp declines it). Every context-parallel mutant fails one of them.
+# 2 KV heads (each replicated on 2 CP ranks) with position gaps, decoding 4 + 1 + 3 + 1 after its CP prefill;
+# logits of order 10^2 (scale 100, as attention-logit growth gives; query_pre_attn_scalar 1e-4) with sinks, a
+# contiguous ring at TP 2 x CP 3: a later block's log-sum-exp exceeds the running one by more than fp32's exp
+# range (88.7), so a float32 merge not shifted by the larger overflows (mutant-cp-ring-lse-merge-without-max-shift);
+# and decoding 5 + 1 + 2 + 1 after a ring prefill at TP 2 x CP 3 with QK-norm and a window of 2: token 5 sees
+# keys 4 and 5, both on CP rank 2, so ranks 0 and 1 are both empty for it
+# (mutant-vllm-39148-cp-decode-merge-of-empty-partials-nan); no padding, so that transformers' Qwen3 module runs
+# it. Every context-parallel mutant fails one of them.
 "$attncheck" golden make --hidden 24 --heads 4 --kv-heads 2 --head-dim 6 --sliding-window 5 --tp 2 --cp 2 --cp-scheme ring \
   --batch 2 --seq 11 --pad-keys --seed 2026 -o small_cp_ring_tp2.h5
 "$attncheck" golden make --hidden 32 --heads 8 --kv-heads 2 --head-dim 4 --qk-norm rms --cp 4 --cp-scheme ulysses \
-  --batch 2 --seq 9 --position-gaps --seed 2026 -o small_cp_ulysses.h5
+  --batch 2 --seq 9 --position-gaps --decode 4,1,3,1 --seed 2026 -o small_cp_ulysses.h5
+"$attncheck" golden make --hidden 24 --heads 4 --kv-heads 2 --head-dim 6 --query-pre-attn-scalar 1e-4 --attention-sinks \
+  --tp 2 --cp 3 --cp-scheme ring --cp-chunks contiguous --batch 2 --seq 10 --pad-keys --seed 2026 \
+  -o small_cp_ring_large_logits.h5
+"$attncheck" golden make --hidden 24 --heads 4 --kv-heads 2 --head-dim 6 --qk-norm rms --sliding-window 2 --tp 2 --cp 3 \
+  --cp-scheme ring --batch 2 --seq 9 --decode 5,1,2,1 --seed 2026 -o small_cp_ring_decode.h5
 
 # Long goldens where a 16-bit accumulator's error shows (README, "Which goldens catch 16-bit accumulation"):
 # Gemma 2's sliding layer with its real window (4096), softcap 50 and query_pre_attn_scalar 256, at reduced
