@@ -247,19 +247,9 @@ class TpRankRun {
                                   part, part_lse.data());
           for (std::int64_t j = 0; j < group(); ++j) {
             for (std::int64_t i = 0; i < q_range.size(); ++i) {
-              const double partial = part_lse[j * q_range.size() + i];
-              if (partial == kNegativeInfinity) continue;  // no key of this block is visible
-              double& total = lse(b * heads_.num_heads + g * group() + j, q_local + i);
-              auto row = context.row(q_row + i).segment((g * group() + j) * head_dim_, head_dim_);
-              const auto part_row = part.row(i).segment(j * head_dim_, head_dim_);
-              if (total == kNegativeInfinity) {
-                row = part_row;
-                total = partial;
-                continue;
-              }
-              const double merged = steps_.merged_log_sum_exp(total, partial);
-              row = row * std::exp(total - merged) + part_row * std::exp(partial - merged);
-              total = merged;
+              steps_.merge_partial(context.row(q_row + i).segment((g * group() + j) * head_dim_, head_dim_),
+                                   lse(b * heads_.num_heads + g * group() + j, q_local + i),
+                                   part.row(i).segment(j * head_dim_, head_dim_), part_lse[j * q_range.size() + i]);
             }
           }
         });

@@ -21,6 +21,9 @@
 // intermediates (InputError naming them).
 #pragma once
 
+#include <cmath>
+#include <limits>
+
 #include "core/model/case.hpp"
 #include "core/model/parallel_layout.hpp"
 #include "core/model/result.hpp"
@@ -51,6 +54,22 @@ class ContextParallelSteps {
   // Ring: the log-sum-exp of two partial results' log-sum-exps (either finite), shifted by the larger so that
   // neither exp overflows. The merge weights each side's rows by exp(its lse - merged).
   virtual double merged_log_sum_exp(double total, double partial) const;
+  // One block's partial result (rows `part`, log-sum-exp `partial`) merged into a running one (`target`, `total`):
+  // a block that sees no key (-inf) is skipped, the first that does is taken as it is, later ones are weighted by
+  // exp(lse - merged_log_sum_exp). The ring's steps and a decoding rank's cached runs merge this way.
+  template <class Target, class Part>
+  void merge_partial(Target&& target, double& total, const Part& part, double partial) const {
+    constexpr double kNoKey = -std::numeric_limits<double>::infinity();
+    if (partial == kNoKey) return;
+    if (total == kNoKey) {
+      target = part;
+      total = partial;
+      return;
+    }
+    const double merged = merged_log_sum_exp(total, partial);
+    target = target * std::exp(total - merged) + part * std::exp(partial - merged);
+    total = merged;
+  }
   // Whether a TP rank's weight gradients are all-reduced over its CP ranks (each holds the weights whole and
   // computes their gradient from its own tokens only), or left as CP rank 0's own part.
   virtual bool reduces_weight_gradients_over_cp() const { return true; }

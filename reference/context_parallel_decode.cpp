@@ -200,9 +200,9 @@ class DecodeRun {
                                     part_lse.data());
             for (std::int64_t j = 0; j < group; ++j) {
               for (std::int64_t i = 0; i < count; ++i) {
-                merge_within_rank(rank_context.row(b * count + i).segment((g * group + j) * head_dim_, head_dim_),
-                                  rank_lse(b * count + i, g * group + j), part.row(i).segment(j * head_dim_, head_dim_),
-                                  part_lse[j * count + i]);
+                steps_.merge_partial(rank_context.row(b * count + i).segment((g * group + j) * head_dim_, head_dim_),
+                                   rank_lse(b * count + i, g * group + j), part.row(i).segment(j * head_dim_, head_dim_),
+                                   part_lse[j * count + i]);
               }
             }
           }
@@ -238,20 +238,6 @@ class DecodeRun {
       }
     }
     return context;
-  }
-
-  // One rank's running partial of a query and head, merged with one more segment's (skipped when it sees none).
-  template <class Target, class Part>
-  void merge_within_rank(Target&& target, double& total, const Part& part, double partial) const {
-    if (partial == kNegativeInfinity) return;
-    if (total == kNegativeInfinity) {
-      target = part;
-      total = partial;
-      return;
-    }
-    const double merged = steps_.merged_log_sum_exp(total, partial);
-    target = target * std::exp(total - merged) + part * std::exp(partial - merged);
-    total = merged;
   }
 
   const Case& case_;
