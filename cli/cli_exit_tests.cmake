@@ -129,7 +129,7 @@ set_tests_properties(cli.golden_make_sketched PROPERTIES FIXTURES_SETUP golden_s
 set_tests_properties(cli.golden_run_on_sketched PROPERTIES FIXTURES_REQUIRED golden_sketched FIXTURES_SETUP golden_sketched_candidate)
 set_tests_properties(cli.compare_sketched PROPERTIES FIXTURES_REQUIRED "golden_sketched;golden_sketched_candidate")
 set_tests_properties(cli.compare_damaged_candidate PROPERTIES FIXTURES_REQUIRED golden_sketched)
-# attncheck run over a folder of small goldens (the committed ones are checked by golden.committed_*).
+# attncheck run over a folder of small goldens (the committed ones are checked by golden.committed_run).
 set(run_dir ${CMAKE_CURRENT_BINARY_DIR}/golden_run_e2e)
 file(MAKE_DIRECTORY ${run_dir})
 attncheck_cli_case(run_make 0 "wrote" "^$" golden make --preset pythia-410m --batch 1 --seq 3 --weights generated
@@ -138,6 +138,12 @@ set_tests_properties(cli.run_make PROPERTIES FIXTURES_SETUP golden_run_dir)
 attncheck_cli_case(run_small_folder 0 "pythia.h5 +reference +pass.*pythia.h5 +reference-tp +pass.*of [0-9]+ \\(golden, implementation\\) pairs pass" "^$"
                    run --goldens ${run_dir})
 set_tests_properties(cli.run_small_folder PROPERTIES FIXTURES_REQUIRED golden_run_dir)
+# --jobs is an upper bound: where that many pairs would not fit in the memory available (here --max-memory,
+# 300 MiB; each pair counts 3 x its layer's bytes + 64 MiB, 257 MiB for this golden), fewer run, and stderr says so.
+attncheck_cli_case(run_jobs_within_memory 0 "pythia.h5 +reference +pass.*pythia.h5 +reference-tp +pass"
+                   "pythia.h5: 1 pair side by side, not [0-9]+: each may take 256.8 MiB .3 x its layer's 64.3 MiB"
+                   --max-memory 300M run --goldens ${run_dir} --jobs 4)
+set_tests_properties(cli.run_jobs_within_memory PROPERTIES FIXTURES_REQUIRED golden_run_dir)
 attncheck_cli_case(run_missing_folder 2 "^$" "--goldens = /nonexistent: must be a folder" run --goldens /nonexistent)
 # Without --goldens, `run` reads golden/data of the folder it runs in (no build machine's path compiled
 # in); ctest runs this in build/cli, which has none.

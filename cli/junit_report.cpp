@@ -55,6 +55,35 @@ void write_junit(const std::string& path, const std::vector<PairVerdict>& verdic
     suites[verdict.implementation]->InsertEndChild(testcase);
     ++suite_counts.tests;
     suite_counts.seconds += verdict.seconds;
+    // Properties come first in a testcase (the JUnit schema's order): which yardstick set the tolerance
+    // (stored, recomputed or computed), and the pair's memory against its layer's bytes (PairMemory).
+    tinyxml2::XMLElement* properties = document.NewElement("properties");
+    const auto add_property = [&](const char* name, const std::string& value) {
+      tinyxml2::XMLElement* property = document.NewElement("property");
+      property->SetAttribute("name", name);
+      property->SetAttribute("value", value.c_str());
+      properties->InsertEndChild(property);
+    };
+    if (verdict.kind == PairVerdict::Kind::judged && !verdict.yardstick.empty()) {
+      add_property("yardstick", verdict.yardstick);
+    }
+    if (verdict.memory) {
+      add_property("peak_resident_added_bytes", std::to_string(verdict.memory->peak_added_bytes));
+      add_property("layer_bytes", std::to_string(verdict.memory->layer_bytes));
+      add_property("peak_over_layer_bytes", fmt::format("{:.2f}", verdict.memory->peak_over_layer()));
+      add_property("peak_bound_bytes", std::to_string(verdict.memory->bound_bytes()));
+      add_property("peak_within_bound", verdict.memory->within_bound() ? "yes" : "no");
+      add_property("peak_measured",
+                   verdict.memory->pairs_measured_together == 1
+                       ? std::string("alone")
+                       : fmt::format("shared: the peak of this golden's {} pairs, run {} at a time",
+                                     verdict.memory->pairs_measured_together, verdict.memory->pairs_at_a_time));
+    }
+    if (properties->FirstChild() != nullptr) {
+      testcase->InsertEndChild(properties);
+    } else {
+      document.DeleteNode(properties);
+    }
 
     if (verdict.kind == PairVerdict::Kind::unsupported) {
       tinyxml2::XMLElement* skipped = document.NewElement("skipped");
@@ -71,14 +100,6 @@ void write_junit(const std::string& path, const std::vector<PairVerdict>& verdic
       testcase->InsertEndChild(error);
       ++suite_counts.errors;
       continue;
-    }
-    if (!verdict.yardstick.empty()) {  // which yardstick set the tolerance: stored, recomputed or computed
-      tinyxml2::XMLElement* properties = document.NewElement("properties");
-      tinyxml2::XMLElement* property = document.NewElement("property");
-      property->SetAttribute("name", "yardstick");
-      property->SetAttribute("value", verdict.yardstick.c_str());
-      properties->InsertEndChild(property);
-      testcase->InsertEndChild(properties);
     }
     const CompareReport& report = verdict.report;
     std::string failing, declined;

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import xml.etree.ElementTree as ElementTree
 
 import junitparser
 
@@ -50,6 +51,42 @@ with tempfile.TemporaryDirectory() as folder:
         for case in suite:
             expect(case.classname == f"attncheck.{implementation}", f"classname {case.classname}")
             expect(case.time is not None and case.time >= 0, f"{implementation}/{case.name}: time {case.time}")
+
+    # Memory (PairMemory): every pair, judged or declined, reports its peak against its layer's bytes, measured
+    # alone at --jobs 1; the layer's bytes are the golden's, the same for every implementation.
+    layer_of_golden = {}
+    for suite_element in ElementTree.parse(report).getroot():
+        for case_element in suite_element:
+            where = f"{suite_element.get('name')}/{case_element.get('name')}"
+            properties = {p.get("name"): p.get("value") for p in case_element.iter("property")}
+            if not all(key in properties for key in ("peak_resident_added_bytes", "layer_bytes",
+                                                     "peak_over_layer_bytes", "peak_measured")):
+                expect(False, f"{where}: memory properties missing: {sorted(properties)}")
+                continue
+            peak, layer = int(properties["peak_resident_added_bytes"]), int(properties["layer_bytes"])
+            expect(layer > 0, f"{where}: layer_bytes {layer}")
+            expect(properties["peak_over_layer_bytes"] == f"{peak / layer:.2f}",
+                   f"{where}: peak_over_layer_bytes {properties['peak_over_layer_bytes']} for {peak} / {layer}")
+            expect(properties["peak_measured"] == "alone", f"{where}: peak_measured {properties['peak_measured']!r}")
+            bound = int(properties.get("peak_bound_bytes", -1))
+            expect(bound == 3 * layer + (64 << 20), f"{where}: peak_bound_bytes {bound}, not 3 x {layer} + 64 MiB")
+            expect(properties.get("peak_within_bound") == ("yes" if peak <= bound else "no"),
+                   f"{where}: peak_within_bound {properties.get('peak_within_bound')!r} for {peak} of {bound}")
+            if suite_element.get("name") == "reference":
+                expect(peak <= bound, f"{where}: the reference peaked at {peak} bytes, over its bound of {bound}")
+            expect(layer_of_golden.setdefault(case_element.get("name"), layer) == layer,
+                   f"{where}: layer_bytes {layer} differs from another implementation's on the same golden")
+
+    # --jobs 2: a golden's two pairs side by side share one figure, the batch's peak, and say so.
+    shared_report = folder / "shared.xml"
+    shared = subprocess.run([attncheck, "run", "--goldens", str(folder), "--jobs", "2", "--junit", str(shared_report),
+                             "--impl", "reference", "--impl", "reference-tp"], capture_output=True, text=True)
+    expect(shared.returncode == 0, f"--jobs 2: exit code {shared.returncode}: {shared.stderr}")
+    measured = [{p.get("name"): p.get("value") for p in case.iter("property")}
+                for suite in ElementTree.parse(shared_report).getroot() for case in suite]
+    expect(len(measured) == 2 * len(goldens), f"--jobs 2: {len(measured)} cases")
+    expect(all(m.get("peak_measured") == "shared: the peak of this golden's 2 pairs, run 2 at a time" for m in measured),
+           f"--jobs 2: peak_measured {[m.get('peak_measured') for m in measured]}")
 
     reference = suites["reference"]
     expect(all(case.is_passed for case in reference), "the reference must pass both goldens")

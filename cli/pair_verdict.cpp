@@ -1,8 +1,16 @@
 #include "cli/pair_verdict.hpp"
 
+#include <cmath>
+
 #include "impl/implementation.hpp"
+#include "reference/memory_estimate.hpp"
 
 namespace attncheck::cli {
+
+std::uint64_t PairMemory::bound_bytes() const {
+  return static_cast<std::uint64_t>(std::ceil(reference::kPeakLayerBytesFactor * static_cast<double>(layer_bytes))) +
+         reference::kPeakFixedAllowanceBytes;
+}
 
 PairVerdict::Kind failure_kind(const std::exception& error) {
   return dynamic_cast<const impl::NoAnswer*>(&error) != nullptr ? PairVerdict::Kind::no_answer

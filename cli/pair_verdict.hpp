@@ -4,12 +4,31 @@
 // invalid candidate file) or gave no answer in time (a worker's timeout). Only a judged pair has a report.
 #pragma once
 
+#include <cstdint>
 #include <exception>
+#include <optional>
 #include <string>
 
 #include "core/compare/compare.hpp"
 
 namespace attncheck::cli {
+
+// `attncheck run`'s account of one pair's memory: the most resident memory the process added while the pair
+// ran (implementation and judging, over what was resident at its start: the golden, the libraries), and the
+// layer's own bytes (reference::layer_bytes) that it is held to kPeakLayerBytesFactor times. Pairs run side by
+// side (--jobs above 1) share one measurement: the peak of their golden's whole batch.
+struct PairMemory {
+  std::uint64_t peak_added_bytes = 0;
+  std::uint64_t layer_bytes = 0;
+  int pairs_measured_together = 1;  // 1: this pair alone
+  int pairs_at_a_time = 1;          // --jobs as the golden ran them
+  // Held to kPeakLayerBytesFactor x layer_bytes + kPeakFixedAllowanceBytes (reference/memory_estimate.hpp).
+  std::uint64_t bound_bytes() const;
+  bool within_bound() const { return peak_added_bytes <= bound_bytes(); }
+  double peak_over_layer() const {
+    return layer_bytes == 0 ? 0.0 : static_cast<double>(peak_added_bytes) / static_cast<double>(layer_bytes);
+  }
+};
 
 struct PairVerdict {
   std::string golden;          // file name
@@ -19,6 +38,7 @@ struct PairVerdict {
   std::string message;    // unsupported / raised / no_answer: the reason
   CompareReport report;   // judged only
   std::string yardstick;  // judged below fp64: which yardstick set the tolerance (cli/yardstick_source.hpp)
+  std::optional<PairMemory> memory;  // `run` only, where Linux reports resident memory
 };
 
 // raised or no_answer, for an exception an implementation's run() threw that is neither bad input nor

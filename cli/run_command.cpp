@@ -27,8 +27,11 @@
 #include "core/compare/heatmap.hpp"
 #include "core/compare/tolerance.hpp"
 #include "core/errors/input_error.hpp"
+#include "core/resources/memory_room.hpp"
+#include "core/resources/resident_memory.hpp"
 #include "golden/golden_file.hpp"
 #include "impl/registry.hpp"
+#include "reference/memory_estimate.hpp"
 #include "reference/run_time_estimate.hpp"
 
 namespace attncheck::cli {
@@ -115,6 +118,27 @@ PairOutcome judge_pair(const std::string& path, const golden::Golden& golden, im
   return finish();
 }
 
+// --jobs N is an upper bound: a golden runs as many of its pairs side by side as fit in the memory available
+// now (memory_room(), the golden itself already held), each pair counted at the bound every implementation
+// is held to (PairMemory::bound_bytes: 3 x its layer's bytes + 64 MiB). One pair always runs; a lowered count is said on
+// stderr, so that the user sees why a run was slower than asked.
+int jobs_that_fit(int most_jobs, int pairs, std::uint64_t layer, const std::string& golden_name, std::ostream& err) {
+  const int wanted = std::min(most_jobs, std::max(pairs, 1));
+  if (wanted == 1) return 1;
+  const MemoryRoom room = memory_room();
+  const double per_pair = static_cast<double>(PairMemory{.layer_bytes = layer}.bound_bytes());
+  const int fit = per_pair <= 0 ? wanted : static_cast<int>(std::min<double>(wanted, room.bytes / per_pair));
+  if (fit >= wanted) return wanted;
+  const int jobs = std::max(fit, 1);
+  err << fmt::format(
+             "run: {}: {} pair{} side by side, not {}: each may take {} ({} x its layer's {}, + {}) and {} has {}\n",
+             golden_name, jobs, jobs == 1 ? "" : "s", wanted, describe_bytes(static_cast<std::uint64_t>(per_pair)),
+             reference::kPeakLayerBytesFactor, describe_bytes(layer), describe_bytes(reference::kPeakFixedAllowanceBytes),
+             room.limited_by, describe_bytes(room.bytes))
+      << std::flush;
+  return jobs;
+}
+
 }  // namespace
 
 constexpr std::string_view kDefaultGoldenDir = "golden/data";
@@ -135,7 +159,8 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
   add_html_options(*command, options.html, options.html_all);
   command
       ->add_option("--jobs", options.jobs,
-                   "(golden, implementation) pairs run side by side; each peaks at a few GB on the widest goldens")
+                   "at most this many (golden, implementation) pairs run side by side: fewer on a golden where this "
+                   "many would not fit in the memory available (each pair is held to 3x its layer's bytes + 64 MiB)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   command->add_flag("--list", options.list,
@@ -195,11 +220,14 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
   std::map<YardstickSource, int> yardsticks;  // below fp64: where each pair's yardstick came from
   // A golden's implementations run side by side, `jobs` at a time (each object on one thread at a time);
   // rows are printed in table order as they become ready.
-  const int jobs = std::max(1, options.jobs);
+  const int most_jobs = std::max(1, options.jobs);
   for (const std::string& path : goldens) {
     const std::string golden_name = std::filesystem::path(path).filename().string();
     progress.status(fmt::format("reading {}", golden_name));
     const golden::Golden golden = golden::read_golden(path);
+    const std::uint64_t layer = reference::layer_bytes(
+        golden.test_case.geometry(), {.batch = golden.test_case.inputs.batch, .seq = golden.test_case.inputs.seq});
+    const int jobs = jobs_that_fit(most_jobs, static_cast<int>(opened.size()), layer, golden_name, err);
     // Plain lines on stderr while a long golden runs, where no live progress line shows it (a CI log, a pipe):
     // its implementations, `jobs` at a time, each about as long as the reference.
     std::optional<Heartbeat> heartbeat;
@@ -208,6 +236,25 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
       heartbeat.emplace(err, fmt::format("run: {}", golden_name),
                         rounds * reference::estimated_reference_seconds(golden.test_case));
     }
+    // Memory (PairMemory), with --junit only, where it is reported: measuring hands freed memory back to the
+    // kernel before each pair, whose pages are then faulted in afresh (about a third more time over the
+    // committed goldens). One pair at a time is measured alone; pairs side by side share their golden's peak.
+    const bool measure_memory = !options.junit.empty();
+    const auto measure_from = [] {
+      reset_peak_resident();
+      return resident_memory();
+    };
+    const auto measured_since = [&](const std::optional<ResidentMemory>& start, int pairs) -> std::optional<PairMemory> {
+      const std::optional<ResidentMemory> now = resident_memory();
+      if (!start || !now) return std::nullopt;
+      return PairMemory{.peak_added_bytes = now->peak > start->current ? now->peak - start->current : 0,
+                        .layer_bytes = layer,
+                        .pairs_measured_together = pairs,
+                        .pairs_at_a_time = jobs};
+    };
+    const bool measure_each_pair = measure_memory && jobs == 1;
+    const bool measure_golden = measure_memory && jobs > 1;
+    const std::optional<ResidentMemory> golden_start = measure_golden ? measure_from() : std::nullopt;
     std::counting_semaphore<> slots(jobs);
     std::mutex running_mutex;
     std::vector<std::string> running;
@@ -228,7 +275,9 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
         std::exception_ptr problem;
         PairOutcome outcome;
         try {
+          const std::optional<ResidentMemory> start = measure_each_pair ? measure_from() : std::nullopt;
           outcome = judge_pair(path, golden, *implementation, options.html.empty() ? nullptr : &drawing);
+          if (measure_each_pair) outcome.verdict.memory = measured_since(start, 1);
         } catch (...) {
           problem = std::current_exception();
         }
@@ -243,9 +292,15 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
       }));
     }
     std::exception_ptr first_problem;  // bad input (exit 2): raised once every pair of this golden is done
+    std::optional<PairMemory> shared_memory;  // their rows wait for the batch's peak
+    if (measure_golden) {
+      for (auto& pair : pairs) pair.wait();
+      shared_memory = measured_since(golden_start, static_cast<int>(opened.size()));
+    }
     for (auto& pair : pairs) {
       try {
         PairOutcome outcome = pair.get();
+        if (measure_golden) outcome.verdict.memory = shared_memory;
         progress.print(out, outcome.row);
         progress.step_done();
         failures += outcome.failed() ? 1 : 0;

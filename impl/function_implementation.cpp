@@ -28,7 +28,7 @@ class FunctionImplementation : public Implementation {
     }
     Result result = run_(test_case);
     declined_ = std::move(result.declined);  // what this case's Result declined, asked after run()
-    return named_tensors(result);
+    return named_tensors(std::move(result));
   }
 
  private:

@@ -104,4 +104,22 @@ std::uint64_t golden_make_peak_bytes(const Geometry& geometry, const RunSize& si
   return to_bytes(values.case_values + values.run_values);
 }
 
+std::uint64_t layer_bytes(const Geometry& geometry, const RunSize& size) {
+  const Count tokens = static_cast<Count>(size.batch) * static_cast<Count>(size.seq);
+  const Count parameters = static_cast<Count>(make_tp_plan(geometry, 1).unsharded_params.total());
+  Count token_values = 4 * static_cast<Count>(geometry.hidden_size()) + static_cast<Count>(geometry.query_width()) +
+                       2 * static_cast<Count>(geometry.kv_width()) + static_cast<Count>(geometry.value_width());
+  if (geometry.is_latent()) {
+    const LatentAttentionSpec& latent = *geometry.latent();
+    token_values += static_cast<Count>(latent.q_lora_rank.value_or(0) + latent.kv_a_rows());
+  }
+  const Count probabilities = static_cast<Count>(size.batch) * static_cast<Count>(geometry.num_heads()) *
+                              static_cast<Count>(size.seq) * static_cast<Count>(size.seq);
+  const Count bytes = 8 * (2 * parameters + tokens * token_values + 2 * probabilities);
+  if (bytes >= static_cast<Count>(std::numeric_limits<std::uint64_t>::max())) {
+    return std::numeric_limits<std::uint64_t>::max();
+  }
+  return static_cast<std::uint64_t>(bytes);
+}
+
 }  // namespace attncheck::reference

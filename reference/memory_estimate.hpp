@@ -29,4 +29,17 @@ std::uint64_t reference_run_bytes(const Geometry& geometry, const RunSize& size)
 // `golden make`: the case, its run and the file's write buffers.
 std::uint64_t golden_make_peak_bytes(const Geometry& geometry, const RunSize& size);
 
+// The layer's own bytes in float64, as a training framework's unfused layer holds them (no allocator or
+// library overhead): its weights and their gradients, and its activations: x, dout, out and dx
+// ([tokens, hidden] each); q, k, v and the context per token (a latent layer's c_q, c_kv and k_pe too); and
+// the attention scores and probabilities, [batch, heads, seq, seq] each, which an unfused layer saves for its
+// backward (the s^2 terms of Korthikanti et al. 2022's activation count, "Reducing Activation Recomputation in
+// Large Transformer Models": QK^T and the softmax's output). `attncheck run --junit` reports every pair's peak
+// resident memory against it; each implementation is held to kPeakLayerBytesFactor times it plus
+// kPeakFixedAllowanceBytes for what libraries take once whatever the layer (LibTorch's and OpenMP's thread
+// pools, MKL's buffers: a few MB on the smallest goldens).
+std::uint64_t layer_bytes(const Geometry& geometry, const RunSize& size);
+inline constexpr double kPeakLayerBytesFactor = 3.0;
+inline constexpr std::uint64_t kPeakFixedAllowanceBytes = std::uint64_t{64} << 20;
+
 }  // namespace attncheck::reference

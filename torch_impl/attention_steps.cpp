@@ -59,12 +59,18 @@ torch::Tensor visible_keys(const Geometry& geometry, std::int64_t batch, std::in
 torch::Tensor math_attention(const Geometry& geometry, const torch::Tensor& q, const torch::Tensor& keys,
                              const torch::Tensor& values, const torch::Tensor& visible, const torch::Tensor& sinks) {
   const torch::Tensor has_key = visible.any(-1, /*keepdim=*/true);  // [batch, 1, seq_q, 1]
-  torch::Tensor scores = torch::matmul(q, keys.transpose(-2, -1)) * geometry.scale();
-  if (geometry.softcap()) scores = torch::tanh(scores / *geometry.softcap()) * *geometry.softcap();
-  scores = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
+  // Memory: every step below makes a [batch, heads, seq_q, seq_k] tensor, so a step changes its input in place
+  // where autograd keeps no copy of that input (a product by a number keeps none; tanh and softmax keep
+  // their outputs, which are never changed), and a mask that hides nothing is not applied. The same
+  // numbers, several such tensors fewer at once (docs/ARCHITECTURE.md, "Memory").
+  const bool every_query_sees_a_key = has_key.all().item<bool>();
+  torch::Tensor scores = torch::matmul(q, keys.transpose(-2, -1)).mul_(geometry.scale());
+  if (geometry.softcap()) scores = torch::tanh(scores.div_(*geometry.softcap())) * *geometry.softcap();
+  if (!visible.all().item<bool>()) scores.masked_fill_(visible.logical_not(), -std::numeric_limits<double>::infinity());
   // A query that sees no key outputs 0 (core/model/case.hpp): its row is made finite before the softmax so
   // that no NaN reaches the backward pass, then zeroed.
-  scores = torch::where(has_key, scores, torch::zeros_like(scores));
+  const torch::Tensor zero = torch::zeros({}, scores.options());
+  if (!every_query_sees_a_key) scores = torch::where(has_key, scores, zero);
   torch::Tensor probabilities;
   if (sinks.defined()) {
     // gpt-oss's form: each head's sink logit is one more column of the softmax, dropped afterwards.
@@ -75,7 +81,7 @@ torch::Tensor math_attention(const Geometry& geometry, const torch::Tensor& q, c
   } else {
     probabilities = torch::softmax(scores, -1);
   }
-  probabilities = torch::where(has_key, probabilities, torch::zeros_like(scores));
+  if (!every_query_sees_a_key) probabilities = torch::where(has_key, probabilities, zero);
   return torch::matmul(probabilities, values);
 }
 

@@ -12,9 +12,6 @@ torch::Tensor leaf(const Tensor& tensor, const torch::TensorOptions& options) {
   return to_torch(tensor, options).requires_grad_(true);
 }
 
-Tensor gradient_of(const torch::Tensor& parameter) {
-  return from_torch(parameter.grad().defined() ? parameter.grad() : torch::zeros_like(parameter));
-}
 
 }  // namespace
 
@@ -82,21 +79,21 @@ torch::Tensor LatentSelfAttention::forward(const torch::Tensor& x, const torch::
   return F::linear(context, o_proj_);
 }
 
-Parameters LatentSelfAttention::shard_gradients() const {
+Parameters LatentSelfAttention::take_shard_gradients() {
   Parameters shard;
   shard.latent = true;
   if (q_proj_.defined()) {
-    shard.q_proj = gradient_of(q_proj_);
+    shard.q_proj = take_gradient(q_proj_);
   } else {
-    shard.q_a_proj = gradient_of(q_a_proj_);
-    shard.q_a_layernorm = gradient_of(q_a_layernorm_);
-    shard.q_b_proj = gradient_of(q_b_proj_);
+    shard.q_a_proj = take_gradient(q_a_proj_);
+    shard.q_a_layernorm = take_gradient(q_a_layernorm_);
+    shard.q_b_proj = take_gradient(q_b_proj_);
   }
-  shard.kv_a_proj_with_mqa = gradient_of(kv_a_proj_);
-  shard.kv_a_layernorm = gradient_of(kv_a_layernorm_);
-  shard.kv_b_proj = gradient_of(kv_b_proj_);
-  shard.o_proj = gradient_of(o_proj_);
-  if (sinks_.defined()) shard.sinks = gradient_of(sinks_);
+  shard.kv_a_proj_with_mqa = take_gradient(kv_a_proj_);
+  shard.kv_a_layernorm = take_gradient(kv_a_layernorm_);
+  shard.kv_b_proj = take_gradient(kv_b_proj_);
+  shard.o_proj = take_gradient(o_proj_);
+  if (sinks_.defined()) shard.sinks = take_gradient(sinks_);
   return shard;
 }
 

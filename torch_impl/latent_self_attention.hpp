@@ -37,8 +37,8 @@ class LatentSelfAttention {
                         LatentCache* cache = nullptr);
 
   // The gradients autograd left on the rank's parameters, HF shard layout (the replicated ones: this rank's
-  // share, before any reduction).
-  Parameters shard_gradients() const;
+  // share, before any reduction), taken: torch's copies are freed (take_gradient).
+  Parameters take_shard_gradients();
 
  private:
   torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight) const;

@@ -46,6 +46,12 @@ Tensor from_torch(const torch::Tensor& tensor) {
   return result;
 }
 
+Tensor take_gradient(torch::Tensor& parameter) {
+  Tensor gradient = from_torch(parameter.grad().defined() ? parameter.grad() : torch::zeros_like(parameter));
+  parameter.mutable_grad().reset();
+  return gradient;
+}
+
 ParallelSelfAttention::ParallelSelfAttention(const TpPlan& plan, int rank, const Parameters& shard,
                                              const TorchOptions& options)
     : plan_(plan),
@@ -192,10 +198,8 @@ torch::Tensor ParallelSelfAttention::forward(const torch::Tensor& x, const torch
   return torch::nn::functional::linear(context, dense_weight_);
 }
 
-Parameters ParallelSelfAttention::shard_gradients() const {
-  const auto gradient = [](const torch::Tensor& parameter) {
-    return parameter.grad().defined() ? from_torch(parameter.grad()) : from_torch(torch::zeros_like(parameter));
-  };
+Parameters ParallelSelfAttention::take_shard_gradients() {
+  const auto gradient = [](torch::Tensor& parameter) { return take_gradient(parameter); };
   FusedQkv fused{.weight = gradient(qkv_weight_), .bias = std::nullopt};
   if (qkv_bias_.defined()) fused.bias = gradient(qkv_bias_);
   Parameters shard;

@@ -51,8 +51,8 @@ class ParallelSelfAttention {
   NormSums partial_sum_squares(const torch::Tensor& x) const;
 
   // The gradients autograd left on the parameters, in the rank's HF shard layout (o_bias excluded: the
-  // caller owns it).
-  Parameters shard_gradients() const;
+  // caller owns it), taken: torch's copies are freed (take_gradient).
+  Parameters take_shard_gradients();
 
  private:
   torch::Tensor project(const torch::Tensor& x, const torch::Tensor& positions, torch::Tensor& k, torch::Tensor& v,
@@ -84,5 +84,8 @@ torch::Dtype dtype_of(Precision precision);
 // A core Tensor (float64) as a torch tensor of the given options, and back.
 torch::Tensor to_torch(const Tensor& tensor, const torch::TensorOptions& options);
 Tensor from_torch(const torch::Tensor& tensor);
+// A leaf's gradient on the host (zeros where autograd left none), torch's copy freed at once: a layer's
+// gradients are then never resident twice over while they are read out (docs/ARCHITECTURE.md, "Memory").
+Tensor take_gradient(torch::Tensor& parameter);
 
 }  // namespace attncheck::torch_impl

@@ -85,7 +85,7 @@ Result run_latent(const Case& test_case, const TorchOptions& options, const std:
   }
   out.backward(to_torch(inputs.dout, tensor_options));
   std::vector<Parameters> partials;
-  for (const auto& rank : ranks) partials.push_back(rank->shard_gradients());
+  for (const auto& rank : ranks) partials.push_back(rank->take_shard_gradients());
   Result result;
   result.implementation = name;
   result.out = from_torch(out);
@@ -131,8 +131,10 @@ Result run_torch(const Case& test_case, const TorchOptions& options, const std::
 
   std::vector<std::unique_ptr<ParallelSelfAttention>> ranks;
   for (int r = 0; r < plan.tp_size; ++r) {
-    const Parameters shard = plan.tp_size == 1 ? test_case.weights : shard_parameters(test_case.weights, plan, r);
-    ranks.push_back(std::make_unique<ParallelSelfAttention>(plan, r, shard, options));
+    // At TP 1 the rank's shard is the layer: read in place, not copied.
+    const std::optional<Parameters> own_shard =
+        plan.tp_size == 1 ? std::nullopt : std::optional(shard_parameters(test_case.weights, plan, r));
+    ranks.push_back(std::make_unique<ParallelSelfAttention>(plan, r, own_shard ? *own_shard : test_case.weights, options));
   }
   const std::optional<NormSums> sums = all_reduce_sum_squares(plan, ranks, x);
   torch::Tensor out;
@@ -145,7 +147,7 @@ Result run_torch(const Case& test_case, const TorchOptions& options, const std::
 
   std::vector<Parameters> partials;
   for (const auto& rank : ranks) {
-    Parameters partial = rank->shard_gradients();
+    Parameters partial = rank->take_shard_gradients();
     if (o_bias.defined()) partial.o_bias = from_torch(o_bias.grad());  // every rank sees the whole sum(dout)
     partials.push_back(std::move(partial));
   }

@@ -253,24 +253,39 @@ std::string describe_failures(const CompareReport& report, std::string_view inde
   return text;
 }
 
-void for_each_named_tensor(const Result& result, const std::function<void(const std::string&, const Tensor&)>& fn) {
-  fn("out", result.out);
+namespace {
+
+// fn(name, tensor) over a Result's tensors in named_tensors' order; ResultT is Result or const Result.
+template <class ResultT, class Fn>
+void visit_named_tensors(ResultT& result, Fn&& fn) {
+  fn(std::string("out"), result.out);
   if (result.gradients) {
-    fn("grads/x", result.gradients->x);
-    for_each_parameter(result.gradients->params,
-                       [&](std::string_view name, const Tensor& t) { fn("grads/" + std::string(name), t); });
+    fn(std::string("grads/x"), result.gradients->x);
+    for_each_parameter(result.gradients->params, [&](std::string_view name, auto& t) { fn("grads/" + std::string(name), t); });
   }
-  if (result.decode_out) fn("decode/out", *result.decode_out);
+  if (result.decode_out) fn(std::string("decode/out"), *result.decode_out);
   for (std::size_t r = 0; r < result.rank_gradients.size(); ++r) {
-    for_each_parameter(result.rank_gradients[r], [&](std::string_view name, const Tensor& t) {
+    for_each_parameter(result.rank_gradients[r], [&](std::string_view name, auto& t) {
       if (t.numel() > 0) fn(fmt::format("ranks/{}/grads/{}", r, name), t);  // 0 rows: holds none
     });
   }
 }
 
+}  // namespace
+
+void for_each_named_tensor(const Result& result, const std::function<void(const std::string&, const Tensor&)>& fn) {
+  visit_named_tensors(result, fn);
+}
+
 NamedTensors named_tensors(const Result& result) {
   NamedTensors tensors;
-  for_each_named_tensor(result, [&](const std::string& name, const Tensor& tensor) { tensors[name] = tensor; });
+  visit_named_tensors(result, [&](const std::string& name, const Tensor& tensor) { tensors[name] = tensor; });
+  return tensors;
+}
+
+NamedTensors named_tensors(Result&& result) {
+  NamedTensors tensors;
+  visit_named_tensors(result, [&](const std::string& name, Tensor& tensor) { tensors[name] = std::move(tensor); });
   return tensors;
 }
 

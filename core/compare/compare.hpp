@@ -43,6 +43,9 @@ using NamedTensors = std::map<std::string, Tensor, TensorNameOrder>;
 // The tensors of a Result under their golden-file names. A rank that holds no line of a tensor (a
 // 0-row k_proj under megatron-equal-block, core/tp/tp_convention.hpp) has no entry for it.
 NamedTensors named_tensors(const Result& result);
+// The same, moving the tensors out of a Result no longer needed (an implementation's run): no second copy
+// of a layer's gradients is resident while it is judged.
+NamedTensors named_tensors(Result&& result);
 // Calls fn(name, tensor) for each tensor named_tensors would hold, in its order, without copying any.
 void for_each_named_tensor(const Result& result, const std::function<void(const std::string&, const Tensor&)>& fn);
 
