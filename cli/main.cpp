@@ -25,9 +25,15 @@ bool holds_gigabytes(int argc, char** argv) {
 // Transparent huge pages for the heap. On this project's VM (Firecracker) the first touch of a page costs
 // ~6 us of kernel time, and `attncheck run` touches ~9.5 GB (GPT-NeoX-20B's 151M-parameter layer through
 // LibTorch): half of that golden's time was page faults. With 2 MB pages: GPT-NeoX-20B alone 19.5 s ->
-// 13.7 s (farm-bench medians). glibc madvises its heap for huge pages only when GLIBC_TUNABLES says so at
+// 13.7 s (medians of timed runs). glibc madvises its heap for huge pages only when GLIBC_TUNABLES says so at
 // start-up, so those commands re-execute themselves once with it added (0.36 s, the binary's start);
 // where it is already set, or the exec fails, they carry on as they are.
+//
+// The same re-execution sets OMP_WAIT_POLICY=passive where the user has not set it: OpenMP threads then sleep
+// when a parallel region ends instead of spinning. `run` loads two OpenMP runtimes (attncheck's libgomp and
+// the copy LibTorch's wheel carries), and one's spinning threads took the cores the other's work needed:
+// six goldens x five implementations 50.8 s -> 42.5-44.0 s (docs/MEASUREMENTS.md), every verdict the same.
+// Both runtimes read it when they load, before main(), hence the re-execution.
 void reexecute_with_huge_pages(int argc, char** argv) {
   if (!holds_gigabytes(argc, argv)) return;
   const char* current = std::getenv("GLIBC_TUNABLES");
@@ -35,6 +41,7 @@ void reexecute_with_huge_pages(int argc, char** argv) {
   if (tunables.find("glibc.malloc.hugetlb") != std::string::npos) return;
   tunables += std::string(tunables.empty() ? "" : ":") + "glibc.malloc.hugetlb=1";
   if (setenv("GLIBC_TUNABLES", tunables.c_str(), 1) != 0) return;
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr && setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
   execv("/proc/self/exe", argv);
 }
 
