@@ -129,7 +129,7 @@ set_tests_properties(cli.golden_make_sketched PROPERTIES FIXTURES_SETUP golden_s
 set_tests_properties(cli.golden_run_on_sketched PROPERTIES FIXTURES_REQUIRED golden_sketched FIXTURES_SETUP golden_sketched_candidate)
 set_tests_properties(cli.compare_sketched PROPERTIES FIXTURES_REQUIRED "golden_sketched;golden_sketched_candidate")
 set_tests_properties(cli.compare_damaged_candidate PROPERTIES FIXTURES_REQUIRED golden_sketched)
-# attncheck run over a folder of small goldens (the committed ones are checked by golden.committed_run).
+# attncheck run over a folder of small goldens (the committed ones are checked by golden.committed_run_*).
 set(run_dir ${CMAKE_CURRENT_BINARY_DIR}/golden_run_e2e)
 file(MAKE_DIRECTORY ${run_dir})
 attncheck_cli_case(run_make 0 "wrote" "^$" golden make --preset pythia-410m --batch 1 --seq 3 --weights generated
