@@ -3,11 +3,8 @@
 // hidden, attention blocks over a long sequence, TP ranks alive together, decoding. The peak is the
 // process's resident high-water mark (VmHWM), reset to the current resident size before the run
 // (/proc/self/clear_refs 5), so each case measures only its own allocations.
-#include <malloc.h>
-
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -18,33 +15,11 @@
 #include "cli/cli_run_for_tests.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/geometry_source.hpp"
+#include "core/resources/resident_memory.hpp"
 #include "reference/memory_estimate.hpp"
 
 namespace attncheck::cli {
 namespace {
-
-// "VmHWM:  1234 kB" of /proc/self/status in bytes (0 when absent).
-std::uint64_t status_bytes(const std::string& key) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind(key + ":", 0) != 0) continue;
-    std::istringstream fields(line.substr(key.size() + 1));
-    std::uint64_t kib = 0;
-    fields >> kib;
-    return kib * 1024;
-  }
-  return 0;
-}
-
-// Resets VmHWM to VmRSS; false where the kernel does not allow it (the test is then skipped).
-bool reset_peak() {
-  malloc_trim(0);
-  std::ofstream clear("/proc/self/clear_refs");
-  clear << "5";
-  clear.flush();
-  return static_cast<bool>(clear);
-}
 
 struct MemoryCase {
   std::string name;
@@ -105,11 +80,12 @@ TEST_P(GoldenMakeMemory, PeakStaysWithinTheEstimate) {
                std::to_string(memory_case.size.tp_size), "-o", output});
   if (!memory_case.decode.empty()) args.insert(args.end(), {"--decode", memory_case.decode});
 
-  if (!reset_peak()) GTEST_SKIP() << "/proc/self/clear_refs is not writable here: the peak cannot be measured";
-  const std::uint64_t resident_before = status_bytes("VmRSS");
+  // VmHWM reset to VmRSS (core/resources/resident_memory); where the kernel does not allow it, skipped.
+  if (!reset_peak_resident()) GTEST_SKIP() << "/proc/self/clear_refs is not writable here: the peak cannot be measured";
+  const std::uint64_t resident_before = resident_memory().value_or(ResidentMemory{}).current;
   std::ostringstream out, err;
   const int exit_code = run_cli(args, out, err);
-  const std::uint64_t peak = status_bytes("VmHWM");
+  const std::uint64_t peak = resident_memory().value_or(ResidentMemory{}).peak;
   std::filesystem::remove(output);
   ASSERT_EQ(exit_code, kExitOk) << err.str();
   ASSERT_GT(peak, resident_before);
