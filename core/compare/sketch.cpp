@@ -45,49 +45,109 @@ Shape sketch_shape(std::string_view name, const Shape& gradient_shape) {
   return {along_columns(name) ? gradient_shape[1] : gradient_shape[0], 1 + kSketchProjections};
 }
 
+namespace {
+
+// The sums of one block of lines, each in the order j = 0 .. length-1 (golden/SCHEMA.md fixes the order, so a
+// sketch is the same number for number on every machine). A square is accumulated with one fused multiply-add,
+// std::fma(v, v, sum), as the compiler's contraction always gave; the product with a sign of +-1 is exact, so
+// fused or not makes no difference there. Layout: squares[i], projections[p * count + i] for line i of the block.
+struct BlockSums {
+  explicit BlockSums(std::int64_t count)
+      : squares(static_cast<std::size_t>(count), 0.0),
+        projections(static_cast<std::size_t>(count * kSketchProjections), 0.0) {}
+  std::vector<double> squares;
+  std::vector<double> projections;
+};
+
+// Lines that are columns (o_proj): row j of the matrix holds entry j of every line of the block, contiguous, so
+// the rows are walked in order and the block's lines advance together (vectorised across lines).
+void sum_column_lines(const double* matrix, std::int64_t row_stride, std::int64_t first, std::int64_t count,
+                      std::int64_t length, const double* signs, BlockSums& sums) {
+  double* __restrict squares = sums.squares.data();
+  double* __restrict first_projection = sums.projections.data();
+  double* __restrict second_projection = first_projection + count;
+  double* __restrict third_projection = second_projection + count;
+  static_assert(kSketchProjections == 3);
+  for (std::int64_t j = 0; j < length; ++j) {
+    const double* __restrict row = matrix + j * row_stride + first;
+    const double sign0 = signs[j * kSketchProjections], sign1 = signs[j * kSketchProjections + 1],
+                 sign2 = signs[j * kSketchProjections + 2];
+    for (std::int64_t i = 0; i < count; ++i) {
+      const double value = row[i];
+      squares[i] = std::fma(value, value, squares[i]);
+      first_projection[i] += value * sign0;
+      second_projection[i] += value * sign1;
+      third_projection[i] += value * sign2;
+    }
+  }
+}
+
+// Lines that are rows (q/k/v_proj, activations): each line is contiguous. kLanes lines at a time keep their sums
+// in registers, kLanes x 4 independent chains of additions instead of four.
+void sum_row_lines(const double* matrix, std::int64_t first, std::int64_t count, std::int64_t length,
+                   const double* signs, BlockSums& sums) {
+  constexpr std::int64_t kLanes = 4;
+  std::int64_t i = 0;
+  for (; i + kLanes <= count; i += kLanes) {
+    const double* line = matrix + (first + i) * length;
+    double square[kLanes] = {}, projection[kSketchProjections][kLanes] = {};
+    for (std::int64_t j = 0; j < length; ++j) {
+      const double* sign = signs + j * kSketchProjections;
+      for (std::int64_t lane = 0; lane < kLanes; ++lane) {
+        const double value = line[lane * length + j];
+        square[lane] = std::fma(value, value, square[lane]);
+        for (std::int64_t p = 0; p < kSketchProjections; ++p) projection[p][lane] += value * sign[p];
+      }
+    }
+    for (std::int64_t lane = 0; lane < kLanes; ++lane) {
+      sums.squares[i + lane] = square[lane];
+      for (std::int64_t p = 0; p < kSketchProjections; ++p) sums.projections[p * count + i + lane] = projection[p][lane];
+    }
+  }
+  for (; i < count; ++i) {
+    const double* line = matrix + (first + i) * length;
+    double square = 0.0, projection[kSketchProjections] = {};
+    for (std::int64_t j = 0; j < length; ++j) {
+      square = std::fma(line[j], line[j], square);
+      for (std::int64_t p = 0; p < kSketchProjections; ++p) projection[p] += line[j] * signs[j * kSketchProjections + p];
+    }
+    sums.squares[i] = square;
+    for (std::int64_t p = 0; p < kSketchProjections; ++p) sums.projections[p * count + i] = projection[p];
+  }
+}
+
+}  // namespace
+
 Tensor sketch(std::string_view name, const Tensor& gradient) {
   const Shape shape = sketch_shape(name, gradient.shape);
   const bool columns = along_columns(name);
   // An activation's lines are its tokens (batch * tokens of them), each of length hidden.
   const std::int64_t lines = is_activation(name) ? shape[0] * shape[1] : shape[0];
   const std::int64_t length = columns ? gradient.shape[0] : gradient.shape.back();
+  // signs[j * kSketchProjections + p]: the sign of entry j of projection vector p.
   std::vector<double> signs(static_cast<std::size_t>(length * kSketchProjections));
   SplitMixStream stream(0, "attncheck-sketch-v1");
   for (double& sign : signs) sign = stream.coin() ? -1.0 : 1.0;
   Tensor result(shape);
-  // Each line sums over j = 0 .. length-1 in order, whichever loop is outermost, so the sketch is the same
-  // number for number. o_proj's lines are columns: walking one column at a time strides through the whole
-  // matrix (a 6144 x 6144 gradient: a cache miss per element), so the rows are walked in order and every
-  // line of a block keeps its own sums. Blocks of lines run on OpenMP threads when the gradient is large.
+  // Blocks of lines run on OpenMP threads when the gradient is large; within a block each line sums over
+  // j = 0 .. length-1 in order, whichever loop is outermost (o_proj's lines are columns: walking one column at a
+  // time would stride through the whole matrix, a cache miss per element, so its rows are walked in order).
   constexpr std::int64_t kBlock = 256;
   const std::int64_t blocks = (lines + kBlock - 1) / kBlock;
   const bool parallel = lines * length >= (std::int64_t{1} << 20);
 #pragma omp parallel for schedule(dynamic) if (parallel)
   for (std::int64_t block = 0; block < blocks; ++block) {
     const std::int64_t first = block * kBlock, count = std::min(kBlock, lines - first);
-    std::vector<double> squares(static_cast<std::size_t>(count), 0.0);
-    std::vector<double> projections(static_cast<std::size_t>(count * kSketchProjections), 0.0);
-    const auto add = [&](std::int64_t i, std::int64_t j, double value) {
-      squares[i] += value * value;
-      for (std::int64_t p = 0; p < kSketchProjections; ++p) {
-        projections[i * kSketchProjections + p] += value * signs[j * kSketchProjections + p];
-      }
-    };
+    BlockSums sums(count);
     if (columns) {
-      for (std::int64_t j = 0; j < length; ++j) {
-        const double* row = gradient.values.data() + j * gradient.shape[1] + first;
-        for (std::int64_t i = 0; i < count; ++i) add(i, j, row[i]);
-      }
+      sum_column_lines(gradient.values.data(), gradient.shape[1], first, count, length, signs.data(), sums);
     } else {
-      for (std::int64_t i = 0; i < count; ++i) {
-        const double* line = gradient.values.data() + (first + i) * length;
-        for (std::int64_t j = 0; j < length; ++j) add(i, j, line[j]);
-      }
+      sum_row_lines(gradient.values.data(), first, count, length, signs.data(), sums);
     }
     for (std::int64_t i = 0; i < count; ++i) {
       double* out = result.values.data() + (first + i) * (1 + kSketchProjections);
-      out[0] = std::sqrt(squares[i]);
-      for (std::int64_t p = 0; p < kSketchProjections; ++p) out[1 + p] = projections[i * kSketchProjections + p];
+      out[0] = std::sqrt(sums.squares[i]);
+      for (std::int64_t p = 0; p < kSketchProjections; ++p) out[1 + p] = sums.projections[p * count + i];
     }
   }
   return result;
