@@ -36,8 +36,11 @@ int exponent_for(double target, double amplitude) {
 void fill_block(Tensor& tensor, std::int64_t first_row, std::int64_t rows, std::int64_t cols, std::int64_t amplitude,
                 int exponent, Stream& stream) {
   const double unit = std::ldexp(1.0, exponent);
+  // stream.symmetric_integer(amplitude), value for value, with its rejection limit computed once.
+  const UniformBelow draw(static_cast<std::uint64_t>(2 * amplitude + 1));
+  double* values = tensor.values.data() + first_row * cols;
   for (std::int64_t i = 0; i < rows * cols; ++i) {
-    tensor.values[first_row * cols + i] = static_cast<double>(stream.symmetric_integer(amplitude)) * unit;
+    values[i] = static_cast<double>(static_cast<std::int64_t>(draw(stream)) - amplitude) * unit;
   }
 }
 
@@ -89,10 +92,21 @@ Tensor output_projection(std::int64_t hidden, std::int64_t heads, std::int64_t h
   const std::int64_t query_width = heads * head_dim;
   const Tensor transposed = head_blocked_rows(
       "o_proj", heads, head_dim, hidden, 1.0 / std::sqrt(static_cast<double>(query_width)), seed, head_blocks);
+  // tensor[col, row] = transposed[row, col], in square tiles: row by row, every write would land on another
+  // cache line of a matrix of hundreds of megabytes.
   Tensor tensor({hidden, query_width});
-  for (std::int64_t row = 0; row < query_width; ++row) {
-    for (std::int64_t col = 0; col < hidden; ++col) {
-      tensor.values[col * query_width + row] = transposed.values[row * hidden + col];
+  constexpr std::int64_t kTile = 64;
+  const std::int64_t row_tiles = (query_width + kTile - 1) / kTile;
+#pragma omp parallel for schedule(static) if (query_width * hidden >= (std::int64_t{1} << 20))
+  for (std::int64_t row_tile = 0; row_tile < row_tiles; ++row_tile) {
+    const std::int64_t row_end = std::min(query_width, (row_tile + 1) * kTile);
+    for (std::int64_t col_begin = 0; col_begin < hidden; col_begin += kTile) {
+      const std::int64_t col_end = std::min(hidden, col_begin + kTile);
+      for (std::int64_t col = col_begin; col < col_end; ++col) {
+        for (std::int64_t row = row_tile * kTile; row < row_end; ++row) {
+          tensor.values[col * query_width + row] = transposed.values[row * hidden + col];
+        }
+      }
     }
   }
   return tensor;
@@ -148,8 +162,9 @@ Tensor generate_activations(std::string_view name, const Shape& shape, Activatio
     const std::int64_t count = std::max<std::int64_t>(1, hidden / 32);
     for (std::int64_t i = 0; i < count; ++i) outlier_channel[channel_stream.uniform_below(hidden)] = true;
   }
+  const UniformBelow draw(2 * 64 + 1);  // stream.symmetric_integer(64), its rejection limit computed once
   for (std::int64_t i = 0; i < tensor.numel(); ++i) {
-    double value = std::ldexp(static_cast<double>(stream.symmetric_integer(64)), -6);
+    double value = std::ldexp(static_cast<double>(static_cast<std::int64_t>(draw(stream)) - 64), -6);
     if (distribution == ActivationDistribution::heavy_tailed) {
       int doublings = 0;
       while (doublings < 6 && stream.coin()) ++doublings;

@@ -2,11 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "core/config/presets.hpp"
 #include "core/errors/input_error.hpp"
+#include "core/generation/splitmix_stream.hpp"
 
 namespace attncheck {
 namespace {
@@ -39,6 +42,44 @@ TEST(InputGeneration, PinnedValuesDoNotDriftAcrossPlatformsOrVersions) {
                                     test_case.weights.q_proj.values.begin() + 4);
   EXPECT_EQ(first_x, (std::vector<double>{-0x1.6p-3, -0x1.a8p-1, 0x1.8p-5, 0x1p+0}));
   EXPECT_EQ(first_q, (std::vector<double>{0x1.8p-2, 0x1.dp-3, 0x1.9p-2, 0x1.4p-4}));
+}
+
+// FNV-1a over the bit patterns of every value, tensor by tensor in a fixed order.
+std::uint64_t fingerprint(const std::vector<const Tensor*>& tensors) {
+  std::uint64_t hash = 0xCBF29CE484222325ULL;
+  for (const Tensor* tensor : tensors) {
+    for (double value : tensor->values) hash = (hash ^ std::bit_cast<std::uint64_t>(value)) * 0x100000001B3ULL;
+  }
+  return hash;
+}
+
+// Every value of a layer large enough for the threaded and tiled paths of input generation (o_proj 1024 x 1024),
+// pinned: a faster generator must draw the same numbers, or every committed golden's inputs would move.
+TEST(InputGeneration, WholeLayerPinnedAcrossRewritesOfTheGenerator) {
+  const Geometry geometry = resolve_geometry({.hidden_size = 1024, .num_heads = 16, .num_kv_heads = 4, .head_dim = 64,
+                                              .qk_norm = QkNorm::rms, .qkv_bias = true, .out_bias = true});
+  const Case uniform = generate_case(geometry, {.seed = 7, .batch = 2, .seq = 33});
+  const Case heavy = generate_case(
+      geometry, {.seed = 7, .batch = 1, .seq = 9, .activations = ActivationDistribution::heavy_tailed});
+  const Parameters& w = uniform.weights;
+  ASSERT_TRUE(w.q_bias && w.k_bias && w.v_bias && w.o_bias && w.q_norm && w.k_norm);
+  EXPECT_EQ(fingerprint({&w.q_proj, &w.k_proj, &w.v_proj, &w.o_proj, &*w.q_bias, &*w.k_bias, &*w.v_bias, &*w.o_bias,
+                         &*w.q_norm, &*w.k_norm}),
+            3142420999603795237ULL);
+  EXPECT_EQ(fingerprint({&uniform.inputs.x, &uniform.inputs.dout, &heavy.inputs.x}), 8302248943003906853ULL);
+}
+
+// The rejection sampler with its limit computed once draws what uniform_below draws, one value at a time, for
+// small ranges and for ranges where half the outputs are rejected.
+TEST(SplitMixStream, UniformBelowDrawsAsUniformBelowDoes) {
+  for (const std::uint64_t range : std::vector<std::uint64_t>{1, 2, 65, 255, 1000003, (std::uint64_t{1} << 63) + 1, UINT64_MAX}) {
+    SplitMixStream one_by_one(3, "uniform-below"), hoisted(3, "uniform-below");
+    const UniformBelow draw(range);
+    for (int i = 0; i < 2000; ++i) {
+      ASSERT_EQ(static_cast<std::uint64_t>(one_by_one.uniform_below(static_cast<std::int64_t>(range))), draw(hoisted))
+          << "range " << range << ", draw " << i;
+    }
+  }
 }
 
 TEST(InputGeneration, EveryValueIsExactInBf16AndFp16) {

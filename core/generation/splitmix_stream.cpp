@@ -11,13 +11,8 @@ std::uint64_t name_hash(std::string_view name) {
   return hash;
 }
 
-// Uniform in [0, range) by rejection: values at or above the largest multiple of range are redrawn.
 std::uint64_t below(SplitMixStream& stream, std::uint64_t range) {
-  const std::uint64_t limit = UINT64_MAX - UINT64_MAX % range;
-  std::uint64_t value = 0;
-  do value = stream.next();
-  while (value >= limit);
-  return value % range;
+  return UniformBelow(range)(stream);
 }
 
 }  // namespace

@@ -19,4 +19,21 @@ class SplitMixStream {
   std::uint64_t state_;
 };
 
+// Uniform integers in [0, range) by rejection, exactly as SplitMixStream::uniform_below draws them, with the
+// rejection limit (a 64-bit division) computed once for a run of draws instead of once per draw: input
+// generation draws a golden's weights, hundreds of millions of values, from a handful of ranges.
+class UniformBelow {
+ public:
+  explicit UniformBelow(std::uint64_t range) : range_(range), limit_(UINT64_MAX - UINT64_MAX % range) {}
+  std::uint64_t operator()(SplitMixStream& stream) const {
+    std::uint64_t value = stream.next();
+    while (value >= limit_) value = stream.next();  // values at or above the largest multiple of range are redrawn
+    return value % range_;
+  }
+
+ private:
+  std::uint64_t range_;
+  std::uint64_t limit_;
+};
+
 }  // namespace attncheck

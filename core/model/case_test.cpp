@@ -54,6 +54,28 @@ TEST(ValidateCase, NonFiniteValuesAreNamedWithTheirIndex) {
   expect_rejected(test_case, "inputs.dout[flat 0]");
 }
 
+// check_finite scans in chunks of 4096 values: the first bad value is still the one named, wherever it falls.
+TEST(ValidateCase, TheFirstNonFiniteValueIsNamedAcrossChunks) {
+  for (const std::size_t bad : {std::size_t{0}, std::size_t{4095}, std::size_t{4096}, std::size_t{9000}, std::size_t{12296}}) {
+    Tensor tensor({3, 4099});
+    tensor.values[bad] = bad % 2 == 0 ? std::numeric_limits<double>::quiet_NaN() : -std::numeric_limits<double>::infinity();
+    if (bad + 5000 < tensor.values.size()) tensor.values[bad + 5000] = std::numeric_limits<double>::infinity();
+    ViolationList violations;
+    check_finite(tensor, "t", violations);
+    try {
+      violations.throw_if_any("test");
+      ADD_FAILURE() << "value " << bad << " not found";
+    } catch (const InputError& error) {
+      EXPECT_NE(std::string(error.what()).find("t[flat " + std::to_string(bad) + "]"), std::string::npos) << error.what();
+    }
+  }
+  Tensor finite({3, 4099});
+  finite.values.back() = std::numeric_limits<double>::max();
+  ViolationList violations;
+  check_finite(finite, "t", violations);
+  EXPECT_NO_THROW(violations.throw_if_any("test"));
+}
+
 TEST(ValidateCase, PositionsKeyLengthsAndSchedules) {
   Case test_case = valid_case();
   test_case.inputs.positions[4] = -1;

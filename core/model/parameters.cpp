@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #include "core/errors/input_error.hpp"
 
@@ -114,8 +117,30 @@ Parameters zero_parameters(const Geometry& geometry, ParameterWidths widths) {
   return zero_filled(parameter_shapes(geometry, widths));
 }
 
+namespace {
+
+// Whether values[first, first + count) holds a NaN or an infinity: every exponent bit set. A branch-free scan the
+// compiler vectorises (an early exit per value would not be), over every tensor read and every result returned.
+bool any_not_finite(const double* values, std::size_t count) {
+  constexpr std::uint64_t kExponent = 0x7FF0000000000000ULL;
+  std::uint64_t not_finite = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    not_finite |= static_cast<std::uint64_t>((std::bit_cast<std::uint64_t>(values[i]) & kExponent) == kExponent);
+  }
+  return not_finite != 0;
+}
+
+}  // namespace
+
 void check_finite(const Tensor& tensor, const std::string& field, ViolationList& violations) {
-  for (std::size_t i = 0; i < tensor.values.size(); ++i) {
+  // Chunk by chunk, so that the first bad value is found without scanning the rest of a large tensor twice.
+  constexpr std::size_t kChunk = 4096;
+  std::size_t first = 0;
+  while (first < tensor.values.size() &&
+         !any_not_finite(tensor.values.data() + first, std::min(kChunk, tensor.values.size() - first))) {
+    first += kChunk;
+  }
+  for (std::size_t i = first; i < tensor.values.size(); ++i) {
     if (!std::isfinite(tensor.values[i])) {
       violations.add(fmt::format("{}[flat {}]", field, i), fmt::format("{}", tensor.values[i]),
                      "every value must be finite", "replace NaN and Inf values before running");
