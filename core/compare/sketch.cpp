@@ -72,6 +72,7 @@ void sum_column_lines(const double* matrix, std::int64_t row_stride, std::int64_
     const double* __restrict row = matrix + j * row_stride + first;
     const double sign0 = signs[j * kSketchProjections], sign1 = signs[j * kSketchProjections + 1],
                  sign2 = signs[j * kSketchProjections + 2];
+#pragma omp simd  // each i is its own line: vectorised across lines (-O2's cost model leaves it scalar otherwise)
     for (std::int64_t i = 0; i < count; ++i) {
       const double value = row[i];
       squares[i] = std::fma(value, value, squares[i]);
