@@ -218,10 +218,11 @@ NamedTensors rank_tensors(const Parameters& parameters, int rank, const std::vec
 // Off: a rank's gradients of what it shares with other ranks (a replicated KV head; q_norm and k_norm)
 // are its own partial sums, the all-reduce missing. The partials come from reference-tp's own pass over
 // the ranks (reference::rank_partial_gradients: a whole-width norm's all-reduces of the forward kept).
-std::vector<FeatureBite> rank_reductions(const Case& test_case, const NamedTensors& base, FeatureBite replication,
+// full: the unsharded reference's gradients cut into each rank's slices (rank_slices of the base answer's).
+std::vector<FeatureBite> rank_reductions(const Case& test_case, const NamedTensors& base,
+                                         const std::vector<Parameters>& full, FeatureBite replication,
                                          FeatureBite norms, const StoredForm& stored) {
   const TpPlan& plan = test_case.plan;
-  const std::vector<Parameters> full = rank_slices(reference::run_reference(test_case).gradients->params, plan);
   const std::vector<Parameters> partials = reference::rank_partial_gradients(test_case);
   const std::vector<std::string> kv_names = {"k_proj", "v_proj", "k_bias", "v_bias"};
   const std::vector<std::string> norm_names = {"q_norm", "k_norm"};
@@ -341,7 +342,17 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
   const Geometry& g = test_case.geometry();
   const GeometrySpec& spec = g.spec();
   const Inputs& in = test_case.inputs;
-  const NamedTensors base = answers(test_case);
+  const int tp_size = test_case.plan.tp_size;
+  // The rank reductions below need the base gradients cut per rank: cut from the base answer itself rather than
+  // from a second run of the reference (the same numbers; on a wide TP golden that run was a tenth of the time).
+  const bool rank_reductions_claimed =
+      tp_size > g.num_kv_heads() || (tp_size > 1 && g.qk_norm() != QkNorm::none && !g.qk_norm_full_width());
+  std::vector<Parameters> base_rank_slices;
+  const NamedTensors base = [&] {
+    Result result = reference::run_reference(test_case);
+    if (rank_reductions_claimed) base_rank_slices = rank_slices(result.gradients->params, test_case.plan);
+    return named_tensors(std::move(result));  // unsharded: no "ranks/" tensors
+  }();
   std::vector<FeatureBite> bites;
   const auto off_by_case = [&](FeatureBite bite, const Case& changed) {
     bites.push_back(measure(std::move(bite), test_case, base, answers(changed), stored));
@@ -395,7 +406,6 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
           stored));
     }
   }
-  const int tp_size = test_case.plan.tp_size;
   FeatureBite replication, norms;
   if (tp_size > g.num_kv_heads()) {
     replication = {.feature = "kv replication",
@@ -408,7 +418,7 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
              .off = "q_norm/k_norm gradients not summed over the ranks"};
   }
   if (!replication.feature.empty() || !norms.feature.empty()) {
-    for (FeatureBite& bite : rank_reductions(test_case, base, replication, norms, stored))
+    for (FeatureBite& bite : rank_reductions(test_case, base, base_rank_slices, replication, norms, stored))
       bites.push_back(std::move(bite));
   }
   if (tp_size > 1 && g.qk_norm_full_width()) {
