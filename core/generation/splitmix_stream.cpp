@@ -22,13 +22,6 @@ SplitMixStream::SplitMixStream(std::uint64_t seed, std::string_view name, std::u
   next();  // the first output is discarded
 }
 
-std::uint64_t SplitMixStream::next() {
-  std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 std::int64_t SplitMixStream::symmetric_integer(std::int64_t amplitude) {
   return static_cast<std::int64_t>(below(*this, static_cast<std::uint64_t>(2 * amplitude + 1))) - amplitude;
 }

@@ -10,7 +10,12 @@ namespace attncheck {
 class SplitMixStream {
  public:
   SplitMixStream(std::uint64_t seed, std::string_view name, std::uint64_t draw = 0);
-  std::uint64_t next();
+  std::uint64_t next() {  // inline: input generation draws hundreds of millions of values
+    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
   std::int64_t symmetric_integer(std::int64_t amplitude);  // uniform in [-amplitude, amplitude], by rejection
   std::int64_t uniform_below(std::int64_t bound);          // uniform in [0, bound), by rejection
   bool coin() { return (next() >> 63) != 0; }              // the top bit
@@ -24,6 +29,7 @@ class SplitMixStream {
 // generation draws a golden's weights, hundreds of millions of values, from a handful of ranges.
 class UniformBelow {
  public:
+  // range >= 1.
   explicit UniformBelow(std::uint64_t range) : range_(range), limit_(UINT64_MAX - UINT64_MAX % range) {}
   std::uint64_t operator()(SplitMixStream& stream) const {
     std::uint64_t value = stream.next();
