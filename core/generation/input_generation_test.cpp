@@ -69,15 +69,21 @@ TEST(InputGeneration, WholeLayerPinnedAcrossRewritesOfTheGenerator) {
   EXPECT_EQ(fingerprint({&uniform.inputs.x, &uniform.inputs.dout, &heavy.inputs.x}), 8302248943003906853ULL);
 }
 
-// The rejection sampler with its limit computed once draws what uniform_below draws, one value at a time, for
-// small ranges and for ranges where half the outputs are rejected.
-TEST(SplitMixStream, UniformBelowDrawsAsUniformBelowDoes) {
+// The rejection sampler with its limit computed once (UniformBelow, which uniform_below and symmetric_integer also
+// use) draws what SCHEMA.md's definition draws, computed here the plain way: a limit and a remainder per draw.
+TEST(SplitMixStream, UniformBelowDrawsAsTheDefinitionDoes) {
   for (const std::uint64_t range : std::vector<std::uint64_t>{1, 2, 65, 255, 1000003, (std::uint64_t{1} << 63) + 1, UINT64_MAX}) {
-    SplitMixStream one_by_one(3, "uniform-below"), hoisted(3, "uniform-below");
+    SplitMixStream defined(3, "uniform-below"), hoisted(3, "uniform-below"), public_api(3, "uniform-below");
     const UniformBelow draw(range);
     for (int i = 0; i < 2000; ++i) {
-      ASSERT_EQ(static_cast<std::uint64_t>(one_by_one.uniform_below(static_cast<std::int64_t>(range))), draw(hoisted))
-          << "range " << range << ", draw " << i;
+      std::uint64_t value = defined.next();
+      while (value >= UINT64_MAX - UINT64_MAX % range) value = defined.next();
+      const std::uint64_t expected = value % range;
+      ASSERT_EQ(draw(hoisted), expected) << "range " << range << ", draw " << i;
+      if (range <= static_cast<std::uint64_t>(INT64_MAX)) {
+        ASSERT_EQ(static_cast<std::uint64_t>(public_api.uniform_below(static_cast<std::int64_t>(range))), expected)
+            << "uniform_below, range " << range << ", draw " << i;
+      }
     }
   }
 }
