@@ -343,10 +343,21 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
   const GeometrySpec& spec = g.spec();
   const Inputs& in = test_case.inputs;
   const int tp_size = test_case.plan.tp_size;
-  // The rank reductions below need the base gradients cut per rank: cut from the base answer itself rather than
-  // from a second run of the reference (the same numbers; on a wide TP golden that run was a tenth of the time).
-  const bool rank_reductions_claimed =
-      tp_size > g.num_kv_heads() || (tp_size > 1 && g.qk_norm() != QkNorm::none && !g.qk_norm_full_width());
+  FeatureBite replication, norms;
+  if (tp_size > g.num_kv_heads()) {
+    replication = {.feature = "kv replication",
+                   .claim = fmt::format("tp {} over {} KV heads", tp_size, g.num_kv_heads()),
+                   .off = "a replicated KV head's gradient not summed over its replica group"};
+  }
+  if (tp_size > 1 && g.qk_norm() != QkNorm::none && !g.qk_norm_full_width()) {
+    norms = {.feature = "qk-norm reduce",
+             .claim = fmt::format("q_norm, k_norm on all {} ranks", tp_size),
+             .off = "q_norm/k_norm gradients not summed over the ranks"};
+  }
+  // The rank reductions (measured below, in this order among the features) need the base gradients cut per rank:
+  // cut from the base answer itself rather than from a second run of the reference (the same numbers; on a wide
+  // TP golden that run was a tenth of the time).
+  const bool rank_reductions_claimed = !replication.feature.empty() || !norms.feature.empty();
   std::vector<Parameters> base_rank_slices;
   const NamedTensors base = [&] {
     Result result = reference::run_reference(test_case);
@@ -406,18 +417,7 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
           stored));
     }
   }
-  FeatureBite replication, norms;
-  if (tp_size > g.num_kv_heads()) {
-    replication = {.feature = "kv replication",
-                   .claim = fmt::format("tp {} over {} KV heads", tp_size, g.num_kv_heads()),
-                   .off = "a replicated KV head's gradient not summed over its replica group"};
-  }
-  if (tp_size > 1 && g.qk_norm() != QkNorm::none && !g.qk_norm_full_width()) {
-    norms = {.feature = "qk-norm reduce",
-             .claim = fmt::format("q_norm, k_norm on all {} ranks", tp_size),
-             .off = "q_norm/k_norm gradients not summed over the ranks"};
-  }
-  if (!replication.feature.empty() || !norms.feature.empty()) {
+  if (rank_reductions_claimed) {
     for (FeatureBite& bite : rank_reductions(test_case, base, base_rank_slices, replication, norms, stored))
       bites.push_back(std::move(bite));
   }

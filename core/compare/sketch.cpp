@@ -87,38 +87,33 @@ void sum_column_lines(const double* matrix, std::int64_t row_stride, std::int64_
   }
 }
 
-// Lines that are rows (q/k/v_proj, activations): each line is contiguous. kLanes lines at a time keep their sums
-// in registers, kLanes x 4 independent chains of additions instead of four.
+// Lines that are rows (q/k/v_proj, activations): each line is contiguous. Lanes lines at a time keep their sums
+// in registers, Lanes x 4 independent chains of additions instead of four.
+template <std::int64_t Lanes>
+void sum_row_group(const double* matrix, std::int64_t first, std::int64_t i, std::int64_t count, std::int64_t length,
+                   const double* signs, BlockSums& sums) {
+  const double* line = matrix + (first + i) * length;
+  double square[Lanes] = {}, projection[kSketchProjections][Lanes] = {};
+  for (std::int64_t j = 0; j < length; ++j) {
+    const double* sign = signs + j * kSketchProjections;
+    for (std::int64_t lane = 0; lane < Lanes; ++lane) {
+      const double value = line[lane * length + j];
+      square[lane] = std::fma(value, value, square[lane]);
+      for (std::int64_t p = 0; p < kSketchProjections; ++p) projection[p][lane] += value * sign[p];
+    }
+  }
+  for (std::int64_t lane = 0; lane < Lanes; ++lane) {
+    sums.squares[i + lane] = square[lane];
+    for (std::int64_t p = 0; p < kSketchProjections; ++p) sums.projections[p * count + i + lane] = projection[p][lane];
+  }
+}
+
 void sum_row_lines(const double* matrix, std::int64_t first, std::int64_t count, std::int64_t length,
                    const double* signs, BlockSums& sums) {
   constexpr std::int64_t kLanes = 4;
   std::int64_t i = 0;
-  for (; i + kLanes <= count; i += kLanes) {
-    const double* line = matrix + (first + i) * length;
-    double square[kLanes] = {}, projection[kSketchProjections][kLanes] = {};
-    for (std::int64_t j = 0; j < length; ++j) {
-      const double* sign = signs + j * kSketchProjections;
-      for (std::int64_t lane = 0; lane < kLanes; ++lane) {
-        const double value = line[lane * length + j];
-        square[lane] = std::fma(value, value, square[lane]);
-        for (std::int64_t p = 0; p < kSketchProjections; ++p) projection[p][lane] += value * sign[p];
-      }
-    }
-    for (std::int64_t lane = 0; lane < kLanes; ++lane) {
-      sums.squares[i + lane] = square[lane];
-      for (std::int64_t p = 0; p < kSketchProjections; ++p) sums.projections[p * count + i + lane] = projection[p][lane];
-    }
-  }
-  for (; i < count; ++i) {
-    const double* line = matrix + (first + i) * length;
-    double square = 0.0, projection[kSketchProjections] = {};
-    for (std::int64_t j = 0; j < length; ++j) {
-      square = std::fma(line[j], line[j], square);
-      for (std::int64_t p = 0; p < kSketchProjections; ++p) projection[p] += line[j] * signs[j * kSketchProjections + p];
-    }
-    sums.squares[i] = square;
-    for (std::int64_t p = 0; p < kSketchProjections; ++p) sums.projections[p * count + i] = projection[p];
-  }
+  for (; i + kLanes <= count; i += kLanes) sum_row_group<kLanes>(matrix, first, i, count, length, signs, sums);
+  for (; i < count; ++i) sum_row_group<1>(matrix, first, i, count, length, signs, sums);
 }
 
 }  // namespace

@@ -36,12 +36,9 @@ int exponent_for(double target, double amplitude) {
 void fill_block(Tensor& tensor, std::int64_t first_row, std::int64_t rows, std::int64_t cols, std::int64_t amplitude,
                 int exponent, Stream& stream) {
   const double unit = std::ldexp(1.0, exponent);
-  // stream.symmetric_integer(amplitude), value for value, with its rejection limit computed once.
-  const UniformBelow draw(static_cast<std::uint64_t>(2 * amplitude + 1));
+  const SymmetricInteger draw(amplitude);  // stream.symmetric_integer(amplitude), its rejection limit computed once
   double* values = tensor.values.data() + first_row * cols;
-  for (std::int64_t i = 0; i < rows * cols; ++i) {
-    values[i] = static_cast<double>(static_cast<std::int64_t>(draw(stream)) - amplitude) * unit;
-  }
+  for (std::int64_t i = 0; i < rows * cols; ++i) values[i] = static_cast<double>(draw(stream)) * unit;
 }
 
 // A [heads * head_dim, cols] matrix whose rows come in per-head blocks of head_dim rows, each block
@@ -162,9 +159,9 @@ Tensor generate_activations(std::string_view name, const Shape& shape, Activatio
     const std::int64_t count = std::max<std::int64_t>(1, hidden / 32);
     for (std::int64_t i = 0; i < count; ++i) outlier_channel[channel_stream.uniform_below(hidden)] = true;
   }
-  const UniformBelow draw(2 * 64 + 1);  // stream.symmetric_integer(64), its rejection limit computed once
+  const SymmetricInteger draw(64);  // stream.symmetric_integer(64), its rejection limit computed once
   for (std::int64_t i = 0; i < tensor.numel(); ++i) {
-    double value = std::ldexp(static_cast<double>(static_cast<std::int64_t>(draw(stream)) - 64), -6);
+    double value = std::ldexp(static_cast<double>(draw(stream)), -6);
     if (distribution == ActivationDistribution::heavy_tailed) {
       int doublings = 0;
       while (doublings < 6 && stream.coin()) ++doublings;

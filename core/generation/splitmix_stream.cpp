@@ -11,10 +11,6 @@ std::uint64_t name_hash(std::string_view name) {
   return hash;
 }
 
-std::uint64_t below(SplitMixStream& stream, std::uint64_t range) {
-  return UniformBelow(range)(stream);
-}
-
 }  // namespace
 
 SplitMixStream::SplitMixStream(std::uint64_t seed, std::string_view name, std::uint64_t draw)
@@ -23,11 +19,11 @@ SplitMixStream::SplitMixStream(std::uint64_t seed, std::string_view name, std::u
 }
 
 std::int64_t SplitMixStream::symmetric_integer(std::int64_t amplitude) {
-  return static_cast<std::int64_t>(below(*this, static_cast<std::uint64_t>(2 * amplitude + 1))) - amplitude;
+  return SymmetricInteger(amplitude)(*this);
 }
 
 std::int64_t SplitMixStream::uniform_below(std::int64_t bound) {
-  return static_cast<std::int64_t>(below(*this, static_cast<std::uint64_t>(bound)));
+  return static_cast<std::int64_t>(UniformBelow(static_cast<std::uint64_t>(bound))(*this));
 }
 
 }  // namespace attncheck

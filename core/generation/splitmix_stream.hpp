@@ -42,4 +42,17 @@ class UniformBelow {
   std::uint64_t limit_;
 };
 
+// Uniform integers in [-amplitude, amplitude], exactly as SplitMixStream::symmetric_integer draws them (one
+// UniformBelow(2 * amplitude + 1) draw, shifted), the rejection limit computed once.
+class SymmetricInteger {
+ public:
+  explicit SymmetricInteger(std::int64_t amplitude)
+      : amplitude_(amplitude), draw_(static_cast<std::uint64_t>(2 * amplitude + 1)) {}
+  std::int64_t operator()(SplitMixStream& stream) const { return static_cast<std::int64_t>(draw_(stream)) - amplitude_; }
+
+ private:
+  std::int64_t amplitude_;
+  UniformBelow draw_;
+};
+
 }  // namespace attncheck
