@@ -136,7 +136,7 @@ Result run_torch(const Case& test_case, const TorchOptions& options, const std::
         plan.tp_size == 1 ? std::nullopt : std::optional(shard_parameters(test_case.weights, plan, r));
     ranks.push_back(std::make_unique<ParallelSelfAttention>(plan, r, own_shard ? *own_shard : test_case.weights, options));
   }
-  const std::optional<NormSums> sums = all_reduce_sum_squares(plan, ranks, x);
+  std::optional<NormSums> sums = all_reduce_sum_squares(plan, ranks, x);
   torch::Tensor out;
   for (int r = 0; r < plan.tp_size; ++r) {
     const torch::Tensor partial = ranks[r]->forward(x, positions, key_lengths, nullptr, sums ? &*sums : nullptr);
@@ -145,21 +145,29 @@ Result run_torch(const Case& test_case, const TorchOptions& options, const std::
   if (o_bias.defined()) out = out + o_bias;  // once, after the partials are summed
   out.backward(to_torch(inputs.dout, tensor_options));
 
+  Result result;
+  result.implementation = name;
+  result.out = from_torch(out);
+  // Decoding reads the weights, not their gradients: done before the gradients are taken, so that the ranks'
+  // weights are freed before the layer's gradients are assembled (never resident beside every copy of them).
+  if (!inputs.decode.empty()) {
+    result.decode_out =
+        run_decode(test_case, ranks, x.detach(), positions, key_lengths, o_bias.defined() ? o_bias.detach() : o_bias);
+  }
   std::vector<Parameters> partials;
   for (const auto& rank : ranks) {
     Parameters partial = rank->take_shard_gradients();
     if (o_bias.defined()) partial.o_bias = from_torch(o_bias.grad());  // every rank sees the whole sum(dout)
     partials.push_back(std::move(partial));
   }
-  Result result;
-  result.implementation = name;
-  result.out = from_torch(out);
-  result.gradients = Gradients{.x = from_torch(x.grad()), .params = assemble_gradients(partials, plan)};
-  result.rank_gradients = reduce_rank_gradients(partials, plan);
-  if (!inputs.decode.empty()) {
-    result.decode_out =
-        run_decode(test_case, ranks, x.detach(), positions, key_lengths, o_bias.defined() ? o_bias.detach() : o_bias);
-  }
+  out.reset();  // the graph's AccumulateGrad nodes hold the weights: out's and the sums' graph let go
+  sums.reset();
+  ranks.clear();
+  // reduce_rank_gradients(partials) is rank_slices(assemble_gradients(partials)): assembled once for both.
+  Parameters assembled = assemble_gradients(partials, plan);
+  partials.clear();
+  result.rank_gradients = rank_slices(assembled, plan);
+  result.gradients = Gradients{.x = from_torch(x.grad()), .params = std::move(assembled)};
   return result;
 }
 

@@ -7,26 +7,6 @@ namespace attncheck {
 
 namespace {
 
-// One segment as row offsets: `rows` rows starting at `fused_row` of the fused tensor and at
-// `shard_row` of the shard's q, k or v projection.
-struct RowCopy {
-  Projection projection;
-  std::int64_t fused_row;
-  std::int64_t shard_row;
-  std::int64_t rows;
-};
-
-std::vector<RowCopy> row_copies(const TpPlan& plan, int rank, FusedQkvLayout layout) {
-  const RankPlan& r = plan.ranks[rank];
-  std::vector<RowCopy> copies;
-  for (const FusedRowSegment& segment : fused_qkv_segments(plan, rank, layout)) {
-    const std::int64_t first = segment.projection == Projection::q ? r.q_proj_rows.begin : r.kv_proj_rows.begin;
-    copies.push_back(
-        {segment.projection, segment.local_rows.begin, segment.source_rows.begin - first, segment.local_rows.size()});
-  }
-  return copies;
-}
-
 template <typename P>
 auto& projection_of(P& shard, Projection projection) {
   return projection == Projection::q ? shard.q_proj : projection == Projection::k ? shard.k_proj : shard.v_proj;
@@ -39,12 +19,32 @@ auto& bias_of(P& shard, Projection projection) {
 
 }  // namespace
 
+Tensor& shard_projection(Parameters& shard, Projection projection) { return projection_of(shard, projection); }
+const Tensor& shard_projection(const Parameters& shard, Projection projection) {
+  return projection_of(shard, projection);
+}
+std::optional<Tensor>& shard_bias(Parameters& shard, Projection projection) { return bias_of(shard, projection); }
+const std::optional<Tensor>& shard_bias(const Parameters& shard, Projection projection) {
+  return bias_of(shard, projection);
+}
+
+std::vector<FusedRowCopy> fused_row_copies(const TpPlan& plan, int rank, FusedQkvLayout layout) {
+  const RankPlan& r = plan.ranks[rank];
+  std::vector<FusedRowCopy> copies;
+  for (const FusedRowSegment& segment : fused_qkv_segments(plan, rank, layout)) {
+    const std::int64_t first = segment.projection == Projection::q ? r.q_proj_rows.begin : r.kv_proj_rows.begin;
+    copies.push_back(
+        {segment.projection, segment.local_rows.begin, segment.source_rows.begin - first, segment.local_rows.size()});
+  }
+  return copies;
+}
+
 FusedQkv fuse_qkv(const Parameters& shard, const TpPlan& plan, int rank, FusedQkvLayout layout) {
   const std::int64_t hidden = plan.geometry.hidden_size();
   const std::int64_t rows = plan.ranks[rank].qkv_rows;
   FusedQkv fused{.weight = Tensor({rows, hidden}), .bias = std::nullopt};
   if (shard.q_bias) fused.bias = Tensor({rows});
-  for (const RowCopy& copy : row_copies(plan, rank, layout)) {
+  for (const FusedRowCopy& copy : fused_row_copies(plan, rank, layout)) {
     std::copy_n(projection_of(shard, copy.projection).values.begin() + copy.shard_row * hidden, copy.rows * hidden,
                 fused.weight.values.begin() + copy.fused_row * hidden);
     if (fused.bias) {
@@ -66,7 +66,7 @@ void split_qkv(const FusedQkv& fused, const TpPlan& plan, int rank, FusedQkvLayo
     shard.k_bias = Tensor({r.kv_width});
     shard.v_bias = Tensor({r.kv_width});
   }
-  for (const RowCopy& copy : row_copies(plan, rank, layout)) {
+  for (const FusedRowCopy& copy : fused_row_copies(plan, rank, layout)) {
     std::copy_n(fused.weight.values.begin() + copy.fused_row * hidden, copy.rows * hidden,
                 projection_of(shard, copy.projection).values.begin() + copy.shard_row * hidden);
     if (fused.bias) {

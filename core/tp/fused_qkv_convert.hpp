@@ -9,6 +9,7 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include "core/model/parameters.hpp"
 #include "core/model/tensor.hpp"
@@ -20,6 +21,25 @@ struct FusedQkv {
   Tensor weight;               // [qkv_rows, hidden]
   std::optional<Tensor> bias;  // [qkv_rows] when the geometry has qkv biases
 };
+
+// One segment of a rank's fused rows as offsets: `rows` rows starting at `fused_row` of the fused tensor and
+// at `shard_row` of the shard's q, k or v projection (and of its bias). fuse_qkv and split_qkv copy these; an
+// implementation that keeps its fused tensors elsewhere (LibTorch's) copies the same rows itself.
+struct FusedRowCopy {
+  Projection projection;
+  std::int64_t fused_row;
+  std::int64_t shard_row;
+  std::int64_t rows;
+};
+
+// The rank's segments in local row order. InputError when the layout cannot express the plan.
+std::vector<FusedRowCopy> fused_row_copies(const TpPlan& plan, int rank, FusedQkvLayout layout);
+
+// The shard's q_proj, k_proj or v_proj (or its bias), by projection.
+Tensor& shard_projection(Parameters& shard, Projection projection);
+const Tensor& shard_projection(const Parameters& shard, Projection projection);
+std::optional<Tensor>& shard_bias(Parameters& shard, Projection projection);
+const std::optional<Tensor>& shard_bias(const Parameters& shard, Projection projection);
 
 // The rank's fused QKV from its shard. InputError when the layout cannot express the plan.
 FusedQkv fuse_qkv(const Parameters& shard, const TpPlan& plan, int rank, FusedQkvLayout layout);
