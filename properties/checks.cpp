@@ -17,17 +17,28 @@ NamedTensors oracle_tensors(const Case& test_case, bool sharded) {
   return tensors;
 }
 
-CheckOutcome check_matches_reference(impl::Implementation& implementation, const Case& test_case) {
-  CheckOutcome outcome{.property = "matches-reference"};
-  NamedTensors expected;
+OracleAnswer oracle_answer(const Case& test_case) {
   try {
-    expected = oracle_tensors(test_case, /*sharded=*/true);  // per-rank ones dropped below if not asked
+    return {.tensors = oracle_tensors(test_case, /*sharded=*/true)};  // per-rank ones dropped if not asked
   } catch (const InputError& error) {
+    return {.declined = error.what()};
+  }
+}
+
+CheckOutcome check_matches_reference(impl::Implementation& implementation, const Case& test_case) {
+  return check_matches_reference(implementation, test_case, oracle_answer(test_case));
+}
+
+CheckOutcome check_matches_reference(impl::Implementation& implementation, const Case& test_case,
+                                     const OracleAnswer& oracle) {
+  CheckOutcome outcome{.property = "matches-reference"};
+  if (!oracle.tensors) {
     return {.verdict = Verdict::unsupported,
             .property = outcome.property,
-            .detail = fmt::format("no reference answer: {}", error.what()),
+            .detail = fmt::format("no reference answer: {}", oracle.declined),
             .unsupported_reason = "no reference answer (the fp64 oracle declined the case)"};
   }
+  NamedTensors expected = *oracle.tensors;  // this check's copy: dropped and regrouped below for the implementation
   NamedTensors actual;
   try {
     actual = implementation.run(test_case);

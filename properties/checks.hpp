@@ -30,6 +30,17 @@ struct CheckOutcome {
 // fail when it throws anything else or a tensor is beyond tolerance, missing or of another shape.
 CheckOutcome check_matches_reference(impl::Implementation& implementation, const Case& test_case);
 
+// The oracle's answer to a case (oracle_tensors with the per-rank gradients), or why it has none: computed once
+// where several implementations are checked on the same case (the property suite's every-implementation
+// properties), since the oracle is a pure function of the case. The check below is the one above, given it.
+struct OracleAnswer {
+  std::optional<NamedTensors> tensors;  // absent when the oracle declined the case
+  std::string declined;                 // then why (its InputError's message)
+};
+OracleAnswer oracle_answer(const Case& test_case);
+CheckOutcome check_matches_reference(impl::Implementation& implementation, const Case& test_case,
+                                     const OracleAnswer& oracle);
+
 // The oracle's answers as the check compares them: all of reference-tp's tensors, without the per-rank
 // gradients for an unsharded implementation or a TP 1 case (whose one rank holds the layer's).
 NamedTensors oracle_tensors(const Case& test_case, bool sharded);

@@ -24,9 +24,10 @@ RC_GTEST_PROP(Properties, EveryImplementationMatchesTheReference, ()) {
   const CaseSpec spec = *case_specs();
   testing::classify(spec);
   const Case test_case = make_case(spec);
+  const OracleAnswer oracle = oracle_answer(test_case);  // once for every implementation: a pure function of the case
   for (const std::string& name : impl::implementation_names()) {
     const auto implementation = impl::open_implementation(name);
-    const CheckOutcome outcome = check_matches_reference(*implementation, test_case);
+    const CheckOutcome outcome = check_matches_reference(*implementation, test_case, oracle);
     if (outcome.verdict == Verdict::fail) RC_FAIL(name + ": " + outcome.detail);
   }
 }

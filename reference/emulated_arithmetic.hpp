@@ -7,12 +7,16 @@
 
 #include <Eigen/Core>
 
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <cfenv>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
 
 #include "core/generation/splitmix_stream.hpp"
@@ -78,12 +82,64 @@ struct Storage {
   }
   double nudge(double value) const { return value; }
 
+  // Every value rounded, in reshaped()'s order: column by column (Eigen's default for reshaped(), whatever the
+  // storage order), which is the order a jittered run's coins are drawn in and so part of its yardstick.
   template <typename S>
   Mat<S> operator()(Mat<S> matrix) const {
+    if constexpr (std::is_same_v<S, float>) {
+      if (precision == Precision::fp32 && jitter != nullptr) {
+        jitter_floats(matrix);
+        return matrix;
+      }
+    }
     if (precision == Precision::bf16 || precision == Precision::fp16 || jitter != nullptr) {
       for (S& value : matrix.reshaped()) value = round(value);
     }
     return matrix;
+  }
+
+  // round() over a jittered fp32 run's values, in the same order with the same draws: a finite nonzero float's
+  // neighbour one ulp away from zero is its bits + 1 and towards zero its bits - 1 (sign and magnitude), which
+  // is what std::nextafter gives, without its call, and the coins without a branch on them (they are random:
+  // half of the branches were mispredicted). Half of an fp32 yardstick's time went to the branchy round().
+  // The draws come from blocks of the stream computed ahead (SplitMixStream::peek: independent of one another,
+  // so computed side by side), each value taking one or two of them: the chain from one value's coins to the
+  // next value's was the loop's cost. The columns are visited in bands of kBand, each gathered into a
+  // column-major scratch first: walking a [4096, 4096] row-major matrix down a column touched a page per value.
+  void jitter_floats(Mat<float>& matrix) const {
+    constexpr std::size_t kDraws = 1024;
+    constexpr Eigen::Index kBand = 64;
+    std::array<std::uint64_t, kDraws> draws;
+    jitter->peek(draws.data(), kDraws);
+    std::size_t used = 0;  // draws of this block taken
+    const Eigen::Index rows = matrix.rows(), cols = matrix.cols();
+    float* values = matrix.data();  // row-major
+    const std::unique_ptr<float[]> band(new float[static_cast<std::size_t>(rows * std::min(cols, kBand))]);
+    for (Eigen::Index first = 0; first < cols; first += kBand) {
+      const Eigen::Index width = std::min(kBand, cols - first);
+      for (Eigen::Index row = 0; row < rows; ++row) {  // band[column * rows + row], column-major
+        for (Eigen::Index column = 0; column < width; ++column) band[column * rows + row] = values[row * cols + first + column];
+      }
+      for (float* value = band.get(); value != band.get() + width * rows; ++value) {
+        const auto bits = std::bit_cast<std::uint32_t>(*value);
+        const std::uint32_t magnitude = bits & 0x7FFFFFFFu;
+        if (magnitude == 0 || magnitude >= 0x7F800000u) continue;  // zero, infinite or NaN: kept, no coin drawn
+        if (used + 2 > kDraws) {
+          jitter->skip(used);
+          jitter->peek(draws.data(), kDraws);
+          used = 0;
+        }
+        // round(): a first coin (the top bit of a draw); on heads a second, away from zero (+1) or towards (-1).
+        const auto heads = static_cast<std::uint32_t>(draws[used] >> 63);
+        const auto away = static_cast<std::uint32_t>(draws[used + 1] >> 63);
+        *value = std::bit_cast<float>(bits + heads * (2 * away - 1));  // unsigned: - 1 wraps to bits - 1
+        used += 1 + heads;
+      }
+      for (Eigen::Index row = 0; row < rows; ++row) {
+        for (Eigen::Index column = 0; column < width; ++column) values[row * cols + first + column] = band[column * rows + row];
+      }
+    }
+    jitter->skip(used);
   }
 };
 

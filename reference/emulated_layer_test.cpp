@@ -4,9 +4,14 @@
 
 #include <cfenv>
 #include <cmath>
+#include <algorithm>
+#include <vector>
+#include <limits>
+#include <bit>
 
 #include "core/generation/input_generation.hpp"
 #include "core/model/rope_frequencies.hpp"
+#include "reference/emulated_arithmetic.hpp"
 #include "reference/emulated_layer.hpp"
 #include "reference/reference.hpp"
 
@@ -122,4 +127,39 @@ TEST(EmulatedLayer, LongropeDecodeUsesEachCallsFrequencies) {
 }
 
 }  // namespace
+// A jittered fp32 run's storage rounding (Storage::operator(), bit arithmetic and branch-free coins) is round()
+// over reshaped(), as the yardstick was defined: the same floats bit for bit in the same (column-major) order of
+// draws, zeros, infinities and NaNs kept without a draw, and the neighbours of the smallest subnormal and the
+// largest finite float as std::nextafter has them.
+TEST(EmulatedStorage, JitteredFp32RoundingIsRoundValueByValue) {
+  std::vector<float> values = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                               std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::denorm_min(),
+                               std::numeric_limits<float>::min(), -std::numeric_limits<float>::min(),
+                               std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(), 1.0f, -1.0f};
+  SplitMixStream source(9, "values");
+  while (values.size() < 4000) {
+    values.push_back(std::ldexp(static_cast<float>(source.symmetric_integer(1 << 20)), -static_cast<int>(source.uniform_below(140))));
+  }
+  // Every special value several times over, at different points of the coin stream.
+  for (int repeat = 0; repeat < 40; ++repeat) values.push_back(values[static_cast<std::size_t>(repeat % 13)]);
+  emulation::Mat<float> matrix(40, static_cast<Eigen::Index>(values.size() / 40));
+  std::copy_n(values.begin(), matrix.size(), matrix.data());
+  SplitMixStream fast_coins(11, "jitter"), plain_coins(11, "jitter");
+  const emulation::Storage fast{.precision = Precision::fp32, .jitter = &fast_coins};
+  const emulation::Storage plain{.precision = Precision::fp32, .jitter = &plain_coins};
+  const emulation::Mat<float> rounded = fast(matrix);
+  emulation::Mat<float> expected = matrix;
+  for (float& value : expected.reshaped()) value = plain.round(value);
+  int moved = 0;
+  for (Eigen::Index i = 0; i < matrix.size(); ++i) {
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(rounded.data()[i]), std::bit_cast<std::uint32_t>(expected.data()[i]))
+        << "value " << i << ": " << matrix.data()[i];
+    moved += rounded.data()[i] != matrix.data()[i];
+  }
+  EXPECT_EQ(fast_coins.next(), plain_coins.next());
+  EXPECT_GT(moved, 1500);  // about half of the finite nonzero values are nudged
+  EXPECT_FLOAT_EQ(rounded(0, 0), 0.0f);
+}
+
 }  // namespace attncheck::reference

@@ -88,6 +88,18 @@ TEST(SplitMixStream, UniformBelowDrawsAsTheDefinitionDoes) {
   }
 }
 
+// Draws computed ahead (peek, then skip) are next()'s draws, and leave the stream where next() leaves it.
+TEST(SplitMixStream, PeekAndSkipDrawAsNextDoes) {
+  SplitMixStream one_by_one(5, "jitter"), ahead(5, "jitter");
+  std::vector<std::uint64_t> block(37);
+  for (const std::size_t taken : {37, 0, 1, 20, 37, 5}) {
+    ahead.peek(block.data(), block.size());
+    for (std::size_t i = 0; i < taken; ++i) ASSERT_EQ(block[i], one_by_one.next()) << "draw " << i;
+    ahead.skip(taken);
+  }
+  EXPECT_EQ(ahead.next(), one_by_one.next());
+}
+
 TEST(InputGeneration, EveryValueIsExactInBf16AndFp16) {
   const Geometry geometry = resolve_geometry(kSpec);
   for (auto distribution :

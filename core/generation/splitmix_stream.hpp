@@ -2,6 +2,7 @@
 // sketches, specified step by step in golden/SCHEMA.md so other languages can rebuild it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -10,17 +11,26 @@ namespace attncheck {
 class SplitMixStream {
  public:
   SplitMixStream(std::uint64_t seed, std::string_view name, std::uint64_t draw = 0);
-  std::uint64_t next() {  // inline: input generation draws hundreds of millions of values
-    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
+  std::uint64_t next() { return mix(state_ += kGamma); }  // inline: input generation draws hundreds of millions
   std::int64_t symmetric_integer(std::int64_t amplitude);  // uniform in [-amplitude, amplitude], by rejection
   std::int64_t uniform_below(std::int64_t bound);          // uniform in [0, bound), by rejection
   bool coin() { return (next() >> 63) != 0; }              // the top bit
 
+  // The next `count` draws, as next() would return them, without moving the stream (skip() does): they do not
+  // depend on one another, so they are computed side by side (the emulated layer's jittered rounding takes
+  // one or two per value).
+  void peek(std::uint64_t* draws, std::size_t count) const {
+    for (std::size_t i = 0; i < count; ++i) draws[i] = mix(state_ + (i + 1) * kGamma);
+  }
+  void skip(std::uint64_t draws) { state_ += draws * kGamma; }
+
  private:
+  static constexpr std::uint64_t kGamma = 0x9E3779B97F4A7C15ULL;
+  static std::uint64_t mix(std::uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
   std::uint64_t state_;
 };
 
