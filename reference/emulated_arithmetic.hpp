@@ -98,20 +98,60 @@ struct Storage {
     return matrix;
   }
 
+  // Each of `count` values rounded in memory order, as `for (value : values) value = round(value)` does.
+  template <typename S>
+  void round_each(S* values, Eigen::Index count) const {
+    if constexpr (std::is_same_v<S, float>) {
+      if (precision == Precision::fp32 && jitter != nullptr) {
+        JitteredFp32 coins(*jitter);
+        for (Eigen::Index i = 0; i < count; ++i) values[i] = coins.round(values[i]);
+        return;
+      }
+    }
+    for (Eigen::Index i = 0; i < count; ++i) values[i] = round(values[i]);
+  }
+
   // round() over a jittered fp32 run's values, in the same order with the same draws: a finite nonzero float's
   // neighbour one ulp away from zero is its bits + 1 and towards zero its bits - 1 (sign and magnitude), which
   // is what std::nextafter gives, without its call, and the coins without a branch on them (they are random:
-  // half of the branches were mispredicted). Half of an fp32 yardstick's time went to the branchy round().
-  // The draws come from blocks of the stream computed ahead (SplitMixStream::peek: independent of one another,
-  // so computed side by side), each value taking one or two of them: the chain from one value's coins to the
-  // next value's was the loop's cost. The columns are visited in bands of kBand, each gathered into a
-  // column-major scratch first: walking a [4096, 4096] row-major matrix down a column touched a page per value.
+  // half of the branches were mispredicted). The draws come from blocks of the stream computed ahead
+  // (SplitMixStream::peek: independent of one another, so computed side by side), each value taking one or two
+  // of them: the chain from one value's coins to the next value's was the loop's cost. Half of an fp32
+  // yardstick's time went to the branchy round(). The stream moves on by the draws taken when it goes.
+  class JitteredFp32 {
+   public:
+    explicit JitteredFp32(SplitMixStream& stream) : stream_(stream) { stream_.peek(draws_.data(), kDraws); }
+    JitteredFp32(const JitteredFp32&) = delete;
+    JitteredFp32& operator=(const JitteredFp32&) = delete;
+    ~JitteredFp32() { stream_.skip(used_); }
+    float round(float value) {
+      const auto bits = std::bit_cast<std::uint32_t>(value);
+      const std::uint32_t magnitude = bits & 0x7FFFFFFFu;
+      if (magnitude == 0 || magnitude >= 0x7F800000u) return value;  // zero, infinite or NaN: kept, no coin drawn
+      if (used_ + 2 > kDraws) {
+        stream_.skip(used_);
+        stream_.peek(draws_.data(), kDraws);
+        used_ = 0;
+      }
+      // A first coin (the top bit of a draw); on heads a second, away from zero (+1) or towards it (-1).
+      const auto heads = static_cast<std::uint32_t>(draws_[used_] >> 63);
+      const auto away = static_cast<std::uint32_t>(draws_[used_ + 1] >> 63);
+      used_ += 1 + heads;
+      return std::bit_cast<float>(bits + heads * (2 * away - 1));  // unsigned: - 1 wraps to bits - 1
+    }
+
+   private:
+    static constexpr std::size_t kDraws = 1024;
+    SplitMixStream& stream_;
+    std::array<std::uint64_t, kDraws> draws_;
+    std::size_t used_ = 0;  // draws of this block taken
+  };
+
+  // The columns are visited in bands of kBand, each gathered into a column-major scratch first: walking a
+  // [4096, 4096] row-major matrix down a column touched a page per value.
   void jitter_floats(Mat<float>& matrix) const {
-    constexpr std::size_t kDraws = 1024;
     constexpr Eigen::Index kBand = 64;
-    std::array<std::uint64_t, kDraws> draws;
-    jitter->peek(draws.data(), kDraws);
-    std::size_t used = 0;  // draws of this block taken
+    JitteredFp32 coins(*jitter);
     const Eigen::Index rows = matrix.rows(), cols = matrix.cols();
     float* values = matrix.data();  // row-major
     const std::unique_ptr<float[]> band(new float[static_cast<std::size_t>(rows * std::min(cols, kBand))]);
@@ -120,26 +160,11 @@ struct Storage {
       for (Eigen::Index row = 0; row < rows; ++row) {  // band[column * rows + row], column-major
         for (Eigen::Index column = 0; column < width; ++column) band[column * rows + row] = values[row * cols + first + column];
       }
-      for (float* value = band.get(); value != band.get() + width * rows; ++value) {
-        const auto bits = std::bit_cast<std::uint32_t>(*value);
-        const std::uint32_t magnitude = bits & 0x7FFFFFFFu;
-        if (magnitude == 0 || magnitude >= 0x7F800000u) continue;  // zero, infinite or NaN: kept, no coin drawn
-        if (used + 2 > kDraws) {
-          jitter->skip(used);
-          jitter->peek(draws.data(), kDraws);
-          used = 0;
-        }
-        // round(): a first coin (the top bit of a draw); on heads a second, away from zero (+1) or towards (-1).
-        const auto heads = static_cast<std::uint32_t>(draws[used] >> 63);
-        const auto away = static_cast<std::uint32_t>(draws[used + 1] >> 63);
-        *value = std::bit_cast<float>(bits + heads * (2 * away - 1));  // unsigned: - 1 wraps to bits - 1
-        used += 1 + heads;
-      }
+      for (float* value = band.get(); value != band.get() + width * rows; ++value) *value = coins.round(*value);
       for (Eigen::Index row = 0; row < rows; ++row) {
         for (Eigen::Index column = 0; column < width; ++column) values[row * cols + first + column] = band[column * rows + row];
       }
     }
-    jitter->skip(used);
   }
 };
 

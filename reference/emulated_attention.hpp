@@ -58,7 +58,7 @@ HeadForward<S> attend_forward(const HeadArithmetic& run, const MaskSpec& mask, c
       auto visible = scores.row(i).segment(keys.begin, keys.end - keys.begin);
       const S maximum = has_sink ? std::max(visible.maxCoeff(), sink_logit) : visible.maxCoeff();
       Row<S> e = (visible.array() - maximum).exp().matrix();
-      for (S& value : e) value = store.round(value);
+      store.round_each(e.data(), e.size());
       const S sink_term = has_sink ? store.round(std::exp(sink_logit - maximum)) : S(0);
       const S sum = e.sum() + sink_term;  // accumulated in S, as without a sink (no storage rounding)
       f.p.row(i).segment(keys.begin, keys.end - keys.begin) = e / sum;
@@ -97,7 +97,7 @@ HeadGradients<S> attend_backward(const HeadArithmetic& run, bool d_from_output, 
     Column<S> weighted;
     if (d_from_output) {
       weighted = (d_context.array() * context.array()).rowwise().sum().matrix();
-      for (S& value : weighted) value = store.round(value);
+      store.round_each(weighted.data(), weighted.size());
     } else {
       weighted = (p.array() * dp.array()).rowwise().sum().matrix();
     }

@@ -160,6 +160,14 @@ TEST(EmulatedStorage, JitteredFp32RoundingIsRoundValueByValue) {
   EXPECT_EQ(fast_coins.next(), plain_coins.next());
   EXPECT_GT(moved, 1500);  // about half of the finite nonzero values are nudged
   EXPECT_FLOAT_EQ(rounded(0, 0), 0.0f);
+  // round_each (a softmax row's exps, in memory order) likewise, the stream left where round() leaves it.
+  std::vector<float> row = values, plain_row = values;
+  fast.round_each(row.data(), static_cast<Eigen::Index>(row.size()));
+  for (float& value : plain_row) value = plain.round(value);
+  for (std::size_t i = 0; i < row.size(); ++i) {
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(row[i]), std::bit_cast<std::uint32_t>(plain_row[i])) << "value " << i;
+  }
+  EXPECT_EQ(fast_coins.next(), plain_coins.next());
 }
 
 }  // namespace attncheck::reference
