@@ -116,7 +116,7 @@ struct Storage {
   // is what std::nextafter gives, without its call, and the coins without a branch on them (they are random:
   // half of the branches were mispredicted). The draws come from blocks of the stream computed ahead
   // (SplitMixStream::peek: independent of one another, so computed side by side), each value taking one or two
-  // of them: the chain from one value's coins to the next value's was the loop's cost. Half of an fp32
+  // of them: the chain from one value's coins to the next value's was the loop's cost. A third of an fp32
   // yardstick's time went to the branchy round(). The stream moves on by the draws taken when it goes.
   class JitteredFp32 {
    public:
