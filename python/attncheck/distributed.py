@@ -165,10 +165,14 @@ class RankPool:
                           for rank in range(self.ranks)]
         for process in self.processes:
             process.start()
-        ready = self._collect(self.ranks, "starting")
-        failed = {rank: detail for rank, (status, detail) in ready.items() if status != "ready"}
-        if failed:
-            raise RuntimeError(f"ranks {sorted(failed)} failed to start: {failed}")
+        try:
+            ready = self._collect(self.ranks, "starting")
+            failed = {rank: detail for rank, (status, detail) in ready.items() if status != "ready"}
+            if failed:
+                raise RuntimeError(f"ranks {sorted(failed)} failed to start: {failed}")
+        except BaseException:  # no pool to stop: leave no process or rendezvous file behind
+            self._kill()
+            raise
 
     def stop(self):
         for process, commands in zip(self.processes, self.commands):
@@ -178,14 +182,21 @@ class RankPool:
             process.join(timeout=10)
             if process.is_alive():
                 process.kill()
-        if os.path.exists(self.init_file):
-            os.unlink(self.init_file)
+        self._remove_init_file()
 
     def restart(self):
+        self._kill()  # start() makes a new rendezvous file: the old world's store is never reused
+        self.start()
+
+    def _kill(self):
         for process in self.processes:
             process.kill()
             process.join()
-        self.start()
+        self._remove_init_file()
+
+    def _remove_init_file(self):
+        if os.path.exists(self.init_file):
+            os.unlink(self.init_file)
 
     def _collect(self, count, what):
         """{rank: (status, detail)} from ranks 0 … count−1; returned early, incomplete, at the first rank that
