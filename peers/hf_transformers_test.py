@@ -93,9 +93,9 @@ def attncheck_geometry(golden):
     return attncheck.case.read_geometry(golden)
 
 
-def refused(work_dir, golden, name, reason, damage_h5=None, damage_file=None):
-    """A copy of golden, damaged through h5py (damage_h5) or as bytes (damage_file(path)), must be
-    refused with exit code 2 and a message containing reason, never a traceback."""
+def damaged(work_dir, golden, name, reason, damage_h5=None, damage_file=None):
+    """(path, [reason]): a copy of golden, damaged through h5py (damage_h5) or as bytes (damage_file(path)),
+    which the adapter must refuse naming reason (refusals())."""
     path = os.path.join(work_dir, f"damaged_{name}.h5")
     shutil.copyfile(golden, path)
     if damage_file:
@@ -103,10 +103,30 @@ def refused(work_dir, golden, name, reason, damage_h5=None, damage_file=None):
     else:
         with h5py.File(path, "r+") as h5:
             damage_h5(h5)
-    result = run([sys.executable, *ADAPTER, path, "-o", os.path.join(work_dir, f"damaged_{name}.candidate.h5")])
-    expect(result.returncode == 2 and reason in result.stderr and "Traceback" not in result.stderr,
-           f"{name}: exit {result.returncode} (want 2), message: {result.stderr.strip()[:200]}")
-    os.remove(path)
+    return path, [reason]
+
+
+def refusals(work_dir, expected):
+    """One adapter process (transformers imports once) over every golden of expected ({path: [reason]}):
+    exit 2, each golden refused on stderr as "MODULE: GOLDEN: ..." naming all its reasons, no candidate for
+    it, and never a traceback."""
+    out_dir = os.path.join(work_dir, "refused")
+    result = run([sys.executable, *ADAPTER, *expected, "--output-dir", out_dir])
+    expect(result.returncode == 2 and "Traceback" not in result.stderr,
+           f"adapter over {len(expected)} goldens to refuse: exit {result.returncode} (want 2), no traceback")
+    prefix = f"{ADAPTER[-1]}: "
+    messages = {}  # path -> its refusal, up to the next one
+    for record in result.stderr.split("\n" + prefix):
+        record = record.removeprefix(prefix)
+        for path in expected:
+            if record.startswith(path + ": "):
+                messages[path] = record[len(path) + 2:].strip()
+    for path, reasons in expected.items():
+        message = messages.get(path, "")
+        candidate = os.path.join(out_dir, os.path.basename(path).removesuffix(".h5") + ".candidate.h5")
+        expect(bool(message) and all(reason in message for reason in reasons) and not os.path.exists(candidate),
+               f"{os.path.basename(path)} refused naming {reasons}: {message[:300] or 'no message'}")
+    print(result.stdout + result.stderr)
 
 
 def deliberately(edit):
@@ -132,33 +152,26 @@ def replace_dataset(h5, name, values):
 
 
 def bad_inputs(work_dir, small_golden):
-    refused(work_dir, small_golden, "truncated", "cannot be read as HDF5", damage_file=truncate)
-    refused(work_dir, small_golden, "missing_x", "inputs/x is missing", lambda h5: h5.__delitem__("inputs/x"))
-    refused(work_dir, small_golden, "float32_dout", "float32",
-            lambda h5: replace_dataset(h5, "inputs/dout", h5["inputs/dout"][()].astype(np.float32)))
-    refused(work_dir, small_golden, "nan_x", "NaN",
-            lambda h5: replace_dataset(h5, "inputs/x", np.full(h5["inputs/x"].shape, np.nan)))
-    refused(work_dir, small_golden, "wrong_shape_positions", "shape",
-            lambda h5: replace_dataset(h5, "inputs/position_ids", np.zeros((1, 2), dtype=np.int64)))
-    refused(work_dir, small_golden, "missing_scale", "scale", lambda h5: h5["geometry"].attrs.__delitem__("scale"))
-    refused(work_dir, small_golden, "interleaved_rope", "rope_style 'interleaved'",
-            deliberately(lambda h5: h5["geometry"].attrs.__setitem__("rope_style", "interleaved")))
+    """{path: [reason]}: damaged copies of a small golden."""
+    return dict([
+        damaged(work_dir, small_golden, "truncated", "cannot be read as HDF5", damage_file=truncate),
+        damaged(work_dir, small_golden, "missing_x", "inputs/x is missing", lambda h5: h5.__delitem__("inputs/x")),
+        damaged(work_dir, small_golden, "float32_dout", "float32",
+                lambda h5: replace_dataset(h5, "inputs/dout", h5["inputs/dout"][()].astype(np.float32))),
+        damaged(work_dir, small_golden, "nan_x", "NaN",
+                lambda h5: replace_dataset(h5, "inputs/x", np.full(h5["inputs/x"].shape, np.nan))),
+        damaged(work_dir, small_golden, "wrong_shape_positions", "shape",
+                lambda h5: replace_dataset(h5, "inputs/position_ids", np.zeros((1, 2), dtype=np.int64))),
+        damaged(work_dir, small_golden, "missing_scale", "scale",
+                lambda h5: h5["geometry"].attrs.__delitem__("scale")),
+        damaged(work_dir, small_golden, "interleaved_rope", "rope_style 'interleaved'",
+                deliberately(lambda h5: h5["geometry"].attrs.__setitem__("rope_style", "interleaved"))),
+    ])
 
 
 def queries_without_keys(golden):
     """Whether the golden has a query that sees no key (SCHEMA.md's masks, as attncheck's package reads them)."""
     return attncheck.read_case(golden, weights=False).queries_seeing_no_key()
-
-
-def refused_rows_without_keys(work_dir, golden):
-    """transformers has no convention for a query that sees no key (an additive finite mask gives the mean
-    of V); the adapter must refuse such a golden (exit 2, saying why), never write a candidate for it."""
-    candidate = os.path.join(work_dir, "rows_without_keys.candidate.h5")
-    result = run([sys.executable, *ADAPTER, golden, "-o", candidate])
-    expect(result.returncode == 2 and "sees no key" in result.stderr and "Traceback" not in result.stderr
-           and not os.path.exists(candidate),
-           f"{os.path.basename(golden)} (queries that see no key) refused: exit {result.returncode}, "
-           f"message: {result.stderr.strip()[:200]}")
 
 
 # Committed goldens whose geometry no transformers module expresses, each with the reasons the adapter must
@@ -170,37 +183,33 @@ EXPECTED_REFUSALS = {"narrow_bidirectional_seq4096.h5": ["causal = 0", "qkv_bias
                      "small_cp_ring_large_logits.h5": ["query_pre_attn_scalar"]}
 
 
-def refused_inexpressible(work_dir, golden, reasons):
-    candidate = os.path.join(work_dir, "inexpressible.candidate.h5")
-    result = run([sys.executable, *ADAPTER, golden, "-o", candidate])
-    expect(result.returncode == 2 and all(reason in result.stderr for reason in reasons)
-           and "Traceback" not in result.stderr and not os.path.exists(candidate),
-           f"{os.path.basename(golden)} refused naming {reasons}: exit {result.returncode}, "
-           f"message: {result.stderr.strip()[:300]}")
-
-
 def main():
     attncheck, work_dir, goldens = sys.argv[1], sys.argv[2], sys.argv[3:]
     os.makedirs(work_dir, exist_ok=True)
+    # transformers has no convention for a query that sees no key (an additive finite mask gives the mean of
+    # V): goldens with such a query are refused, never given a candidate.
     without_keys = [golden for golden in goldens if queries_without_keys(golden)]
-    for golden in without_keys:
-        refused_rows_without_keys(work_dir, golden)
     inexpressible = [golden for golden in goldens if os.path.basename(golden) in EXPECTED_REFUSALS]
-    for golden in inexpressible:
-        refused_inexpressible(work_dir, golden, EXPECTED_REFUSALS[os.path.basename(golden)])
-    agreement(attncheck, work_dir, [golden for golden in goldens if golden not in without_keys + inexpressible])
-    planted_longrope_bug(attncheck, work_dir, goldens)
+    expected = {golden: ["sees no key"] for golden in without_keys}
+    expected.update({golden: EXPECTED_REFUSALS[os.path.basename(golden)] for golden in inexpressible})
     long_goldens = [golden for golden in goldens if "_seq" in os.path.basename(golden)]
     if long_goldens:  # generated inputs: a stored x beside the generator's name is a contradiction
-        refused(work_dir, long_goldens[0], "generator_and_x", "also stores x",
-                lambda h5: h5.create_dataset("inputs/x", data=np.zeros((1, 2, 3))))
-        refused(work_dir, long_goldens[0], "text_input_seed", "/inputs@seed must be an integer",
-                lambda h5: h5["inputs"].attrs.__setitem__("seed", "2026"))
+        expected.update([
+            damaged(work_dir, long_goldens[0], "generator_and_x", "also stores x",
+                    lambda h5: h5.create_dataset("inputs/x", data=np.zeros((1, 2, 3)))),
+            damaged(work_dir, long_goldens[0], "text_input_seed", "/inputs@seed must be an integer",
+                    lambda h5: h5["inputs"].attrs.__setitem__("seed", "2026"))])
     small = [golden for golden in goldens if "small_softcap_padding" in golden]
     if small:
-        bad_inputs(work_dir, small[0])
+        expected.update(bad_inputs(work_dir, small[0]))
     else:
         expect(False, "small_softcap_padding.h5 among the goldens (the bad-input cases damage copies of it)")
+    refusals(work_dir, expected)
+    agreement(attncheck, work_dir, [golden for golden in goldens if golden not in without_keys + inexpressible])
+    planted_longrope_bug(attncheck, work_dir, goldens)
+    for path in expected:
+        if os.path.basename(path).startswith("damaged_"):
+            os.remove(path)
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 

@@ -35,7 +35,8 @@ scaling is transformers' own (rope_parameters from the golden's attributes), its
 attention factor checked against the golden's and then replaced by them (use_schema_frequencies). A geometry the chosen module cannot express (interleaved RoPE, separate q/k/v and o
 bias flags, a query that sees no key, ...) is refused with the reason and exit code 2.
 
-Exit codes: 0 candidates written, 2 bad input or a geometry transformers cannot express. As a worker
+Exit codes: 0 candidates written, 2 bad input or a geometry transformers cannot express (each such golden
+refused on stderr as "MODULE: GOLDEN: reason", no candidate for it; the other goldens still run). As a worker
 (attncheck's protocol, exec_worker/worker.hpp) a geometry it cannot express is answered "unsupported".
 """
 import contextlib
@@ -699,7 +700,7 @@ def adapt(golden_path, candidate_path, architecture, attn_implementation, plant_
         architecture = choose_architecture(case.geometry)
     problems = check_expressible(architecture, case, attn_implementation)
     if problems:
-        raise Unsupported(f"{golden_path}: transformers' {architecture} attention cannot express this golden: {problems}")
+        raise Unsupported(f"transformers' {architecture} attention cannot express this golden: {problems}")
     tensors = run(architecture, case, attn_implementation, plant_bug)
     # One unsharded module: tp_size 1, excused from per-rank gradients.
     attncheck.write_candidate(candidate_path, tensors,
@@ -719,14 +720,15 @@ def main():
     command_line.check_targets(parser, arguments)
     if arguments.worker:
         return worker(arguments.attn_implementation, arguments.plant_bug)
-    try:
-        for golden in arguments.goldens:
-            candidate = command_line.candidate_path(arguments, golden)
+    status = 0
+    for golden in arguments.goldens:
+        candidate = command_line.candidate_path(arguments, golden)
+        try:
             adapt(golden, candidate, arguments.arch, arguments.attn_implementation, arguments.plant_bug)
-    except BadInput as error:
-        print(f"{MODULE}: {error}", file=sys.stderr)
-        return 2
-    return 0
+        except BadInput as error:  # Unsupported included: that golden is refused, the others still run
+            print(f"{MODULE}: {golden}: {error}", file=sys.stderr)
+            status = 2
+    return status
 
 
 if __name__ == "__main__":
