@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/model/half_precision.hpp"
 #include "mutants/mutant_functions.hpp"
 #include "mutants/naive_layer.hpp"
 #include "mutants/tiled_layer.hpp"
@@ -202,7 +203,7 @@ class OnlineSoftmaxSumNotRescaled : public TiledLayer {
 // is exact enough here): what a register of that type keeps.
 double rounded_to(Precision precision, double value) {
   const float single = static_cast<float>(value);
-  if (precision == Precision::fp16) return static_cast<float>(static_cast<_Float16>(single));
+  if (precision == Precision::fp16) return round_to_half(single);
   if (precision != Precision::bf16) return precision == Precision::fp32 ? single : value;
   const auto bits = std::bit_cast<std::uint32_t>(single);
   if ((bits & 0x7F800000u) == 0x7F800000u) return single;  // inf, NaN

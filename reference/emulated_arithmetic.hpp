@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "core/generation/splitmix_stream.hpp"
+#include "core/model/half_precision.hpp"
 #include "core/model/precision.hpp"
 #include "core/model/tensor.hpp"
 #include "reference/emulated_layer.hpp"
@@ -42,14 +43,16 @@ struct Storage {
   SplitMixStream* jitter = nullptr;  // null: round to nearest only
 
   float nearest(float value) const {
-    if (precision == Precision::fp16) return static_cast<float>(static_cast<_Float16>(value));
-    if (precision == Precision::bf16) {
-      if (std::isnan(value)) return value;
-      const auto bits = std::bit_cast<std::uint32_t>(value);
-      const std::uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;  // nearest, ties even
-      return std::bit_cast<float>(rounded);
-    }
+    if (precision == Precision::fp16) return round_to_half(value);
+    if (precision == Precision::bf16) return nearest_bf16(value);
     return value;
+  }
+
+  static float nearest_bf16(float value) {
+    if (std::isnan(value)) return value;
+    const auto bits = std::bit_cast<std::uint32_t>(value);
+    const std::uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;  // nearest, ties even
+    return std::bit_cast<float>(rounded);
   }
 
   // One ulp of the storage precision away from zero or towards it.
@@ -59,8 +62,8 @@ struct Storage {
       return std::bit_cast<float>(away ? bits + 0x10000u : bits - 0x10000u);
     }
     if (precision == Precision::fp16) {
-      const auto bits = std::bit_cast<std::uint16_t>(static_cast<_Float16>(value));
-      return static_cast<float>(std::bit_cast<_Float16>(static_cast<std::uint16_t>(away ? bits + 1 : bits - 1)));
+      const std::uint16_t bits = half_bits(value);
+      return from_half_bits(static_cast<std::uint16_t>(away ? bits + 1 : bits - 1));
     }
     const float infinity = std::numeric_limits<float>::infinity();
     return std::nextafter(value, (value > 0) == away ? infinity : -infinity);
@@ -87,7 +90,7 @@ struct Storage {
   template <typename S>
   Mat<S> operator()(Mat<S> matrix) const {
     if constexpr (std::is_same_v<S, float>) {
-      if (precision == Precision::fp32 && jitter != nullptr) {
+      if (jitter != nullptr) {
         jitter_floats(matrix);
         return matrix;
       }
@@ -102,8 +105,8 @@ struct Storage {
   template <typename S>
   void round_each(S* values, Eigen::Index count) const {
     if constexpr (std::is_same_v<S, float>) {
-      if (precision == Precision::fp32 && jitter != nullptr) {
-        JitteredFp32 coins(*jitter);
+      if (jitter != nullptr) {
+        JitteredFloat coins(*jitter, precision);
         for (Eigen::Index i = 0; i < count; ++i) values[i] = coins.round(values[i]);
         return;
       }
@@ -111,38 +114,57 @@ struct Storage {
     for (Eigen::Index i = 0; i < count; ++i) values[i] = round(values[i]);
   }
 
-  // round() over a jittered fp32 run's values, in the same order with the same draws: a finite nonzero float's
-  // neighbour one ulp away from zero is its bits + 1 and towards zero its bits - 1 (sign and magnitude), which
-  // is what std::nextafter gives, without its call, and the coins without a branch on them (they are random:
-  // half of the branches were mispredicted). The draws come from blocks of the stream computed ahead
-  // (SplitMixStream::peek: independent of one another, so computed side by side), each value taking one or two
-  // of them: the chain from one value's coins to the next value's was the loop's cost. A third of an fp32
-  // yardstick's time went to the branchy round(). The stream moves on by the draws taken when it goes.
-  class JitteredFp32 {
+  // round() over a jittered run's float values, in the same order with the same draws. A finite nonzero
+  // value's neighbour one storage ulp away from zero is its bits + 1 and towards zero its bits - 1, in the
+  // storage type's own bits (sign and magnitude: a float's, a bf16's in a float's top half, a half's), which
+  // is what step() gives, without std::nextafter's call, and the coins without a branch on them (they are
+  // random: half of the branches were mispredicted). The draws come from blocks of the stream computed ahead
+  // (SplitMixStream::peek: independent of one another, so computed side by side), each value taking one or
+  // two of them: the chain from one value's coins to the next value's was the loop's cost. A third of an
+  // fp32 yardstick's time went to the branchy round(), a third of `attncheck mutants`' (bf16, fp16) too. The
+  // stream moves on by the draws taken when it goes.
+  class JitteredFloat {
    public:
-    explicit JitteredFp32(SplitMixStream& stream) : stream_(stream) { stream_.peek(draws_.data(), kDraws); }
-    JitteredFp32(const JitteredFp32&) = delete;
-    JitteredFp32& operator=(const JitteredFp32&) = delete;
-    ~JitteredFp32() { stream_.skip(used_); }
+    JitteredFloat(SplitMixStream& stream, Precision precision) : stream_(stream), precision_(precision) {
+      stream_.peek(draws_.data(), kDraws);
+    }
+    JitteredFloat(const JitteredFloat&) = delete;
+    JitteredFloat& operator=(const JitteredFloat&) = delete;
+    ~JitteredFloat() { stream_.skip(used_); }
     float round(float value) {
+      if (precision_ == Precision::fp16) {
+        const std::uint16_t bits = half_bits(value);
+        const auto magnitude = static_cast<std::uint16_t>(bits & 0x7FFFu);
+        if (magnitude == 0 || magnitude >= 0x7C00u) return from_half_bits(bits);  // zero, infinite or NaN: no coin
+        return from_half_bits(static_cast<std::uint16_t>(bits + nudge()));  // unsigned: - 1 wraps to bits - 1
+      }
+      // bf16 moves by the float bit that is its last; fp32 (and fp64 kept in float) by the last float bit.
+      const std::uint32_t ulp = precision_ == Precision::bf16 ? 0x10000u : 1u;
+      if (precision_ == Precision::bf16) value = nearest_bf16(value);
       const auto bits = std::bit_cast<std::uint32_t>(value);
       const std::uint32_t magnitude = bits & 0x7FFFFFFFu;
       if (magnitude == 0 || magnitude >= 0x7F800000u) return value;  // zero, infinite or NaN: kept, no coin drawn
+      return std::bit_cast<float>(bits + nudge() * ulp);
+    }
+
+   private:
+    // 0, +1 (away from zero) or -1 as an unsigned (wrapping): a first coin (the top bit of a draw); on heads a
+    // second, away from zero or towards it.
+    std::uint32_t nudge() {
       if (used_ + 2 > kDraws) {
         stream_.skip(used_);
         stream_.peek(draws_.data(), kDraws);
         used_ = 0;
       }
-      // A first coin (the top bit of a draw); on heads a second, away from zero (+1) or towards it (-1).
       const auto heads = static_cast<std::uint32_t>(draws_[used_] >> 63);
       const auto away = static_cast<std::uint32_t>(draws_[used_ + 1] >> 63);
       used_ += 1 + heads;
-      return std::bit_cast<float>(bits + heads * (2 * away - 1));  // unsigned: - 1 wraps to bits - 1
+      return heads * (2 * away - 1);
     }
 
-   private:
     static constexpr std::size_t kDraws = 1024;
     SplitMixStream& stream_;
+    Precision precision_;
     std::array<std::uint64_t, kDraws> draws_;
     std::size_t used_ = 0;  // draws of this block taken
   };
@@ -151,7 +173,7 @@ struct Storage {
   // [4096, 4096] row-major matrix down a column touched a page per value.
   void jitter_floats(Mat<float>& matrix) const {
     constexpr Eigen::Index kBand = 64;
-    JitteredFp32 coins(*jitter);
+    JitteredFloat coins(*jitter, precision);
     const Eigen::Index rows = matrix.rows(), cols = matrix.cols();
     float* values = matrix.data();  // row-major
     const std::unique_ptr<float[]> band(new float[static_cast<std::size_t>(rows * std::min(cols, kBand))]);

@@ -127,47 +127,59 @@ TEST(EmulatedLayer, LongropeDecodeUsesEachCallsFrequencies) {
 }
 
 }  // namespace
-// A jittered fp32 run's storage rounding (Storage::operator(), bit arithmetic and branch-free coins) is round()
+// A jittered run's storage rounding (Storage::operator(), bit arithmetic and branch-free coins) is round()
 // over reshaped(), as the yardstick was defined: the same floats bit for bit in the same (column-major) order of
 // draws, zeros, infinities and NaNs kept without a draw, and the neighbours of the smallest subnormal and the
 // largest finite float as std::nextafter has them.
-TEST(EmulatedStorage, JitteredFp32RoundingIsRoundValueByValue) {
+TEST(EmulatedStorage, JitteredRoundingIsRoundValueByValue) {
   std::vector<float> values = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
                                -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
                                std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::denorm_min(),
                                std::numeric_limits<float>::min(), -std::numeric_limits<float>::min(),
-                               std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(), 1.0f, -1.0f};
+                               std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(), 1.0f, -1.0f,
+                               // fp16's largest, what rounds to its infinity, and its smallest subnormal
+                               65504.0f, -65520.0f, 0x1p-24f, -0x1p-24f, 0x1p-26f};
+  const std::size_t specials = values.size();
   SplitMixStream source(9, "values");
   while (values.size() < 4000) {
     values.push_back(std::ldexp(static_cast<float>(source.symmetric_integer(1 << 20)), -static_cast<int>(source.uniform_below(140))));
   }
   // Every special value several times over, at different points of the coin stream.
-  for (int repeat = 0; repeat < 40; ++repeat) values.push_back(values[static_cast<std::size_t>(repeat % 13)]);
+  for (int repeat = 0; repeat < 40; ++repeat) values.push_back(values[static_cast<std::size_t>(repeat) % specials]);
+  while (values.size() % 40 != 0) values.push_back(values[values.size() % 97]);
   emulation::Mat<float> matrix(40, static_cast<Eigen::Index>(values.size() / 40));
   std::copy_n(values.begin(), matrix.size(), matrix.data());
-  SplitMixStream fast_coins(11, "jitter"), plain_coins(11, "jitter");
-  const emulation::Storage fast{.precision = Precision::fp32, .jitter = &fast_coins};
-  const emulation::Storage plain{.precision = Precision::fp32, .jitter = &plain_coins};
-  const emulation::Mat<float> rounded = fast(matrix);
-  emulation::Mat<float> expected = matrix;
-  for (float& value : expected.reshaped()) value = plain.round(value);
-  int moved = 0;
-  for (Eigen::Index i = 0; i < matrix.size(); ++i) {
-    ASSERT_EQ(std::bit_cast<std::uint32_t>(rounded.data()[i]), std::bit_cast<std::uint32_t>(expected.data()[i]))
-        << "value " << i << ": " << matrix.data()[i];
-    moved += rounded.data()[i] != matrix.data()[i];
+  for (const Precision precision : {Precision::fp32, Precision::bf16, Precision::fp16}) {
+    SCOPED_TRACE(std::string(to_string(precision)));
+    SplitMixStream fast_coins(11, "jitter"), plain_coins(11, "jitter");
+    const emulation::Storage fast{.precision = precision, .jitter = &fast_coins};
+    const emulation::Storage plain{.precision = precision, .jitter = &plain_coins};
+    const emulation::Mat<float> rounded = fast(matrix);
+    emulation::Mat<float> expected = matrix;
+    for (float& value : expected.reshaped()) value = plain.round(value);
+    int nudged = 0, can_move = 0;
+    for (Eigen::Index i = 0; i < matrix.size(); ++i) {
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(rounded.data()[i]), std::bit_cast<std::uint32_t>(expected.data()[i]))
+          << "value " << i << ": " << matrix.data()[i];
+      const float nearest = plain.nearest(matrix.data()[i]);
+      nudged += rounded.data()[i] != nearest;
+      can_move += nearest != 0.0f && std::isfinite(nearest);
+    }
+    EXPECT_EQ(fast_coins.next(), plain_coins.next());
+    // About half of the values finite and nonzero in the storage type are nudged (fp16 flushes many to 0).
+    EXPECT_GT(can_move, 1000);
+    EXPECT_GT(nudged, 2 * can_move / 5);
+    EXPECT_LT(nudged, 3 * can_move / 5);
+    EXPECT_FLOAT_EQ(rounded(0, 0), 0.0f);
+    // round_each (a softmax row's exps, in memory order) likewise, the stream left where round() leaves it.
+    std::vector<float> row = values, plain_row = values;
+    fast.round_each(row.data(), static_cast<Eigen::Index>(row.size()));
+    for (float& value : plain_row) value = plain.round(value);
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(row[i]), std::bit_cast<std::uint32_t>(plain_row[i])) << "value " << i;
+    }
+    EXPECT_EQ(fast_coins.next(), plain_coins.next());
   }
-  EXPECT_EQ(fast_coins.next(), plain_coins.next());
-  EXPECT_GT(moved, 1500);  // about half of the finite nonzero values are nudged
-  EXPECT_FLOAT_EQ(rounded(0, 0), 0.0f);
-  // round_each (a softmax row's exps, in memory order) likewise, the stream left where round() leaves it.
-  std::vector<float> row = values, plain_row = values;
-  fast.round_each(row.data(), static_cast<Eigen::Index>(row.size()));
-  for (float& value : plain_row) value = plain.round(value);
-  for (std::size_t i = 0; i < row.size(); ++i) {
-    ASSERT_EQ(std::bit_cast<std::uint32_t>(row[i]), std::bit_cast<std::uint32_t>(plain_row[i])) << "value " << i;
-  }
-  EXPECT_EQ(fast_coins.next(), plain_coins.next());
 }
 
 }  // namespace attncheck::reference
