@@ -6,8 +6,8 @@ each golden read once for all of them, and the JUnit report read back:
   every golden); every implementation but the sdpa path (whose declines are by name: softcap, sinks, latent
   attention, a query that sees no key) declines none;
 - memory: every pair reports its peak resident memory (PairMemory, `run --junit`) and keeps within its bound,
-  3 x its layer's bytes + 64 MiB (reference/memory_estimate.hpp), except the pairs in MAY_EXCEED_BOUND, each with
-  the figures measured and the reason: those are reported, not held (issue 40 is open on them).
+  3 x its layer's bytes + 64 MiB (reference/memory_estimate.hpp), except any pair named in MAY_EXCEED_BOUND with
+  the figures measured and the reason, which is reported, not held (none today).
 
     committed_run_test.py ATTNCHECK GOLDEN_DATA_DIR"""
 import pathlib
@@ -17,13 +17,10 @@ import tempfile
 import xml.etree.ElementTree as ElementTree
 
 # (implementation, golden) -> why it may exceed its bound. docs/MEASUREMENTS.md ("Memory") has the figures.
-MAY_EXCEED_BOUND = {
-    ("torch-cpu-fp64", "gemma-2-narrow_layer0_tp2_seq4160.h5"):
-        "1.7-2.3 GB in four runs for a 615 MB layer (bound 1.9 GB): eager attention's [seq, seq] tensors "
-        "(4160^2 x 8 bytes = 138 MB each) fragment the heap that attncheck keeps from unmapping (cli/main.cpp), "
-        "by as much as the threads' order of allocation makes them; with glibc's default mapping of large blocks "
-        "the same pair peaks at 1.0-1.2 GB, but the whole run takes 162 s instead of 105 s",
-}
+# None today: torch-cpu-fp64 on gemma-2-narrow_layer0_tp2_seq4160 (1.7-2.3 GB for a 615 MB layer, heap
+# fragmentation by eager attention's 138 MB [seq, seq] tensors) keeps within it since LibTorch's blocks of
+# 128 MiB and more are mapped by themselves (torch_impl/large_block_allocator.hpp).
+MAY_EXCEED_BOUND = {}
 DECLINES_BY_NAME = {"torch-cpu-fp64-sdpa"}
 
 attncheck, data = sys.argv[1], pathlib.Path(sys.argv[2])

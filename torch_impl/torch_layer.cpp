@@ -1,5 +1,6 @@
 #include "torch_impl/torch_layer.hpp"
 
+#include "torch_impl/large_block_allocator.hpp"
 #include "torch_impl/latent_self_attention.hpp"
 
 #include <memory>
@@ -115,6 +116,11 @@ Result run_latent(const Case& test_case, const TorchOptions& options, const std:
 }  // namespace
 
 Result run_torch(const Case& test_case, const TorchOptions& options, const std::string& name) {
+  install_large_block_allocator();
+  // Declared first, so destroyed last: once this run's tensors are freed, the large blocks kept for reuse go.
+  struct ReleaseKeptBlocks {
+    ~ReleaseKeptBlocks() { release_kept_large_blocks(); }
+  } const release_kept_blocks;
   if (options.cuda && !torch::cuda::is_available()) throw TorchUnsupported("no CUDA device");
   validate_case(test_case);
   if (test_case.geometry().is_latent()) return run_latent(test_case, options, name);
