@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ElementTree
 # (implementation, golden) -> why it may exceed its bound. docs/MEASUREMENTS.md ("Memory") has the figures.
 # None today: torch-cpu-fp64 on gemma-2-narrow_layer0_tp2_seq4160 (1.7-2.3 GB for a 615 MB layer, heap
 # fragmentation by eager attention's 138 MB [seq, seq] tensors) keeps within it since LibTorch's blocks of
-# 128 MiB and more are mapped by themselves (torch_impl/large_block_allocator.hpp).
+# 64 MiB and more are mapped by themselves (torch_impl/large_block_allocator.hpp).
 MAY_EXCEED_BOUND = {}
 DECLINES_BY_NAME = {"torch-cpu-fp64-sdpa"}
 

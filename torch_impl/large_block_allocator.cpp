@@ -1,6 +1,6 @@
 // large_block_allocator.hpp: a c10::Allocator over LibTorch's default CPU allocator. The raw interface
 // (raw_deleter: data == context) is kept, as LibTorch's own allocator has it: the deleter finds a mapped
-// block in a registry by its address (few: only blocks of 128 MiB or more), anything else is LibTorch's.
+// block in a registry by its address (few: only blocks of 64 MiB or more), anything else is LibTorch's.
 //
 // A freed mapped block is kept for the next request of exactly its size (attention's [seq, seq] tensors
 // come back once per head and step), which spares the kernel's zeroing of fresh pages (mapping every block
