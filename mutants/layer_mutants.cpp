@@ -204,10 +204,8 @@ class OnlineSoftmaxSumNotRescaled : public TiledLayer {
 double rounded_to(Precision precision, double value) {
   const float single = static_cast<float>(value);
   if (precision == Precision::fp16) return round_to_half(single);
-  if (precision != Precision::bf16) return precision == Precision::fp32 ? single : value;
-  const auto bits = std::bit_cast<std::uint32_t>(single);
-  if ((bits & 0x7F800000u) == 0x7F800000u) return single;  // inf, NaN
-  return std::bit_cast<float>((bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u);
+  if (precision == Precision::bf16) return round_to_bfloat16(single);
+  return precision == Precision::fp32 ? single : value;
 }
 
 // Accumulation in a 16-bit type where the contract (golden/SCHEMA.md, "Precision contract") asks for

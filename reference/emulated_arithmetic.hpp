@@ -44,15 +44,8 @@ struct Storage {
 
   float nearest(float value) const {
     if (precision == Precision::fp16) return round_to_half(value);
-    if (precision == Precision::bf16) return nearest_bf16(value);
+    if (precision == Precision::bf16) return round_to_bfloat16(value);
     return value;
-  }
-
-  static float nearest_bf16(float value) {
-    if (std::isnan(value)) return value;
-    const auto bits = std::bit_cast<std::uint32_t>(value);
-    const std::uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;  // nearest, ties even
-    return std::bit_cast<float>(rounded);
   }
 
   // One ulp of the storage precision away from zero or towards it.
@@ -140,7 +133,7 @@ struct Storage {
       }
       // bf16 moves by the float bit that is its last; fp32 (and fp64 kept in float) by the last float bit.
       const std::uint32_t ulp = precision_ == Precision::bf16 ? 0x10000u : 1u;
-      if (precision_ == Precision::bf16) value = nearest_bf16(value);
+      if (precision_ == Precision::bf16) value = round_to_bfloat16(value);
       const auto bits = std::bit_cast<std::uint32_t>(value);
       const std::uint32_t magnitude = bits & 0x7FFFFFFFu;
       if (magnitude == 0 || magnitude >= 0x7F800000u) return value;  // zero, infinite or NaN: kept, no coin drawn

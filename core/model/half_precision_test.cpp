@@ -39,5 +39,14 @@ TEST(HalfPrecision, WidensEveryHalfExactly) {
   EXPECT_TRUE(std::isnan(round_to_half(NAN)));
 }
 
+TEST(HalfPrecision, RoundsToBfloat16ToNearestEven) {
+  EXPECT_EQ(round_to_bfloat16(1.0f + 0x1p-8f), 1.0f);                    // a tie: to the even 1.0
+  EXPECT_EQ(round_to_bfloat16(1.0f + 3 * 0x1p-8f), 1.0f + 0x1p-6f);      // a tie: to the even 1 + 2^-6
+  EXPECT_EQ(round_to_bfloat16(1.0f + 0x1p-8f + 0x1p-20f), 1.0f + 0x1p-7f);  // past the tie: up
+  EXPECT_EQ(round_to_bfloat16(-0x1.FFFFFEp127f), -INFINITY);             // overflow
+  EXPECT_EQ(round_to_bfloat16(INFINITY), INFINITY);
+  EXPECT_TRUE(std::isnan(round_to_bfloat16(std::bit_cast<float>(0x7FFFFFFFu))));  // a NaN that would carry
+}
+
 }  // namespace
 }  // namespace attncheck
