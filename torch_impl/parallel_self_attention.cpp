@@ -82,9 +82,8 @@ torch::Tensor to_torch(const Tensor& tensor, const torch::TensorOptions& options
 
 Tensor from_torch(const torch::Tensor& tensor) {
   const torch::Tensor host = tensor.detach().to(torch::kCPU, torch::kFloat64).contiguous();
-  Tensor result(Shape(host.sizes().begin(), host.sizes().end()));
-  std::copy_n(host.data_ptr<double>(), result.numel(), result.values.begin());
-  return result;
+  const double* values = host.data_ptr<double>();  // copied as it stands, not into a zero-filled vector
+  return Tensor(Shape(host.sizes().begin(), host.sizes().end()), std::vector<double>(values, values + host.numel()));
 }
 
 Tensor take_gradient(torch::Tensor& parameter) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 namespace attncheck {
 
@@ -12,32 +14,43 @@ Tensor slice_rows(const Tensor& tensor, IndexRange rows) {
   const std::int64_t cols = tensor.shape.size() == 2 ? tensor.shape[1] : 1;
   Shape shape = tensor.shape;
   shape[0] = rows.size();
-  Tensor slice(shape);
-  std::copy(tensor.values.begin() + rows.begin * cols, tensor.values.begin() + rows.end * cols, slice.values.begin());
-  return slice;
+  // Built from the range rather than zero-filled and then overwritten: a wide layer's shards are hundreds of
+  // megabytes, and zeroing them first was a second pass over fresh memory on one thread.
+  return Tensor(std::move(shape), std::vector<double>(tensor.values.begin() + rows.begin * cols,
+                                                      tensor.values.begin() + rows.end * cols));
 }
 
 // columns [begin, end) of a row-major [rows, cols] tensor.
 Tensor slice_columns(const Tensor& tensor, IndexRange columns) {
   const std::int64_t rows = tensor.shape[0];
   const std::int64_t cols = tensor.shape[1];
-  Tensor slice({rows, columns.size()});
+  std::vector<double> values;  // appended row by row, not zero-filled first (as slice_rows)
+  values.reserve(static_cast<std::size_t>(rows * columns.size()));
   for (std::int64_t r = 0; r < rows; ++r) {
-    std::copy(tensor.values.begin() + r * cols + columns.begin, tensor.values.begin() + r * cols + columns.end,
-              slice.values.begin() + r * columns.size());
+    values.insert(values.end(), tensor.values.begin() + r * cols + columns.begin,
+                  tensor.values.begin() + r * cols + columns.end);
   }
-  return slice;
+  return Tensor({rows, columns.size()}, std::move(values));
 }
+
+// Element by element, so OpenMP's threads change no bit; threads only for a wide layer's tensors (on one thread
+// these loops over hundreds of megabytes, each page fresh, held the other core idle).
+constexpr std::int64_t kParallelElements = std::int64_t{1} << 18;
 
 // target rows [begin, end) += source (whole), for row-major tensors with the same column count.
 void add_rows(Tensor& target, IndexRange rows, const Tensor& source) {
   const std::int64_t cols = target.shape.size() == 2 ? target.shape[1] : 1;
-  for (std::int64_t i = 0; i < rows.size() * cols; ++i) target.values[rows.begin * cols + i] += source.values[i];
+  const std::int64_t count = rows.size() * cols;
+  double* into = target.values.data() + rows.begin * cols;
+  const double* from = source.values.data();
+#pragma omp parallel for schedule(static) if (count >= kParallelElements)
+  for (std::int64_t i = 0; i < count; ++i) into[i] += from[i];
 }
 
 void add_columns(Tensor& target, IndexRange columns, const Tensor& source) {
   const std::int64_t rows = target.shape[0];
   const std::int64_t cols = target.shape[1];
+#pragma omp parallel for schedule(static) if (rows * columns.size() >= kParallelElements)
   for (std::int64_t r = 0; r < rows; ++r) {
     for (std::int64_t c = 0; c < columns.size(); ++c) {
       target.values[r * cols + columns.begin + c] += source.values[r * columns.size() + c];
@@ -48,12 +61,17 @@ void add_columns(Tensor& target, IndexRange columns, const Tensor& source) {
 // target rows [begin, end) = source (whole); target columns [begin, end) = source.
 void copy_rows(Tensor& target, IndexRange rows, const Tensor& source) {
   const std::int64_t cols = target.shape.size() == 2 ? target.shape[1] : 1;
-  std::copy(source.values.begin(), source.values.end(), target.values.begin() + rows.begin * cols);
+  const std::int64_t count = source.numel();
+  double* into = target.values.data() + rows.begin * cols;
+  const double* from = source.values.data();
+#pragma omp parallel for schedule(static) if (count >= kParallelElements)
+  for (std::int64_t i = 0; i < count; ++i) into[i] = from[i];
 }
 
 void copy_columns(Tensor& target, IndexRange columns, const Tensor& source) {
   const std::int64_t rows = target.shape[0];
   const std::int64_t cols = target.shape[1];
+#pragma omp parallel for schedule(static) if (rows * columns.size() >= kParallelElements)
   for (std::int64_t r = 0; r < rows; ++r) {
     std::copy_n(source.values.begin() + r * columns.size(), columns.size(),
                 target.values.begin() + r * cols + columns.begin);
