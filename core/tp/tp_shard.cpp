@@ -33,59 +33,46 @@ Tensor slice_columns(const Tensor& tensor, IndexRange columns) {
   return Tensor({rows, columns.size()}, std::move(values));
 }
 
+enum class Put { add, copy };
+
 // Element by element, so OpenMP's threads change no bit; threads only for a wide layer's tensors (on one thread
 // these loops over hundreds of megabytes, each page fresh, held the other core idle).
 constexpr std::int64_t kParallelElements = std::int64_t{1} << 18;
 
-// target rows [begin, end) += source (whole), for row-major tensors with the same column count.
-void add_rows(Tensor& target, IndexRange rows, const Tensor& source) {
-  const std::int64_t cols = target.shape.size() == 2 ? target.shape[1] : 1;
-  const std::int64_t count = rows.size() * cols;
-  double* into = target.values.data() + rows.begin * cols;
-  const double* from = source.values.data();
-#pragma omp parallel for schedule(static) if (count >= kParallelElements)
-  for (std::int64_t i = 0; i < count; ++i) into[i] += from[i];
-}
-
-void add_columns(Tensor& target, IndexRange columns, const Tensor& source) {
-  const std::int64_t rows = target.shape[0];
-  const std::int64_t cols = target.shape[1];
-#pragma omp parallel for schedule(static) if (rows * columns.size() >= kParallelElements)
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t c = 0; c < columns.size(); ++c) {
-      target.values[r * cols + columns.begin + c] += source.values[r * columns.size() + c];
+// For r < row_count: into[r * into_stride + c] (+)= from[r * width + c], c < width. `from` is a rank's
+// row-major [row_count, width] slice; `into` points at that slice's first element in the full tensor.
+void put_slice(double* into, std::int64_t into_stride, const double* from, std::int64_t row_count,
+               std::int64_t width, Put put) {
+#pragma omp parallel for schedule(static) if (row_count * width >= kParallelElements)
+  for (std::int64_t r = 0; r < row_count; ++r) {
+    double* to = into + r * into_stride;
+    const double* source = from + r * width;
+    if (put == Put::add) {
+      for (std::int64_t c = 0; c < width; ++c) to[c] += source[c];
+    } else {
+      std::copy_n(source, width, to);
     }
   }
 }
 
-// target rows [begin, end) = source (whole); target columns [begin, end) = source.
-void copy_rows(Tensor& target, IndexRange rows, const Tensor& source) {
+// target rows [begin, end) (+)= source (whole), for row-major tensors with the same column count (or vectors).
+void put_rows(Tensor& target, IndexRange rows, const Tensor& source, Put put) {
   const std::int64_t cols = target.shape.size() == 2 ? target.shape[1] : 1;
-  const std::int64_t count = source.numel();
-  double* into = target.values.data() + rows.begin * cols;
-  const double* from = source.values.data();
-#pragma omp parallel for schedule(static) if (count >= kParallelElements)
-  for (std::int64_t i = 0; i < count; ++i) into[i] = from[i];
+  put_slice(target.values.data() + rows.begin * cols, cols, source.values.data(), rows.size(), cols, put);
 }
 
-void copy_columns(Tensor& target, IndexRange columns, const Tensor& source) {
-  const std::int64_t rows = target.shape[0];
-  const std::int64_t cols = target.shape[1];
-#pragma omp parallel for schedule(static) if (rows * columns.size() >= kParallelElements)
-  for (std::int64_t r = 0; r < rows; ++r) {
-    std::copy_n(source.values.begin() + r * columns.size(), columns.size(),
-                target.values.begin() + r * cols + columns.begin);
-  }
+// target columns [begin, end) (+)= source (whole), for row-major [rows, cols] tensors.
+void put_columns(Tensor& target, IndexRange columns, const Tensor& source, Put put) {
+  put_slice(target.values.data() + columns.begin, target.shape[1], source.values.data(), target.shape[0],
+            columns.size(), put);
 }
-
-enum class Put { add, copy };
 
 // Puts a rank's head-sliced tensors into their slices of the full ones (q/k/v_proj and their biases by
 // rows, o_proj by columns; whole-width norm weights by channel), adding or copying. The tensors every
 // rank holds whole are the caller's.
 void put_head_slices(Parameters& full, const Parameters& rank, const RankPlan& plan, bool norms_by_channel, Put put) {
   const auto rows = [put](Tensor& target, IndexRange range, const Tensor& source) {
-    put == Put::add ? add_rows(target, range, source) : copy_rows(target, range, source);
+    put_rows(target, range, source, put);
   };
   if (full.has_q_proj()) rows(full.q_proj, plan.q_proj_rows, rank.q_proj);
   if (full.has_kv_proj()) {
@@ -102,8 +89,7 @@ void put_head_slices(Parameters& full, const Parameters& rank, const RankPlan& p
     rows(*full.q_norm, plan.q_proj_rows, *rank.q_norm);
     rows(*full.k_norm, plan.kv_proj_rows, *rank.k_norm);
   }
-  put == Put::add ? add_columns(full.o_proj, plan.o_proj_columns, rank.o_proj)
-                  : copy_columns(full.o_proj, plan.o_proj_columns, rank.o_proj);
+  put_columns(full.o_proj, plan.o_proj_columns, rank.o_proj, put);
 }
 
 void add_whole(std::optional<Tensor>& target, const std::optional<Tensor>& source) {
