@@ -1,5 +1,4 @@
 // attncheck: entry point; everything else is in cli_app.cpp.
-#include <malloc.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -9,6 +8,7 @@
 #include <vector>
 
 #include "cli/cli_app.hpp"
+#include "core/resources/fresh_pages.hpp"
 
 namespace {
 
@@ -56,9 +56,9 @@ int main(int argc, char** argv) {
   // reference's run 6.7 s -> 1.6 s without it. Peak memory grows by about a tenth. One arena: a thread's
   // own arena (OpenMP's GEMM threads, `run --jobs`) is a set of mapped heaps that would bring the mapping
   // back (sys time over the committed goldens 70 s -> 5-25 s).
-  mallopt(M_ARENA_MAX, 1);
-  mallopt(M_MMAP_MAX, 0);
-  mallopt(M_TRIM_THRESHOLD, -1);  // cast to unsigned: never trim
+  // core/resources/fresh_pages.hpp: the three mallopt settings, and large zero-filled tensors faulted in on
+  // OpenMP's threads.
+  attncheck::keep_heap_for_reuse();
   const std::vector<std::string> args(argv + 1, argv + argc);
   return attncheck::cli::run_cli(args, std::cout, std::cerr);
 }

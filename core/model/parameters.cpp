@@ -107,9 +107,7 @@ Parameters parameter_shapes(const Geometry& geometry, ParameterWidths widths) {
 }
 
 Parameters zero_filled(Parameters shapes) {
-  for_each_parameter(shapes, [](std::string_view, Tensor& tensor) {
-    tensor.values.assign(static_cast<std::size_t>(element_count(tensor.shape)), 0.0);
-  });
+  for_each_parameter(shapes, [](std::string_view, Tensor& tensor) { tensor = Tensor(std::move(tensor.shape)); });
   return shapes;
 }
 
