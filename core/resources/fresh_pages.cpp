@@ -4,7 +4,6 @@
 #include <omp.h>
 
 #include <atomic>
-
 #include <cstdint>
 #include <cstdlib>
 
