@@ -23,7 +23,8 @@ void keep_heap_for_reuse() {
 }
 
 void prefault_next_block(std::size_t bytes) {
-  if (!heap_kept || bytes < kPrefaultBytes || omp_in_parallel() || omp_get_max_threads() < 2) return;
+  // The size first: every Tensor built zero-filled asks, and almost all are small.
+  if (bytes < kPrefaultBytes || !heap_kept || omp_in_parallel() || omp_get_max_threads() < 2) return;
   // volatile: the writes are the point; a compiler seeing the block freed unread could drop them.
   volatile char* block = static_cast<volatile char*>(std::malloc(bytes));
   if (block == nullptr) return;  // the allocation that follows reports the shortage itself

@@ -18,12 +18,12 @@ inline constexpr std::size_t kPrefaultBytes = std::size_t{16} << 20;
 // double its faults.
 void keep_heap_for_reuse();
 
-// Where keep_heap_for_reuse() has run: takes a block of `bytes` from the heap, writes one byte of each 4 KiB page on OpenMP's threads and frees it,
-// so that the next allocation of that size gets pages already faulted in: glibc hands a freed block back to
-// the next request of its size (main() keeps one arena, maps nothing and never trims). Only a matter of time:
-// where the allocator hands out another block (another allocator, ASan's quarantine), that allocation faults
-// its pages itself as before, and the touched pages stay in the heap for later ones. Below kPrefaultBytes, or
-// inside a parallel region, or on one thread, it does nothing.
+// Where keep_heap_for_reuse() has run: takes a block of `bytes` from the heap, writes one byte of each 4 KiB
+// page on OpenMP's threads and frees it, so that the next allocation of that size gets pages already faulted
+// in: glibc hands a freed block back to the next request of its size (main() keeps one arena, maps nothing and
+// never trims). Only a matter of time: where the allocator hands out another block (another allocator, ASan's
+// quarantine), that allocation faults its pages itself as before, and the touched pages stay in the heap for
+// later ones. Below kPrefaultBytes, inside a parallel region, or on one thread, it does nothing.
 void prefault_next_block(std::size_t bytes);
 
 }  // namespace attncheck
