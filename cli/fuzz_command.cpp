@@ -15,6 +15,8 @@
 #include "cli/golden_command.hpp"
 #include "cli/html_report.hpp"
 #include "core/errors/input_error.hpp"
+#include "core/capabilities/capabilities_json.hpp"
+#include "impl/narrowed_implementation.hpp"
 #include "impl/registry.hpp"
 #include "mutants/catalog.hpp"
 #include "properties/fuzz.hpp"
@@ -45,16 +47,23 @@ std::pair<std::int64_t, std::int64_t> parse_shard(const std::string& text) {
   return {index, count};
 }
 
-// The repro folder is made (or found) and checked writable before any case runs: a fuzz that finds a
-// failure after an hour must not then fail to write it (`--repro-dir /dev/null` used to end in an
-// internal filesystem error).
+// The repro folder is checked before any case runs: a fuzz that finds a failure after an hour must not then
+// fail to write it (`--repro-dir /dev/null` used to end in an internal filesystem error). It is made only when
+// a repro is written (properties/repro.cpp), so a clean run leaves no empty folder behind: here it must be a
+// writable folder, or not exist yet under a writable one.
 void check_repro_dir(const std::string& directory, ViolationList& violations) {
+  namespace fs = std::filesystem;
   std::error_code error;
-  std::filesystem::create_directories(directory, error);
-  if (!std::filesystem::is_directory(directory) || access(directory.c_str(), W_OK | X_OK) != 0) {
+  fs::path probe = fs::absolute(directory.empty() ? fs::path(".") : fs::path(directory), error);
+  while (!error && !fs::exists(probe, error) && probe.has_parent_path() && probe.parent_path() != probe) {
+    probe = probe.parent_path();
+  }
+  if (error || !fs::is_directory(probe, error) || access(probe.c_str(), W_OK | X_OK) != 0) {
     violations.add("--repro-dir", directory,
-                   error ? fmt::format("must be a folder attncheck can create and write ({})", error.message())
-                         : "must be a folder attncheck can write",
+                   probe == fs::absolute(directory, error) ? "must be a folder attncheck can write"
+                                                           : fmt::format("must be a folder attncheck can create, but "
+                                                                         "{} is not a writable folder",
+                                                                         probe.string()),
                    "a writable folder, e.g. ./attncheck-repros");
   }
 }
@@ -201,6 +210,13 @@ std::string mutant_failure_lines(const properties::Counterexample& failure, bool
   return text + shrink_notes(failure, shrink_budget, indent);
 }
 
+// "exercised (of N judged): gqa 512, explicit-head-dim 401, ...": how often each feature was judged.
+std::string exercised_line(const properties::FuzzReport& report) {
+  std::vector<std::string> counts;
+  for (const auto& [feature, count] : report.exercised) counts.push_back(fmt::format("{} {}", to_string(feature), count));
+  return fmt::format("exercised (of {} judged): {}", report.judged(), counts.empty() ? "nothing" : fmt::format("{}", fmt::join(counts, ", ")));
+}
+
 }  // namespace
 
 FuzzCommands add_fuzz_commands(CLI::App& app, FuzzCommandOptions& options) {
@@ -226,7 +242,17 @@ FuzzCommands add_fuzz_commands(CLI::App& app, FuzzCommandOptions& options) {
   commands.fuzz->add_option("--max-size", options.max_size, "scale every size bound by this factor")
       ->check(finite_number_validator())
       ->default_val(1.0);
-  commands.fuzz->add_option("--repro-dir", options.repro_dir, "folder for the repro file")->default_val(".");
+  commands.fuzz->add_option("--repro-dir", options.repro_dir, "folder for the repro file (made when one is written)")
+      ->default_val(".");
+  commands.fuzz
+      ->add_option("--only", options.only,
+                   "draw only cases within these features (the implementation's capabilities narrowed to them: list "
+                   "every one a case may use, e.g. causal,rope-half-split,backward; docs/CAPABILITIES.md)")
+      ->delimiter(',');
+  commands.fuzz
+      ->add_option("--without", options.without,
+                   "draw no case that uses these features (taken from the implementation's capabilities)")
+      ->delimiter(',');
   add_shrink_options(*commands.fuzz, options, "");
   commands.fuzz
       ->add_option("--sequence-cases", options.sequence_cases,
@@ -252,7 +278,7 @@ FuzzCommands add_fuzz_commands(CLI::App& app, FuzzCommandOptions& options) {
   commands.mutants->add_option("--seed", options.seed, "seed of the case sequence")
       ->check(unsigned_validator())
       ->default_val(1);
-  commands.mutants->add_option("--repro-dir", options.repro_dir, "folder for the repro files")
+  commands.mutants->add_option("--repro-dir", options.mutants_repro_dir, "folder for the repro files (made when one is written)")
       ->default_val("attncheck-mutants");
   add_shrink_options(*commands.mutants, options, "; fewer for a few expensive mutants");
   commands.mutants->add_flag("--json", options.json, "one JSON object instead of the table");
@@ -268,11 +294,22 @@ FuzzCommands add_fuzz_commands(CLI::App& app, FuzzCommandOptions& options) {
 int run_fuzz(const FuzzCommandOptions& options, std::ostream& out) {
   check_html_path(options.html);
   const properties::FuzzOptions fuzz = fuzz_options(options);
-  const auto implementation = impl::open_implementation(options.implementation);
-  const properties::ImplementationFactory open_fresh = [&options] {
-    return impl::open_implementation(options.implementation);
+  const FeatureSet only = parse_feature_list(options.only, "--only");
+  const FeatureSet without = parse_feature_list(options.without, "--without");
+  // The implementation as itself, or seen through narrower capabilities (--only / --without), in the fuzzing
+  // instance and in every fresh one alike.
+  const auto open = [&options, only, without]() -> std::unique_ptr<impl::Implementation> {
+    std::unique_ptr<impl::Implementation> opened = impl::open_implementation(options.implementation);
+    if (only.empty() && without.empty()) return opened;
+    Capabilities narrowed = opened->capabilities().narrowed(only, without);
+    return impl::narrowed(std::move(opened), std::move(narrowed));
   };
+  const auto implementation = open();
+  const properties::ImplementationFactory open_fresh = open;
   const properties::FuzzReport report = properties::fuzz(*implementation, open_fresh, fuzz, &out);
+  // What the cases covered, then the verdict's line.
+  out << fmt::format("fuzz {}: drawn within {}\n", implementation->name(), describe(report.capabilities));
+  out << fmt::format("fuzz {}: {}\n", implementation->name(), exercised_line(report));
   out << fmt::format("fuzz {}: {} cases ({} unsupported) in {:.1f} s, {:.1f} cases/s; largest: {}\n",
                      implementation->name(), report.cases, report.unsupported, report.seconds,
                      report.cases_per_second(), report.largest.empty() ? "none (no case ran)" : report.largest);
@@ -311,9 +348,11 @@ int run_fuzz(const FuzzCommandOptions& options, std::ostream& out) {
 
 int run_mutants(const FuzzCommandOptions& options, std::ostream& out) {
   ViolationList violations;
-  check_repro_dir(options.repro_dir, violations);
+  check_repro_dir(options.mutants_repro_dir, violations);
   violations.throw_if_any("invalid option");
-  properties::FuzzOptions fuzz = fuzz_options(options);
+  FuzzCommandOptions with_folder = options;
+  with_folder.repro_dir = options.mutants_repro_dir;
+  properties::FuzzOptions fuzz = fuzz_options(with_folder);
   fuzz.progress_seconds = 0;
   fuzz.time_limit_seconds = options.time_limit;
   std::vector<std::string> names = options.mutants.empty() ? mutants::mutant_names() : options.mutants;
@@ -435,6 +474,11 @@ std::string sequence_entry_line(std::size_t position, const std::string& file, c
   if (entry.contains("declined")) {
     return fmt::format("  {}. {}: declined (unsupported): {}\n", position, name, entry["declined"].get<std::string>());
   }
+  for (const char* key : {"not_stated", "not_checked"}) {
+    if (entry.contains(key)) {
+      return fmt::format("  {}. {}: {}: {}\n", position, name, entry.value("verdict", key), entry[key].get<std::string>());
+    }
+  }
   if (entry.contains("error")) {
     return fmt::format("  {}. {}: {}: {}\n", position, name, entry.value("verdict", std::string("FAIL: raised")),
                        entry["error"].get<std::string>());
@@ -451,9 +495,16 @@ std::string sequence_entry_line(std::size_t position, const std::string& file, c
   return fmt::format("  {}. {}: FAIL: {}\n", position, name, fmt::join(tensors, ", "));
 }
 
-// A verdict of `golden check --json` that failed: neither passed nor declined (a declined case is not judged).
+// A verdict of `golden check --json` that failed: neither passed nor left unjudged (declined, not stated, not
+// checked: not run, or not judged).
 bool entry_failed(const nlohmann::json& entry) {
-  return !entry.value("passed", false) && !entry.contains("declined");
+  return !entry.value("passed", false) && !entry.contains("declined") && !entry.contains("not_stated") &&
+         !entry.contains("not_checked");
+}
+
+// A verdict that was not judged at all.
+bool entry_unjudged(const nlohmann::json& entry) {
+  return entry.contains("declined") || entry.contains("not_stated") || entry.contains("not_checked");
 }
 
 // `golden check --json` of `golden`'s files: its per-file entries (its notes and heartbeat go to `out`).
@@ -489,9 +540,9 @@ int run_sequence_replay(const FuzzCommandOptions& options, std::ostream& out) {
   alone.html.clear();
   const nlohmann::json alone_entry = checked_entries(alone, out).at(0);
   out << sequence_entry_line(files.size(), files.back(), alone_entry);
-  if (last.contains("declined") || alone_entry.contains("declined")) {
+  if (entry_unjudged(last) || entry_unjudged(alone_entry)) {
     out << fmt::format("FAIL {}: the last case is declined{}: nothing decides whether the failure reproduces\n",
-                       options.implementation, last.contains("declined") ? " after the earlier ones" : " alone");
+                       options.implementation, entry_unjudged(last) ? " after the earlier ones" : " alone");
     return kExitCheckFailed;
   }
   const bool last_failed = entry_failed(last);

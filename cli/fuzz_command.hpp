@@ -32,13 +32,18 @@ struct FuzzCommandOptions {
   std::string shard = "0/1";
   std::string profile = "short";  // properties::SizeProfile by name
   double max_size = 1.0;
-  std::string repro_dir = ".";
+  std::string repro_dir = ".";  // fuzz's; made only when a repro is written
+  // fuzz: narrow the implementation's capabilities (core/capabilities): FEATURE names.
+  std::vector<std::string> only;
+  std::vector<std::string> without;
   // Absent: properties::kDefaultShrinkCandidates (mutants: the catalog's own for a few expensive ones).
   std::optional<std::int64_t> shrink_candidates;
   double shrink_seconds = 300.0;    // a runaway stop for shrinking
   std::int64_t sequence_cases = 0;  // set by the flag's default (properties::kDefaultSequenceCases)
   // mutants
   std::vector<std::string> mutants;  // default: the whole catalog
+  // Its own variable: one shared with fuzz took mutants' default, and a clean `fuzz` made ./attncheck-mutants/.
+  std::string mutants_repro_dir = "attncheck-mutants";
   double time_limit = 600.0;         // per mutant, a runaway stop
   bool json = false;
   // replay

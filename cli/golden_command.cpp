@@ -9,6 +9,7 @@
 
 #include "cli/exit_codes.hpp"
 #include "cli/flag_validators.hpp"
+#include "cli/golden_pair.hpp"
 #include "cli/heartbeat.hpp"
 #include "cli/html_report.hpp"
 #include "cli/progress_line.hpp"
@@ -392,113 +393,108 @@ int run_golden_run(const GoldenOptions& options, std::ostream& out, std::ostream
 }
 
 int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostream& err) {
-  int failed = 0;
-  std::vector<std::string> declined;  // goldens the implementation declined (impl::Unsupported), with why
+  int failed_count = 0;
+  std::vector<std::string> declined;     // goldens the implementation declined (impl::Unsupported), with why
+  std::vector<std::string> outside;      // goldens outside its stated capabilities: never run
+  std::vector<std::string> unchecked;    // goldens that did not fit in memory: never run
   nlohmann::json files = nlohmann::json::array();
   check_html_path(options.html);
   const auto implementation = impl::open_implementation(options.implementation);
   HtmlReport html{.command = fmt::format("attncheck {} --impl {} {}", options.html_command, options.implementation,
                                          fmt::join(options.files, " ")),
                   .all = options.html_all};
+  const HeatmapOptions drawing{.all = options.html_all};
   // A live line on a terminal while a big golden runs (cli/progress_line.hpp).
   ProgressLine progress(err, options.progress, static_cast<int>(options.files.size()), "goldens");
   for (const std::string& file : options.files) {
     progress.status(fmt::format("reading {}", file));
-    const golden::Golden golden = golden::read_golden(file);  // a damaged golden is bad input: exit 2
-    // With --json, stdout holds the JSON object alone: the note goes to stderr, the object says it too.
-    (options.json ? err : out) << integrity_note(golden, file);
-    const std::string integrity = golden.integrity == golden::Integrity::verified ? "verified" : "absent";
-    NamedTensors actual;
-    std::optional<PairVerdict> not_judged;  // the implementation declined the golden, or failed to answer
-    try {
+    // The outline first (a damaged golden is bad input: exit 2): a golden outside the implementation's
+    // capabilities costs no more than that.
+    const CaseOutline outline = golden::read_case_outline(file);
+    const Admission admission = admit(implementation->capabilities(), outline);
+    std::optional<golden::Golden> golden;
+    GoldenPair pair;
+    if (!admission.admitted()) {
+      golden::verify_file_integrity(file);  // its outline set it aside: it must be the file as sealed
+      pair.verdict = not_stated(file, options.implementation, admission);
+    } else {
+      try {
+        golden = golden::read_golden(file);
+      } catch (const NotEnoughMemory& error) {  // this golden is named and left; the others are still checked
+        pair.verdict = not_checked(file, options.implementation, error.what());
+      }
+    }
+    std::string integrity = "absent";
+    if (golden) {
+      // With --json, stdout holds the JSON object alone: the note goes to stderr, the object says it too.
+      (options.json ? err : out) << integrity_note(*golden, file);
+      integrity = golden->integrity == golden::Integrity::verified ? "verified" : "absent";
       progress.status(fmt::format("{} on {}: running", options.implementation, file));
       // Plain lines on stderr for a long golden when no live progress line shows it (a CI log, a pipe).
       std::optional<Heartbeat> heartbeat;
       if (!options.progress) {
         heartbeat.emplace(err, fmt::format("golden check: {} on {}", options.implementation, file),
-                          reference::estimated_reference_seconds(golden.test_case));
+                          reference::estimated_reference_seconds(golden->test_case));
       }
-      actual = implementation->run(golden.test_case);
-    } catch (const impl::Unsupported& refusal) {
-      // It cannot express this golden: declined, with its reason, and the other goldens are still judged.
-      not_judged = PairVerdict{.golden = file,
-                               .implementation = options.implementation,
-                               .kind = PairVerdict::Kind::unsupported,
-                               .message = refusal.what()};
-    } catch (const InputError&) {
-      throw;  // bad input of the user's: exit 2
-    } catch (const std::exception& error) {
-      // An implementation that crashes on a valid golden, answers nothing, or writes no valid candidate
-      // fails it; the message is the report.
-      not_judged = PairVerdict{.golden = file,
-                               .implementation = options.implementation,
-                               .kind = failure_kind(error),
-                               .message = error.what()};
+      pair = judge_golden_pair(file, *golden, *implementation, admission, options.progress ? nullptr : &err,
+                               options.html.empty() ? nullptr : &drawing);
     }
-    if (not_judged) {
-      const bool unsupported = not_judged->kind == PairVerdict::Kind::unsupported;
-      if (unsupported) {
-        declined.push_back(fmt::format("{}: {}", file, not_judged->message));
-      } else {
-        ++failed;
+    PairVerdict& verdict = pair.verdict;
+    const std::string description = describe_geometry(outline.geometry());
+    if (verdict.kind != PairVerdict::Kind::judged) {
+      const std::string line = fmt::format("{}: {}", file, verdict.message);
+      switch (verdict.kind) {
+        case PairVerdict::Kind::unsupported:
+          declined.push_back(line);
+          break;
+        case PairVerdict::Kind::not_stated:
+          outside.push_back(line);
+          break;
+        case PairVerdict::Kind::not_checked:
+          unchecked.push_back(line);
+          break;
+        default:
+          ++failed_count;
       }
       if (options.json) {
         nlohmann::json entry{{"golden", file},
                              {"implementation", options.implementation},
                              {"passed", false},
-                             {"integrity", integrity}};
-        entry[unsupported ? "declined" : "error"] = not_judged->message;
-        if (!unsupported) entry["verdict"] = verdict_word(not_judged->kind);
+                             {"integrity", integrity},
+                             {"verdict", verdict_word(verdict.kind)}};
+        const char* key = verdict.kind == PairVerdict::Kind::unsupported   ? "declined"
+                          : verdict.kind == PairVerdict::Kind::not_stated  ? "not_stated"
+                          : verdict.kind == PairVerdict::Kind::not_checked ? "not_checked"
+                                                                           : "error";
+        entry[key] = verdict.message;
         files.push_back(std::move(entry));
       } else {
-        const std::string verdict =
-            unsupported ? "DECLINED (unsupported)"
-            : not_judged->kind == PairVerdict::Kind::no_answer
-                ? "NO ANSWER"
-                : fmt::format("FAIL: {} raised", options.implementation);
-        progress.print(out, fmt::format("== {} vs {}: {}: {}\n", file, options.implementation, verdict,
-                                        not_judged->message));
+        const std::string word = verdict.kind == PairVerdict::Kind::unsupported ? "DECLINED (unsupported)"
+                                 : verdict.kind == PairVerdict::Kind::raised
+                                     ? fmt::format("FAIL: {} raised", options.implementation)
+                                     : verdict_word(verdict.kind);
+        progress.print(out, fmt::format("== {} vs {}: {}: {}\n", file, options.implementation, word, verdict.message));
       }
-      html.sections.push_back(
-          {.verdict = std::move(*not_judged), .description = describe_geometry(golden.test_case.geometry())});
+      html.sections.push_back({.verdict = std::move(verdict), .description = description});
       progress.step_done();
       continue;
     }
-    const Precision precision = implementation->precision();
-    const bool sharded = implementation->sharded();  // asked after the run (impl/implementation.hpp)
-    const TpConvention convention = implementation->tp_convention();
-    const NamedTensors expected = golden::expected_tensors(golden, sharded, convention);
-    const RopeAngles angles = implementation->rope_angles();
-    if (precision != Precision::fp64) progress.status(fmt::format("{} on {}: yardstick", options.implementation, file));
-    const SourcedYardstick yardstick =
-        golden_yardstick(file, golden, expected, precision, angles, convention, options.progress ? nullptr : &err);
-    progress.status(fmt::format("{} on {}: comparing", options.implementation, file));
-    const CompareReport report = compare(golden.test_case, expected, actual, precision, &yardstick.errors, angles,
-                                         convention, implementation->declined());
-    if (!report.passed()) ++failed;
-    std::vector<std::string> notes = rank_gradient_notes(golden, options.implementation, sharded, convention);
-    if (const std::string line = describe(yardstick); !line.empty()) notes.push_back(line);
+    const CompareReport& report = verdict.report;
+    if (!report.passed()) ++failed_count;
     if (!options.html.empty()) {
-      progress.status(fmt::format("{} on {}: drawing", options.implementation, file));
-      html.sections.push_back({.verdict = {.golden = file,
-                                           .implementation = options.implementation,
-                                           .report = report,
-                                           .yardstick = describe(yardstick)},
-                               .description = describe_geometry(golden.test_case.geometry()),
-                               .notes = notes,
-                               .maps = error_heatmaps(golden.test_case, expected, actual, report, {.all = options.html_all})});
+      html.sections.push_back(
+          {.verdict = verdict, .description = description, .notes = pair.notes, .maps = std::move(pair.maps)});
     }
     if (options.json) {
       nlohmann::json entry = render_json(report);
       entry["golden"] = file;
       entry["implementation"] = options.implementation;
       entry["integrity"] = integrity;
-      entry["yardstick"] = yardstick_json(yardstick);
+      entry["yardstick"] = yardstick_json(pair.yardstick);
       files.push_back(entry);
     } else {
-      std::string text = fmt::format("== {} vs {}: {}\n", file, options.implementation,
-                                     describe_geometry(golden.test_case.geometry()));
-      for (const std::string& note : notes) text += fmt::format("   ({})\n", note);
+      std::string text = fmt::format("== {} vs {}: {}\n", file, options.implementation, description);
+      for (const std::string& note : pair.notes) text += fmt::format("   ({})\n", note);
       progress.print(out, text + render_text(report));
     }
     progress.step_done();
@@ -506,19 +502,33 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostre
   progress.stop();
   if (!options.html.empty()) write_html_report(options.html, html);
   const std::size_t total = options.files.size();
-  // An implementation that declined every golden checked nothing: that is never a pass (as `run` and `fuzz`).
-  const bool checked_nothing = declined.size() == total;
-  const bool passed = failed == 0 && !checked_nothing;
+  const std::size_t not_run = declined.size() + outside.size() + unchecked.size();
+  // An implementation that declined (or stated none of) every golden checked nothing: that is never a pass (as
+  // `run` and `fuzz`); nor is a golden left unchecked for memory.
+  const bool checked_nothing = declined.size() + outside.size() == total;
+  const bool passed = failed_count == 0 && !checked_nothing && unchecked.empty();
   if (options.json) {
-    out << nlohmann::json{{"passed", passed}, {"declined", declined.size()}, {"files", files}}.dump(
-               2, ' ', false, nlohmann::json::error_handler_t::replace)
+    out << nlohmann::json{{"passed", passed},
+                          {"declined", declined.size()},
+                          {"not_stated", outside.size()},
+                          {"not_checked", unchecked.size()},
+                          {"files", files}}
+               .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
         << '\n';
   } else {
-    out << fmt::format("{} of {} golden files pass with {}{}\n", total - failed - declined.size(), total,
-                       options.implementation,
-                       declined.empty() ? "" : fmt::format(", {} declined (unsupported: not a pass)", declined.size()));
+    std::vector<std::string> apart;
+    if (!declined.empty()) apart.push_back(fmt::format("{} declined (unsupported: not a pass)", declined.size()));
+    if (!outside.empty()) apart.push_back(fmt::format("{} not stated (outside its capabilities: not run)", outside.size()));
+    if (!unchecked.empty()) {
+      apart.push_back(fmt::format("{} NOT CHECKED (not enough memory: not a pass)", unchecked.size()));
+    }
+    out << fmt::format("{} of {} golden files pass with {}{}{}\n", total - failed_count - not_run, total,
+                       options.implementation, apart.empty() ? "" : ", ", fmt::join(apart, ", "));
+    for (const std::string& line : unchecked) out << "not checked: " << line << '\n';
     if (checked_nothing) {
-      out << fmt::format("FAIL {}: declined all {} golden files; nothing was checked\n", options.implementation, total);
+      out << fmt::format("FAIL {}: {} all {} golden files; nothing was checked\n", options.implementation,
+                         outside.empty() ? "declined" : declined.empty() ? "does not state" : "declined or does not state",
+                         total);
     }
   }
   return passed ? kExitOk : kExitCheckFailed;

@@ -46,6 +46,12 @@ std::string result_of(const PairVerdict& verdict) {
       return "no answer";
     case PairVerdict::Kind::unsupported:
       return "unsupported";
+    case PairVerdict::Kind::not_stated:
+      return "not stated";
+    case PairVerdict::Kind::not_checked:
+      return "not checked";
+    case PairVerdict::Kind::broken_promise:
+      return "broken promise";
     case PairVerdict::Kind::judged:
       break;
   }
@@ -87,7 +93,7 @@ std::string summary_table(const HtmlReport& report) {
     html += fmt::format(
         "<tr class=\"{}\"><td><a href=\"#pair-{}\">{}</a></td><td>{}</td><td class=\"result-{}\">{}</td><td>{}</td>"
         "<td>{}</td><td>{}</td></tr>\n",
-        result == "FAIL" || result == "raised" ? "fail" : "", i, html_escape(verdict.golden),
+        failed(verdict) ? "fail" : "", i, html_escape(verdict.golden),
         html_escape(verdict.implementation), result == "pass*" ? "pass" : result, result, worst, ulps, failing);
   }
   return html + "</table>\n";
@@ -118,6 +124,27 @@ std::string tensor_table(const CompareReport& report) {
         row_class, html_escape(t.name), html_escape(to_string(t.status)), compared ? number(t.max_error) : "-",
         compared ? number(t.error_ulps) : "-", number(t.tolerance), compared ? to_string(t.worst_index) : "-",
         html_escape(detail));
+  }
+  return html + "</table>\n";
+}
+
+// The support matrix: a row per rung, a column per implementation.
+std::string matrix_html(const SupportMatrix& matrix) {
+  if (matrix.rungs.empty()) return "";
+  std::string html = "<h2>Support matrix</h2>\n<table class=\"summary\"><tr><th>rung</th>";
+  for (const std::string& implementation : matrix.implementations) {
+    html += fmt::format("<th>{}</th>", html_escape(implementation));
+  }
+  html += "</tr>\n";
+  for (const SupportMatrix::Rung& rung : matrix.rungs) {
+    html += fmt::format("<tr><td title=\"{}\">{} {}</td>", html_escape(rung.uses), html_escape(rung.number),
+                        html_escape(rung.name));
+    for (const PairVerdict& verdict : rung.verdicts) {
+      const std::string status = matrix_status(verdict);
+      html += fmt::format("<td class=\"result-{}\" title=\"{}\">{}</td>", status == "pass*" ? "pass" : status,
+                          html_escape(verdict.message), html_escape(status));
+    }
+    html += "</tr>\n";
   }
   return html + "</table>\n";
 }
@@ -153,6 +180,7 @@ std::string render_html(const HtmlReport& report) {
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>attncheck report</title>"
       "<style>{}</style></head><body>\n<h1>attncheck report</h1>\n<p><code>{}</code></p>\n",
       kStyle, html_escape(report.command));
+  html += matrix_html(report.matrix);
   html += colour_scale_html();
   html += summary_table(report);
   for (std::size_t i = 0; i < report.sections.size(); ++i) html += section_html(report.sections[i], i, report.all);

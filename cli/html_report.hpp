@@ -34,6 +34,7 @@ struct HtmlReport {
   std::string command;  // what was run, shown at the top
   bool all = false;     // maps of every compared tensor, not only failing ones
   std::vector<HtmlSection> sections;
+  SupportMatrix matrix;  // `run` over the ladder's goldens: shown first (cli/support_matrix.hpp)
 };
 
 // Adds `--html FILE` and `--all` (which needs --html) to a command.

@@ -27,8 +27,55 @@ std::string verdict_word(PairVerdict::Kind kind) {
       return "FAIL: raised";
     case PairVerdict::Kind::no_answer:
       return "NO ANSWER";
+    case PairVerdict::Kind::not_stated:
+      return "not stated";
+    case PairVerdict::Kind::broken_promise:
+      return "FAIL: broken promise";
+    case PairVerdict::Kind::not_checked:
+      return "NOT CHECKED";
   }
   return "judged";
+}
+
+nlohmann::json verdict_json(const PairVerdict& verdict) {
+  const bool judged = verdict.kind == PairVerdict::Kind::judged;
+  const std::string word = !judged                       ? verdict_word(verdict.kind)
+                           : !verdict.report.passed()    ? "FAIL"
+                           : verdict.report.declined_count() > 0 ? "pass*"
+                                                                 : "pass";
+  nlohmann::json json{{"golden", verdict.golden},
+                      {"implementation", verdict.implementation},
+                      {"verdict", word},
+                      {"passed", judged && verdict.report.passed()},
+                      {"seconds", verdict.seconds}};
+  if (judged) {
+    json["report"] = render_json(verdict.report);
+    if (!verdict.yardstick.empty()) json["yardstick"] = verdict.yardstick;
+  } else {
+    json["message"] = verdict.message;
+  }
+  if (verdict.memory) {
+    json["memory"] = {{"peak_added_bytes", verdict.memory->peak_added_bytes},
+                      {"layer_bytes", verdict.memory->layer_bytes},
+                      {"bound_bytes", verdict.memory->bound_bytes()}};
+  }
+  return json;
+}
+
+bool failed(const PairVerdict& verdict) {
+  switch (verdict.kind) {
+    case PairVerdict::Kind::raised:
+    case PairVerdict::Kind::no_answer:
+    case PairVerdict::Kind::broken_promise:
+      return true;
+    case PairVerdict::Kind::judged:
+      return !verdict.report.passed();
+    case PairVerdict::Kind::unsupported:
+    case PairVerdict::Kind::not_stated:
+    case PairVerdict::Kind::not_checked:
+      break;
+  }
+  return false;
 }
 
 }  // namespace attncheck::cli

@@ -1,13 +1,17 @@
 // One (golden, implementation) pair's verdict as every report of `run`, `golden check`, `replay` and
-// `compare` states it (table, JSON, JUnit, HTML): judged on its numbers, declined (unsupported), or not
-// judged because the implementation failed to produce a candidate: it raised (a crash, a worker's error or an
-// invalid candidate file) or gave no answer in time (a worker's timeout). Only a judged pair has a report.
+// `compare` states it (table, JSON, JUnit, HTML): judged on its numbers; not run because the golden is outside
+// the implementation's stated capabilities (not stated) or did not fit in memory (not checked); declined
+// (unsupported: it made no promise); or not judged because the implementation failed: it declined what it
+// promised (broken promise), raised (a crash, a worker's error or an invalid candidate file) or gave no answer
+// in time (a worker's timeout). Only a judged pair has a report.
 #pragma once
 
 #include <cstdint>
 #include <exception>
 #include <optional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "core/compare/compare.hpp"
 
@@ -34,7 +38,7 @@ struct PairVerdict {
   std::string golden;          // file name
   std::string implementation;  // registered name or exec:COMMAND
   double seconds = 0.0;        // running the implementation and comparing
-  enum class Kind { judged, unsupported, raised, no_answer } kind = Kind::judged;
+  enum class Kind { judged, unsupported, raised, no_answer, not_stated, broken_promise, not_checked } kind = Kind::judged;
   std::string message;    // unsupported / raised / no_answer: the reason
   CompareReport report;   // judged only
   std::string yardstick;  // judged below fp64: which yardstick set the tolerance (cli/yardstick_source.hpp)
@@ -45,8 +49,15 @@ struct PairVerdict {
 // impl::Unsupported: no_answer for impl::NoAnswer (a worker that timed out), raised for anything else.
 PairVerdict::Kind failure_kind(const std::exception& error);
 
-// The verdict in one word or two, as tables print it: "pass", "pass*", "FAIL", "unsup.", "FAIL: raised",
-// "NO ANSWER".
+// The verdict in one word or two, as tables print it: "judged", "unsup.", "FAIL: raised", "NO ANSWER",
+// "not stated", "FAIL: broken promise", "NOT CHECKED".
 std::string verdict_word(PairVerdict::Kind kind);
+
+// {"golden", "implementation", "verdict" (verdict_word, or pass / pass* / FAIL when judged), "passed", "seconds",
+// "message" (not judged), "report" (judged: render_json), "memory" (when measured)}: `run --json`'s pair.
+nlohmann::json verdict_json(const PairVerdict& verdict);
+
+// Whether the pair fails the run: it raised, gave no answer, broke a promise, or was judged and failed.
+bool failed(const PairVerdict& verdict);
 
 }  // namespace attncheck::cli

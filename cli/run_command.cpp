@@ -22,7 +22,10 @@
 #include "cli/html_report.hpp"
 #include "cli/junit_report.hpp"
 #include "cli/progress_line.hpp"
+#include "cli/golden_pair.hpp"
+#include "cli/support_matrix.hpp"
 #include "cli/yardstick_source.hpp"
+#include "core/capabilities/capabilities_json.hpp"
 #include "core/compare/compare.hpp"
 #include "core/compare/heatmap.hpp"
 #include "core/compare/tolerance.hpp"
@@ -46,55 +49,30 @@ struct PairOutcome {
   YardstickSource yardstick = YardstickSource::none;
   std::vector<Heatmap> maps;       // --html only
   std::vector<std::string> notes;  // --html only: on the per-rank gradients
-  bool failed() const {
-    return verdict.kind == PairVerdict::Kind::raised || verdict.kind == PairVerdict::Kind::no_answer ||
-           (verdict.kind == PairVerdict::Kind::judged && !verdict.report.passed());
-  }
+  bool failed() const { return cli::failed(verdict); }
   std::int64_t declined_tensors() const { return verdict.report.declined_count(); }
 };
 
-// drawing: --html's options, or nullptr for no maps.
-PairOutcome judge_pair(const std::string& path, const golden::Golden& golden, impl::Implementation& implementation,
-                       const HeatmapOptions* drawing) {
-  const std::string golden_name = std::filesystem::path(path).filename().string();
-  const auto started = std::chrono::steady_clock::now();
-  PairOutcome outcome;
-  outcome.verdict = PairVerdict{golden_name, implementation.name()};
-  const auto finish = [&] {
-    outcome.verdict.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    return std::move(outcome);
-  };
-  NamedTensors actual;
-  try {
-    actual = implementation.run(golden.test_case);
-  } catch (const impl::Unsupported& refusal) {
-    outcome.row = fmt::format("{:<34} {:<20} {:<6} {}\n", golden_name, implementation.name(), "unsup.", refusal.what());
-    outcome.verdict.kind = PairVerdict::Kind::unsupported;
-    outcome.verdict.message = refusal.what();
-    return finish();
-  } catch (const InputError&) {
-    throw;
-  } catch (const std::exception& crash) {
-    // A crash, a worker's error or invalid candidate (raised), or no answer in time: the implementation's
-    // failure on this golden, never bad input of the user's.
-    outcome.verdict.kind = failure_kind(crash);
-    outcome.verdict.message = crash.what();
-    outcome.row = outcome.verdict.kind == PairVerdict::Kind::no_answer
-                      ? fmt::format("{:<34} {:<20} {:<6} no answer: {}\n", golden_name, implementation.name(), "FAIL",
-                                    crash.what())
-                      : fmt::format("{:<34} {:<20} {:<6} raised: {}\n", golden_name, implementation.name(), "FAIL",
-                                    crash.what());
-    return finish();
+// The table's row of a verdict: result, worst tensor, its ulps, declined tensors (judged); the reason (others).
+std::string table_row(const std::string& golden_name, const PairVerdict& verdict) {
+  const std::string& name = verdict.implementation;
+  switch (verdict.kind) {
+    case PairVerdict::Kind::judged:
+      break;
+    case PairVerdict::Kind::unsupported:
+      return fmt::format("{:<34} {:<20} {:<9} {}\n", golden_name, name, "unsup.", verdict.message);
+    case PairVerdict::Kind::not_stated:
+      return fmt::format("{:<34} {:<20} {:<9} {}\n", golden_name, name, "unstated", verdict.message);
+    case PairVerdict::Kind::not_checked:
+      return fmt::format("{:<34} {:<20} {:<9} not checked: {}\n", golden_name, name, "UNCHECKED", verdict.message);
+    case PairVerdict::Kind::broken_promise:
+      return fmt::format("{:<34} {:<20} {:<9} broken promise: {}\n", golden_name, name, "FAIL", verdict.message);
+    case PairVerdict::Kind::no_answer:
+      return fmt::format("{:<34} {:<20} {:<9} no answer: {}\n", golden_name, name, "FAIL", verdict.message);
+    case PairVerdict::Kind::raised:
+      return fmt::format("{:<34} {:<20} {:<9} raised: {}\n", golden_name, name, "FAIL", verdict.message);
   }
-  const Precision precision = implementation.precision();
-  const TpConvention convention = implementation.tp_convention();  // asked after the run, like sharded()
-  const NamedTensors expected = golden::expected_tensors(golden, implementation.sharded(), convention);
-  const RopeAngles angles = implementation.rope_angles();
-  const SourcedYardstick sourced = golden_yardstick(path, golden, expected, precision, angles, convention);
-  outcome.yardstick = sourced.source;
-  outcome.verdict.yardstick = describe(sourced);
-  const CompareReport report = compare(golden.test_case, expected, actual, precision, &sourced.errors, angles,
-                                       convention, implementation.declined());
+  const CompareReport& report = verdict.report;
   // The worst of the tensors judged (out always is: it cannot be declined).
   const auto worst =
       std::max_element(report.tensors.begin(), report.tensors.end(), [](const TensorReport& a, const TensorReport& b) {
@@ -106,16 +84,34 @@ PairOutcome judge_pair(const std::string& path, const golden::Golden& golden, im
   // "pass*": everything it computed passed, and it declined some tensors, which are not a pass.
   const std::int64_t declined_tensors = report.declined_count();
   const char* result_cell = !report.passed() ? "FAIL" : declined_tensors > 0 ? "pass*" : "pass";
-  outcome.row = fmt::format("{:<34} {:<20} {:<6} {:<34} {:>10.3g} {:>9}\n", golden_name, implementation.name(),
-                            result_cell, worst->name, worst->error_ulps, declined_tensors);
-  outcome.verdict.report = report;
-  // Drawn now, while the tensors are at hand; only the small grids are kept.
+  return fmt::format("{:<34} {:<20} {:<9} {:<34} {:>10.3g} {:>9}\n", golden_name, name, result_cell, worst->name,
+                     worst->error_ulps, declined_tensors);
+}
+
+// A pair judged by judge_golden_pair (cli/golden_pair.hpp), as the run reports it. drawing: --html's options,
+// or nullptr for no maps.
+PairOutcome judge_pair(const std::string& path, const golden::Golden& golden, impl::Implementation& implementation,
+                       const Admission& admission, const HeatmapOptions* drawing) {
+  const std::string golden_name = std::filesystem::path(path).filename().string();
+  GoldenPair pair = judge_golden_pair(path, golden, implementation, admission, nullptr, drawing);
+  PairOutcome outcome;
+  outcome.verdict = std::move(pair.verdict);
+  outcome.verdict.golden = golden_name;
+  outcome.yardstick = pair.yardstick.source;
+  outcome.row = table_row(golden_name, outcome.verdict);
   if (drawing != nullptr) {
-    outcome.maps = error_heatmaps(golden.test_case, expected, actual, report, *drawing);
-    outcome.notes = rank_gradient_notes(golden, implementation.name(), implementation.sharded(), convention);
-    if (!outcome.verdict.yardstick.empty()) outcome.notes.push_back(outcome.verdict.yardstick);
+    outcome.maps = std::move(pair.maps);
+    outcome.notes = std::move(pair.notes);
   }
-  return finish();
+  return outcome;
+}
+
+// A pair that was not run (not stated, or not checked), as the run reports it.
+PairOutcome not_run(PairVerdict verdict) {
+  PairOutcome outcome;
+  outcome.verdict = std::move(verdict);
+  outcome.row = table_row(outcome.verdict.golden, outcome.verdict);
+  return outcome;
 }
 
 // --jobs N is an upper bound: a golden runs as many of its pairs side by side as fit in the memory available
@@ -163,6 +159,9 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
                    "many would not fit in the memory available (each pair is held to 3x its layer's bytes + 64 MiB)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  command->add_flag("--json", options.json,
+                    "print one JSON object (docs/JSON.md: the support matrix, every pair's verdict, each implementation's "
+                    "capabilities) instead of the tables");
   command->add_flag("--list", options.list,
                     "print every implementation and its kind (default, device, mutant); run nothing");
   return command;
@@ -202,17 +201,25 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
   std::vector<std::unique_ptr<impl::Implementation>> opened;
   for (const std::string& name : implementations) opened.push_back(impl::open_implementation(name));
 
-  out << fmt::format("{:<34} {:<20} {:<6} {:<34} {:>10} {:>9}\n", "golden", "implementation", "result", "worst tensor",
-                     "ulps", "declined")
-      << std::flush;
+  // The ladder's rungs run first: the support matrix opens the report (cli/support_matrix.hpp).
+  std::stable_partition(goldens.begin(), goldens.end(), [](const std::string& path) {
+    return is_ladder_golden(std::filesystem::path(path).filename().string());
+  });
+  const std::size_t ladder_goldens = static_cast<std::size_t>(std::count_if(goldens.begin(), goldens.end(), [](const std::string& path) {
+    return is_ladder_golden(std::filesystem::path(path).filename().string());
+  }));
   // A live line on a terminal (stderr); each pair's row is printed and flushed as it ends either way.
   ProgressLine progress(err, options.progress, static_cast<int>(goldens.size() * opened.size()), "pairs");
   int failures = 0;
   int unsupported = 0;
+  int not_stated_pairs = 0;
+  int unchecked_pairs = 0;
   int pairs_with_declined = 0;          // pairs judged on what they computed, with some tensors declined
   std::int64_t declined_tensors = 0;    // over all pairs; each is listed by `attncheck compare`, never passed
-  std::map<std::string, int> declined;  // per implementation: goldens it answered "unsupported"
-  std::vector<PairVerdict> verdicts;    // for --junit
+  std::map<std::string, int> declined;  // per implementation: goldens it declined or did not state
+  std::vector<PairVerdict> verdicts;    // for --junit and --json
+  std::vector<std::string> unchecked;   // "golden: implementation: why", for the summary
+  SupportMatrix matrix{.implementations = implementations};
   HtmlReport html{
       .command = fmt::format("attncheck run --goldens {} --impl {}", directory, fmt::join(implementations, " ")),
       .all = options.html_all};
@@ -225,20 +232,49 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
   // before any pair sets its share. omp_get_num_procs() here ignored OMP_NUM_THREADS=1: two threads a pair
   // beside another busy process on 2 cores waited at every barrier (a golden check 40 s alone took 119 s).
   const int threads_to_share = omp_get_max_threads();
-  for (const std::string& path : goldens) {
+  // One golden's pairs, in implementation order: those outside an implementation's capabilities are not run (its
+  // outline decides, before the golden is read); a golden that does not fit in memory is named, not run.
+  const auto judge_golden = [&](const std::string& path, std::string& description, std::string& uses) {
     const std::string golden_name = std::filesystem::path(path).filename().string();
     progress.status(fmt::format("reading {}", golden_name));
-    const golden::Golden golden = golden::read_golden(path);
+    const CaseOutline outline = golden::read_case_outline(path);
+    description = describe_geometry(outline.geometry());
+    uses = to_string(features_of(outline));
+    std::vector<Admission> admissions;
+    for (const auto& implementation : opened) admissions.push_back(admit(implementation->capabilities(), outline));
+    std::vector<PairOutcome> outcomes(opened.size());
+    const bool any_admitted =
+        std::any_of(admissions.begin(), admissions.end(), [](const Admission& a) { return a.admitted(); });
+    std::optional<golden::Golden> golden;
+    std::string memory_refusal;
+    if (!any_admitted) golden::verify_file_integrity(path);  // its outline set it aside: the file as sealed
+    if (any_admitted) {
+      try {
+        golden = golden::read_golden(path);
+      } catch (const NotEnoughMemory& refusal) {  // named, and the goldens after it still run
+        memory_refusal = refusal.what();
+      }
+    }
+    for (std::size_t i = 0; i < opened.size(); ++i) {
+      if (!admissions[i].admitted()) {
+        outcomes[i] = not_run(not_stated(golden_name, opened[i]->name(), admissions[i]));
+      } else if (!golden) {
+        outcomes[i] = not_run(not_checked(golden_name, opened[i]->name(), memory_refusal));
+      }
+    }
+    if (!golden) return outcomes;
     const std::uint64_t layer = reference::layer_bytes(
-        golden.test_case.geometry(), {.batch = golden.test_case.inputs.batch, .seq = golden.test_case.inputs.seq});
-    const int jobs = jobs_that_fit(most_jobs, static_cast<int>(opened.size()), layer, golden_name, err);
+        golden->test_case.geometry(), {.batch = golden->test_case.inputs.batch, .seq = golden->test_case.inputs.seq});
+    const int admitted = static_cast<int>(
+        std::count_if(admissions.begin(), admissions.end(), [](const Admission& a) { return a.admitted(); }));
+    const int jobs = jobs_that_fit(most_jobs, admitted, layer, golden_name, err);
     // Plain lines on stderr while a long golden runs, where no live progress line shows it (a CI log, a pipe):
     // its implementations, `jobs` at a time, each about as long as the reference.
     std::optional<Heartbeat> heartbeat;
     if (!options.progress) {
-      const double rounds = std::ceil(static_cast<double>(opened.size()) / jobs);
+      const double rounds = std::ceil(static_cast<double>(admitted) / jobs);
       heartbeat.emplace(err, fmt::format("run: {}", golden_name),
-                        rounds * reference::estimated_reference_seconds(golden.test_case));
+                        rounds * reference::estimated_reference_seconds(golden->test_case));
     }
     // Memory (PairMemory), with --junit only, where it is reported: measuring hands freed memory back to the
     // kernel before each pair, whose pages are then faulted in afresh (about a third more time over the
@@ -265,9 +301,10 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
     const auto show_running = [&] {  // under running_mutex
       progress.status(running.empty() ? golden_name : fmt::format("{}: {}", golden_name, fmt::join(running, ", ")));
     };
-    std::vector<std::future<PairOutcome>> pairs;
-    for (const auto& implementation : opened) {
-      pairs.push_back(std::async(std::launch::async, [&, implementation = implementation.get()] {
+    std::vector<std::pair<std::size_t, std::future<PairOutcome>>> pairs;
+    for (std::size_t i = 0; i < opened.size(); ++i) {
+      if (!admissions[i].admitted()) continue;
+      pairs.emplace_back(i, std::async(std::launch::async, [&, i, implementation = opened[i].get()] {
         slots.acquire();
         {
           const std::lock_guard lock(running_mutex);
@@ -280,7 +317,7 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
         PairOutcome outcome;
         try {
           const std::optional<ResidentMemory> start = measure_each_pair ? measure_from() : std::nullopt;
-          outcome = judge_pair(path, golden, *implementation, options.html.empty() ? nullptr : &drawing);
+          outcome = judge_pair(path, *golden, *implementation, admissions[i], options.html.empty() ? nullptr : &drawing);
           if (measure_each_pair) outcome.verdict.memory = measured_since(start, 1);
         } catch (...) {
           problem = std::current_exception();
@@ -298,67 +335,128 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
     std::exception_ptr first_problem;  // bad input (exit 2): raised once every pair of this golden is done
     std::optional<PairMemory> shared_memory;  // their rows wait for the batch's peak
     if (measure_golden) {
-      for (auto& pair : pairs) pair.wait();
-      shared_memory = measured_since(golden_start, static_cast<int>(opened.size()));
+      for (auto& [index, pair] : pairs) pair.wait();
+      shared_memory = measured_since(golden_start, admitted);
     }
-    for (auto& pair : pairs) {
+    for (auto& [index, pair] : pairs) {
       try {
-        PairOutcome outcome = pair.get();
-        if (measure_golden) outcome.verdict.memory = shared_memory;
-        progress.print(out, outcome.row);
-        progress.step_done();
-        failures += outcome.failed() ? 1 : 0;
-        if (outcome.verdict.kind == PairVerdict::Kind::unsupported) {
-          ++unsupported;
-          ++declined[outcome.verdict.implementation];
-        }
-        if (outcome.declined_tensors() > 0) ++pairs_with_declined;
-        declined_tensors += outcome.declined_tensors();
-        if (outcome.yardstick != YardstickSource::none) ++yardsticks[outcome.yardstick];
-        if (!options.html.empty()) {
-          html.sections.push_back({.verdict = outcome.verdict,
-                                   .description = describe_geometry(golden.test_case.geometry()),
-                                   .notes = std::move(outcome.notes),
-                                   .maps = std::move(outcome.maps)});
-        }
-        verdicts.push_back(std::move(outcome.verdict));
+        outcomes[index] = pair.get();
+        if (measure_golden) outcomes[index].verdict.memory = shared_memory;
       } catch (...) {
         if (!first_problem) first_problem = std::current_exception();
       }
     }
     if (first_problem) std::rethrow_exception(first_problem);
+    return outcomes;
+  };
+  // Prints and counts one pair.
+  const auto record = [&](PairOutcome outcome, const std::string& description) {
+    if (!options.json) progress.print(out, outcome.row);
+    progress.step_done();
+    const PairVerdict& verdict = outcome.verdict;
+    failures += outcome.failed() ? 1 : 0;
+    if (verdict.kind == PairVerdict::Kind::unsupported || verdict.kind == PairVerdict::Kind::not_stated) {
+      ++(verdict.kind == PairVerdict::Kind::unsupported ? unsupported : not_stated_pairs);
+      ++declined[verdict.implementation];
+    }
+    if (verdict.kind == PairVerdict::Kind::not_checked) {
+      ++unchecked_pairs;
+      unchecked.push_back(fmt::format("{}: {}: {}", verdict.golden, verdict.implementation, verdict.message));
+    }
+    if (outcome.declined_tensors() > 0) ++pairs_with_declined;
+    declined_tensors += outcome.declined_tensors();
+    if (outcome.yardstick != YardstickSource::none) ++yardsticks[outcome.yardstick];
+    if (!options.html.empty()) {
+      html.sections.push_back({.verdict = outcome.verdict,
+                               .description = description,
+                               .notes = std::move(outcome.notes),
+                               .maps = std::move(outcome.maps)});
+    }
+    verdicts.push_back(std::move(outcome.verdict));
+  };
+  const auto print_header = [&] {
+    if (options.json) return;
+    out << fmt::format("{:<34} {:<20} {:<9} {:<34} {:>10} {:>9}\n", "golden", "implementation", "result",
+                       "worst tensor", "ulps", "declined")
+        << std::flush;
+  };
+  // The ladder first, its rows held until the matrix is printed.
+  std::vector<std::pair<std::vector<PairOutcome>, std::string>> ladder_outcomes;
+  for (std::size_t g = 0; g < ladder_goldens; ++g) {
+    std::string description, uses;
+    std::vector<PairOutcome> outcomes = judge_golden(goldens[g], description, uses);
+    SupportMatrix::Rung rung = ladder_rung(std::filesystem::path(goldens[g]).filename().string(), uses);
+    for (const PairOutcome& outcome : outcomes) rung.verdicts.push_back(outcome.verdict);
+    matrix.rungs.push_back(std::move(rung));
+    ladder_outcomes.emplace_back(std::move(outcomes), description);
+  }
+  if (!matrix.rungs.empty() && !options.json) progress.print(out, render_text(matrix));
+  print_header();
+  for (auto& [outcomes, description] : ladder_outcomes) {
+    for (PairOutcome& outcome : outcomes) record(std::move(outcome), description);
+  }
+  for (std::size_t g = ladder_goldens; g < goldens.size(); ++g) {
+    std::string description, uses;
+    for (PairOutcome& outcome : judge_golden(goldens[g], description, uses)) record(std::move(outcome), description);
   }
   progress.stop();
   const std::size_t runs = goldens.size() * implementations.size();
-  out << fmt::format(
-      "{} of {} (golden, implementation) pairs pass, {} unsupported{}; tolerance: {} ulps of each tensor's scale in "
-      "fp64; below fp64, {} x (outputs) / {} x (gradients) the error of a naive implementation of the layer in the "
-      "same precision, + {} ulps\n",
-      runs - failures - unsupported, runs, unsupported,
-      pairs_with_declined == 0
-          ? ""
-          : fmt::format("; {} declined tensor{} in {} of the pairs run (pass*: all it computed passed; declined "
-                        "tensors are not judged, `attncheck compare` lists them)",
-                        declined_tensors, declined_tensors == 1 ? "" : "s", pairs_with_declined),
-      kFp64ToleranceUlps, kYardstickFactorOutputs, kYardstickFactorGradients, kYardstickFloorUlps);
-  if (!yardsticks.empty()) {
-    out << fmt::format(
-        "yardsticks: {} stored in the goldens (bound to their integrity digests), {} stored but not bound and so "
-        "recomputed (equal), {} computed (`attncheck golden yardstick` stores them)\n",
-        yardsticks[YardstickSource::stored], yardsticks[YardstickSource::recomputed],
-        yardsticks[YardstickSource::computed]);
-  }
-  if (!options.junit.empty()) write_junit(options.junit, verdicts);
-  if (!options.html.empty()) write_html_report(options.html, html);
-  // An implementation that declined every golden checked nothing: that is never a pass.
-  bool ran_nothing = false;
+  const int passing = static_cast<int>(runs) - failures - unsupported - not_stated_pairs - unchecked_pairs;
+  // An implementation that declined (or stated none of) every golden checked nothing: that is never a pass.
+  std::vector<std::string> ran_nothing;
   for (const auto& [name, count] : declined) {
-    if (count == static_cast<int>(goldens.size())) {
-      out << fmt::format("FAIL {}: declined all {} goldens; nothing was checked\n", name, goldens.size());
-      ran_nothing = true;
+    if (count == static_cast<int>(goldens.size())) ran_nothing.push_back(name);
+  }
+  const bool passed = failures == 0 && ran_nothing.empty() && unchecked_pairs == 0;
+  if (options.json) {
+    nlohmann::json pairs = nlohmann::json::array();
+    for (const PairVerdict& verdict : verdicts) pairs.push_back(verdict_json(verdict));
+    nlohmann::json json{{"passed", passed},
+                        {"pairs_total", runs},
+                        {"pairs_passed", passing},
+                        {"pairs_failed", failures},
+                        {"pairs_declined", unsupported},
+                        {"pairs_not_stated", not_stated_pairs},
+                        {"pairs_not_checked", unchecked_pairs},
+                        {"pairs", pairs}};
+    if (!matrix.rungs.empty()) json["support_matrix"] = render_json(matrix);
+    nlohmann::json capabilities = nlohmann::json::object();
+    for (const auto& implementation : opened) capabilities[implementation->name()] = to_json(implementation->capabilities());
+    json["capabilities"] = capabilities;
+    out << json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+  } else {
+    out << fmt::format(
+        "{} of {} (golden, implementation) pairs pass, {} unsupported{}{}{}; tolerance: {} ulps of each tensor's scale "
+        "in fp64; below fp64, {} x (outputs) / {} x (gradients) the error of a naive implementation of the layer in "
+        "the same precision, + {} ulps\n",
+        passing, runs, unsupported,
+        not_stated_pairs == 0 ? "" : fmt::format(", {} not stated (outside the implementation's capabilities: not run)", not_stated_pairs),
+        unchecked_pairs == 0 ? "" : fmt::format(", {} NOT CHECKED (not enough memory: not a pass)", unchecked_pairs),
+        pairs_with_declined == 0
+            ? ""
+            : fmt::format("; {} declined tensor{} in {} of the pairs run (pass*: all it computed passed; declined "
+                          "tensors are not judged, `attncheck compare` lists them)",
+                          declined_tensors, declined_tensors == 1 ? "" : "s", pairs_with_declined),
+        kFp64ToleranceUlps, kYardstickFactorOutputs, kYardstickFactorGradients, kYardstickFloorUlps);
+    for (const std::string& line : unchecked) out << "not checked: " << line << '\n';
+    if (!yardsticks.empty()) {
+      out << fmt::format(
+          "yardsticks: {} stored in the goldens (bound to their integrity digests), {} stored but not bound and so "
+          "recomputed (equal), {} computed (`attncheck golden yardstick` stores them)\n",
+          yardsticks[YardstickSource::stored], yardsticks[YardstickSource::recomputed],
+          yardsticks[YardstickSource::computed]);
+    }
+    for (const std::string& name : ran_nothing) {
+      out << fmt::format("FAIL {}: declined or did not state all {} goldens; nothing was checked\n", name,
+                         goldens.size());
     }
   }
-  return failures == 0 && !ran_nothing ? kExitOk : kExitCheckFailed;
+  if (!options.junit.empty()) write_junit(options.junit, verdicts, matrix);
+  if (!options.html.empty()) {
+    html.matrix = matrix;
+    write_html_report(options.html, html);
+  }
+  return passed ? kExitOk : kExitCheckFailed;
 }
 
 }  // namespace attncheck::cli

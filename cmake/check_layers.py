@@ -21,7 +21,7 @@ ALLOWED = {
     "golden": {"core"},
     "impl": {"core", "attncheck"},
     "mutants": {"core", "reference", "impl"},
-    "exec_worker": {"core", "reference", "golden", "impl"},
+    "exec_worker": {"core", "golden", "impl"},  # no reference: a worker's case costs attncheck no fp64 run
     "torch_impl": {"core", "reference", "impl"},
     "cuda_impl": {"core", "reference", "impl"},
     "properties": {"core", "reference", "golden", "impl", "mutants"},

@@ -18,12 +18,12 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "core/capabilities/capabilities_json.hpp"
 #include "core/errors/input_error.hpp"
-#include "golden/golden_file.hpp"
 #include "exec_worker/worker_candidate.hpp"
 #include "exec_worker/worker_supervisor.hpp"
 #include "exec_worker/worker_text.hpp"
-#include "reference/reference.hpp"
+#include "golden/golden_file.hpp"
 
 namespace attncheck::exec_worker {
 
@@ -54,12 +54,33 @@ int timeout_seconds() {
   return value;
 }
 
-// Whether a line greets with protocol 1: the words "attncheck-worker" and "1", exactly, then optionally a
-// space and free text (a description; the word "sharded" among it is noted). "attncheck-worker 10" and
-// "attncheck-worker 1junk" are not protocol 1.
-bool is_greeting(const std::string& line) {
-  constexpr std::string_view kGreeting = "attncheck-worker 1";
-  return line == kGreeting || line.starts_with(std::string(kGreeting) + " ");
+// The protocol a line greets with: 1 or 2 for the words "attncheck-worker" and "1" or "2", exactly, then
+// optionally a space and free text (a description; the word "sharded" among it is noted); 0 for anything else
+// ("attncheck-worker 10" and "attncheck-worker 1junk" are no protocol).
+int greeting_protocol(const std::string& line) {
+  for (const int protocol : {1, 2}) {
+    const std::string greeting = fmt::format("attncheck-worker {}", protocol);
+    if (line == greeting || line.starts_with(greeting + " ")) return protocol;
+  }
+  return 0;
+}
+
+// The names a candidate of this case may hold (its tensors are read by name: golden::read_candidate), from the
+// case's geometry and plan alone: no reference run, no tensor (values left empty).
+NamedTensors candidate_names(const Case& test_case, const golden::CaseFileParts& parts) {
+  NamedTensors names;
+  names["out"] = Tensor{};
+  names["grads/x"] = Tensor{};
+  const Parameters shapes = parameter_shapes(test_case.geometry(), full_widths(test_case.geometry()));
+  std::vector<std::string> parameters;
+  for_each_parameter(shapes, [&](std::string_view name, const Tensor&) { parameters.emplace_back(name); });
+  for (const std::string& parameter : parameters) names["grads/" + parameter] = Tensor{};
+  if (!test_case.inputs.decode.empty() && parts.decode) names["decode/out"] = Tensor{};
+  const std::int64_t ranks = parts.tensor_parallel ? test_case.plan.tp_size : 1;
+  for (std::int64_t rank = 0; ranks > 1 && rank < ranks; ++rank) {
+    for (const std::string& parameter : parameters) names[fmt::format("ranks/{}/grads/{}", rank, parameter)] = Tensor{};
+  }
+  return names;
 }
 
 // Whether the greeting's free text holds the word "sharded".
@@ -120,7 +141,7 @@ class Worker : public Implementation {
       ViolationList violations;
       violations.add("--impl", name_,
                      "must start a process that first prints 'attncheck-worker 1', alone or followed by a space "
-                     "and a description",
+                     "and a description (or 'attncheck-worker 2' so, then a 'supports JSON' line)",
                      problem);
       violations.throw_if_any("not an attncheck worker");
     }
@@ -129,6 +150,8 @@ class Worker : public Implementation {
   ~Worker() override = default;  // the session ends the worker's tree, then removes its folder
 
   const std::string& name() const override { return name_; }
+  // What its `supports` line stated (protocol 2), or everything, unstated (protocol 1).
+  const Capabilities& capabilities() const override { return capabilities_; }
   // Asked after run(): whether this case's candidate declared per-rank gradients (see run()).
   bool sharded() const override { return sharded_; }
   // The contract its latest candidate declared (checks ask after run()): fp64 before any.
@@ -141,9 +164,16 @@ class Worker : public Implementation {
     // A case that ended the worker (no answer in time, an exit, garbage on its output) is that case's verdict;
     // the next case gets a fresh worker rather than a failure it did not earn.
     declined_.clear();  // this case's, once its candidate is read
-    // The case as a case file (a golden without /expected): a worker never sees the answers. The
-    // reference still runs here for the names and shapes the candidate is read against.
-    const Result expected = reference::run_reference_tp(test_case);
+    // What the case is for this worker: outside its statement, refused by name (callers that admit cases first,
+    // impl/candidate_run.hpp, never get here with one); inside, the case file holds the parts it states.
+    const Admission admission = admit(capabilities_, outline_of(test_case));
+    if (!admission.admitted()) throw Unsupported(name_, admission.reason());
+    const golden::CaseFileParts parts{
+        .tensor_parallel = test_case.plan.tp_size == 1 || admission.per_rank_gradients,
+        .decode = !admission.parts_not_stated.contains("decode"),
+        .context_parallel = admission.context_parallel};
+    // The case as a case file (a golden without /expected): a worker never sees the answers. Its candidate is
+    // read by the names the case's geometry gives: attncheck computes nothing for a worker's case.
     std::error_code ignored;
     std::string candidate_path;
     WorkerLine reply;
@@ -164,7 +194,7 @@ class Worker : public Implementation {
       candidate_path = fmt::format("{}/candidate{}.h5", session_->folder.path(), cases_);
       ++cases_;
       try {
-        golden::write_case(case_path, test_case, name_);
+        golden::write_case(case_path, test_case, name_, parts);
       } catch (const InputError& error) {  // not the user's input: the worker's folder (disk full, removed)
         session_->process.stop();
         throw std::runtime_error(fmt::format("{}: cannot write the case for the worker: {}", name_, error.what()));
@@ -205,7 +235,7 @@ class Worker : public Implementation {
     }
     golden::Candidate candidate = [&] {
       try {
-        return read_worker_candidate(candidate_path, named_tensors(expected), name_);
+        return read_worker_candidate(candidate_path, candidate_names(test_case, parts), name_);
       } catch (...) {
         std::filesystem::remove_all(candidate_path, ignored);
         throw;
@@ -219,7 +249,7 @@ class Worker : public Implementation {
     // One rule with `attncheck compare` (SCHEMA.md, "Candidate files"): the candidate's /result@tp_size
     // decides whether its per-rank gradients are checked — 1: excused; absent or the case's tp_size:
     // checked; anything else: a wrong TP layout, a failure.
-    const std::int64_t case_tp = test_case.plan.tp_size;
+    const std::int64_t case_tp = parts.tensor_parallel ? test_case.plan.tp_size : 1;  // as the case file has it
     if (candidate.tp_size && *candidate.tp_size != 1 && *candidate.tp_size != case_tp) {
       throw std::runtime_error(fmt::format("{}: its candidate declares tp_size {} for a case of tp_size {}", name_,
                                            *candidate.tp_size, case_tp));
@@ -260,9 +290,13 @@ class Worker : public Implementation {
     line_cut_ = 0;
     unread_.clear();
     const WorkerLine greeting = read_line();
-    if (greeting.end == WorkerLine::End::line && is_greeting(greeting.text)) {
+    const int protocol = greeting.end == WorkerLine::End::line ? greeting_protocol(greeting.text) : 0;
+    if (protocol != 0) {
       sharded_ = greets_sharded(greeting.text);  // until a candidate declares its tp_size
-      return "";
+      if (protocol == 1) return "";
+      std::string problem = read_statement();
+      if (!problem.empty()) session_->process.stop();
+      return problem;
     }
     std::string printed;
     if (greeting.end == WorkerLine::End::line) {
@@ -274,6 +308,39 @@ class Worker : public Implementation {
     }
     session_->process.stop();
     return printed;
+  }
+
+  // Protocol 2: the line after the greeting, "supports JSON" (core/capabilities/capabilities_json.hpp), read into
+  // capabilities_; "" when it is one, else what is wrong. A worker restarted after a case ended it must state
+  // what it stated at first.
+  std::string read_statement() {
+    const WorkerLine line = read_line();
+    if (line.end == WorkerLine::End::timed_out) {
+      return fmt::format("it greeted with protocol 2 but printed no 'supports' line within {} s", timeout_seconds_);
+    }
+    if (line.end == WorkerLine::End::closed) return "it greeted with protocol 2, then closed its output";
+    constexpr std::string_view kSupports = "supports ";
+    if (line.cut != 0 || !line.text.starts_with(kSupports)) {
+      return fmt::format("it greeted with protocol 2, so its next line must be 'supports JSON', not '{}'",
+                         echoable(line.text, line.cut));
+    }
+    Capabilities stated;
+    try {
+      stated = parse_capabilities_text(std::string_view(line.text).substr(kSupports.size()),
+                                       fmt::format("{}'s supports line", name_));
+    } catch (const InputError& error) {
+      std::string problems;
+      for (const Violation& violation : error.violations()) {
+        problems += (problems.empty() ? "" : "; ") + to_string(violation);
+      }
+      return echoable(fmt::format("its supports line is not a statement of capabilities: {}", problems));
+    }
+    if (statement_read_ && !(stated == capabilities_)) {
+      return "it stated other capabilities when restarted than at first";
+    }
+    capabilities_ = std::move(stated);
+    statement_read_ = true;
+    return "";
   }
 
   // The failure of a worker whose output closed before it answered (or that stopped reading its
@@ -369,6 +436,8 @@ class Worker : public Implementation {
   std::string name_;
   int timeout_seconds_;  // ATTNCHECK_WORKER_TIMEOUT, read once
   std::optional<WorkerSession> session_;  // the running worker (a new one after a case ended the last)
+  Capabilities capabilities_;             // protocol 2's statement; everything, unstated, for protocol 1
+  bool statement_read_ = false;
   bool sharded_ = false;                  // what its latest candidate declared (the greeting before any)
   Precision precision_ = Precision::fp64;
   RopeAngles rope_angles_ = RopeAngles::float32;

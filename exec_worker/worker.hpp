@@ -1,5 +1,5 @@
 // `exec:COMMAND`: an implementation in another process, in any language, speaking attncheck worker
-// protocol 1 over its stdin and stdout (stderr is passed through for its logs):
+// protocol 1 or 2 over its stdin and stdout (stderr is passed through for its logs):
 //
 //   worker -> attncheck   "attncheck-worker 1[ TEXT]"      once, at start: the words "attncheck-worker 1",
 //                                                          alone or then a space and a description
@@ -9,10 +9,21 @@
 //                                                          as for `attncheck compare`: 1 excuses it from
 //                                                          per-rank gradients, absent or the case's
 //                                                          tp_size has them checked, else a failure)
+//                         or "attncheck-worker 2[ TEXT]"   protocol 2: the same, and then at once
+//   worker -> attncheck   "supports JSON"                  what it supports, a statement of capabilities
+//                                                          (core/capabilities/capabilities_json.hpp): cases
+//                                                          outside it are never sent (nor anything computed
+//                                                          for them), the parts it lacks are left out of its
+//                                                          case files (no decode schedule; tp_size 1 when it
+//                                                          does not run the plan), and declining anything it
+//                                                          states is its failure (a broken promise). A
+//                                                          statement that is not valid is bad input (exit 2).
 //   attncheck -> worker   "run CASE.h5 CANDIDATE.h5"        per case: CASE.h5 is a case file (a golden file,
 //                                                          golden/SCHEMA.md, without /expected: a worker
 //                                                          never sees the answers); the worker writes
-//                                                          CANDIDATE.h5
+//                                                          CANDIDATE.h5, which is read by the names the
+//                                                          case's geometry gives (attncheck runs no
+//                                                          reference for a worker's case)
 //   worker -> attncheck   "ok" | "unsupported REASON" | "error MESSAGE"
 //                                                          (the candidate's /result@precision and
 //                                                          @rope_angles are its contract: an fp32 or

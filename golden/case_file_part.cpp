@@ -497,13 +497,14 @@ std::optional<CpSpec> read_context_parallel(const H5::H5File& file, const std::s
 
 }  // namespace
 
-void write_case_part(H5::H5File& file, const Golden& golden) {
-  const Case& test_case = golden.test_case;
+void write_case_part(H5::H5File& file, const Case& test_case, const CasePartHeader& golden, const CaseFileParts& parts) {
   write_attribute(file, "schema_version", schema_version_for(test_case.geometry()));
   write_attribute(file, "generator", golden.generator);
   write_attribute(file, "seed", static_cast<std::int64_t>(golden.seed));
-  write_geometry(file, test_case.geometry(), test_case.plan.tp_size);
-  if (test_case.context_parallel) write_context_parallel(file, *test_case.context_parallel);
+  write_geometry(file, test_case.geometry(), parts.tensor_parallel ? test_case.plan.tp_size : 1);
+  if (test_case.context_parallel && parts.context_parallel && parts.tensor_parallel) {
+    write_context_parallel(file, *test_case.context_parallel);
+  }
 
   const Inputs& inputs = test_case.inputs;
   H5::Group input_group = file.createGroup("/inputs");
@@ -522,7 +523,7 @@ void write_case_part(H5::H5File& file, const Golden& golden) {
   }
   write_integers(input_group, "position_ids", inputs.positions, {inputs.batch, inputs.seq});
   write_integers(input_group, "key_lengths", inputs.key_lengths, {inputs.batch});
-  if (!inputs.decode.empty()) {
+  if (!inputs.decode.empty() && parts.decode) {
     std::vector<std::int64_t> schedule = {inputs.decode.prefill};
     schedule.insert(schedule.end(), inputs.decode.steps.begin(), inputs.decode.steps.end());
     write_integers(input_group, "decode_schedule", schedule, {static_cast<std::int64_t>(schedule.size())});
@@ -656,13 +657,59 @@ Golden read_case_part(const H5::H5File& file, const std::string& path) {
   return golden;
 }
 
-void write_case(const std::string& path, const Case& test_case, const std::string& generator) {
+void write_case(const std::string& path, const Case& test_case, const std::string& generator,
+                const CaseFileParts& parts) {
   translating_hdf5_errors(path, "write failed", [&] {
     {
       H5::H5File file = create_for_writing(path);
-      write_case_part(file, Golden{.test_case = test_case, .expected = {}, .generator = generator});
+      write_case_part(file, test_case, {.generator = generator}, parts);
     }
     seal_integrity(path);
+  });
+}
+
+CaseOutline read_case_outline(const std::string& path) {
+  return translating_hdf5_errors(path, "read failed", [&] {
+    // Only its attributes and small integer datasets are read: nothing it declares is allocated.
+    const H5::H5File file = open_for_reading(path, DeclaredData::counted_by_caller);
+    const auto version = read_integer_attribute(file, "schema_version", path);
+    if (!version || *version < 1 || *version > kSchemaVersion) {
+      fail(path, "schema_version", version ? std::to_string(*version) : "absent",
+           fmt::format("this attncheck reads schema versions 1 to {}", kSchemaVersion), "regenerate the file");
+    }
+    CaseOutline outline{.plan = read_plan(file, path, *version)};
+    outline.context_parallel = read_context_parallel(file, path, outline.plan);
+    Shape position_shape;
+    outline.positions = read_integers(file, "/inputs/position_ids", path, std::nullopt, &position_shape);
+    if (position_shape.size() != 2 || position_shape[0] < 1 || position_shape[1] < 1) {
+      fail(path, "/inputs/position_ids", to_string(position_shape), "shape must be [batch, seq] with batch, seq >= 1",
+           "");
+    }
+    outline.batch = position_shape[0];
+    outline.seq = position_shape[1];
+    outline.key_lengths = exists(file, "/inputs/key_lengths")
+                              ? read_integers(file, "/inputs/key_lengths", path, Shape{outline.batch})
+                              : std::vector<std::int64_t>(static_cast<std::size_t>(outline.batch), outline.seq);
+    for (const std::int64_t keys : outline.key_lengths) {
+      if (keys < 0 || keys > outline.seq) {
+        fail(path, "/inputs/key_lengths", std::to_string(keys), "must lie in [0, seq]", std::to_string(outline.seq));
+      }
+    }
+    if (exists(file, "/inputs/decode_schedule")) {
+      const std::vector<std::int64_t> schedule = read_integers(file, "/inputs/decode_schedule", path, std::nullopt);
+      if (!schedule.empty()) {
+        outline.decode.prefill = schedule.front();
+        outline.decode.steps.assign(schedule.begin() + 1, schedule.end());
+      }
+    }
+    return outline;
+  });
+}
+
+void verify_file_integrity(const std::string& path) {
+  translating_hdf5_errors(path, "read failed", [&] {
+    const H5::H5File file = open_for_reading(path, DeclaredData::counted_by_caller);
+    verify_integrity(file, path);
   });
 }
 

@@ -13,8 +13,17 @@
 
 namespace attncheck::golden {
 
-// /geometry, /inputs and /weights: everything but the answers.
-void write_case_part(H5::H5File& file, const Golden& golden);
+// /geometry, /inputs and /weights: everything but the answers. The case is written as `parts` narrows it
+// (a case file for an implementation that does not state some of its parts); goldens write it whole.
+struct CasePartHeader {  // the root attributes, and how inputs and weights are stored (Golden's fields of the same names)
+  std::string generator;
+  std::uint64_t seed = 0;
+  bool weights_by_generator = false;
+  bool inputs_by_generator = false;
+  ActivationDistribution activations = ActivationDistribution::uniform;
+};
+void write_case_part(H5::H5File& file, const Case& test_case, const CasePartHeader& golden,
+                     const CaseFileParts& parts = {});
 
 // Everything but /expected: root attributes, geometry, inputs, weights; the case validated.
 Golden read_case_part(const H5::H5File& file, const std::string& path);

@@ -66,7 +66,12 @@ static void write_golden_unchecked(const std::string& path, const Golden& golden
     }
   }
   H5::H5File file = create_for_writing(path);
-  write_case_part(file, golden);
+  write_case_part(file, golden.test_case,
+                  {.generator = golden.generator,
+                   .seed = golden.seed,
+                   .weights_by_generator = golden.weights_by_generator,
+                   .inputs_by_generator = golden.inputs_by_generator,
+                   .activations = golden.activations});
   {
     H5::Group geometry_group = file.openGroup("/geometry");
     write_attribute(geometry_group, "tp_convention", std::string(to_string(golden.tp_convention)));

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "core/capabilities/case_outline.hpp"
 #include "core/compare/compare.hpp"
 #include "core/generation/input_generation.hpp"
 #include "core/model/case.hpp"
@@ -80,9 +81,30 @@ std::map<std::string, Shape, TensorNameOrder> expected_shapes(const Golden& gold
 // says (regroup_rank_gradients turns the reference's replicated-kv ones into another convention's).
 void write_golden(const std::string& path, const Golden& golden);
 
+// The parts of a case a case file holds: all of them, or less for an implementation that does not state
+// some (core/capabilities/capabilities.hpp's Admission): without tensor_parallel the file is the unsharded
+// case (tp_size 1, so no CP layout either), without decode it has no decode schedule, without
+// context_parallel no layout. It is then the case the implementation is judged on, less those parts.
+struct CaseFileParts {
+  bool tensor_parallel = true;
+  bool decode = true;
+  bool context_parallel = true;
+};
+
 // A case file: a golden without /expected (geometry, inputs, stored weights), what an implementation
 // in another process is given, so that it never sees the answers (SCHEMA.md, "Case files").
-void write_case(const std::string& path, const Case& test_case, const std::string& generator);
+void write_case(const std::string& path, const Case& test_case, const std::string& generator,
+                const CaseFileParts& parts = {});
+
+// The outline of a golden's or case file's case (core/capabilities/case_outline.hpp): geometry, TP plan,
+// context-parallel layout, positions, key lengths and decode schedule, without reading or generating a tensor:
+// what decides whether an implementation is given the golden at all. InputError as read_case for what it reads.
+// Its integrity digest is not verified here: read_golden verifies it after the schema's own checks, whose
+// messages are more specific; a caller that reads no more of the file calls verify_file_integrity.
+CaseOutline read_case_outline(const std::string& path);
+// The file's integrity digest against its content, when it carries one (InputError when they differ): what a
+// golden that no implementation is given is still held to, so that an edited outline cannot set it aside.
+void verify_file_integrity(const std::string& path);
 
 // Reads and checks the case of a case file or a golden file (its /expected, if any, is not read; its
 // integrity digest, which covers /expected too, is verified when present).

@@ -8,6 +8,9 @@
 #include <new>
 #include <string>
 
+#include <fmt/format.h>
+
+#include "core/resources/memory_room.hpp"
 #include "golden/hdf5_io.hpp"
 
 namespace attncheck::golden {
@@ -23,7 +26,9 @@ auto translating_hdf5_errors(const std::string& path, const char* action, Functi
     fail(path, "file", action, "the HDF5 library reported an error (damaged file, or no space to write?)",
          exception.getDetailMsg());
   } catch (const std::bad_alloc&) {
-    fail(path, "file", action, "the file describes more data than fits in memory", "check its shapes");
+    throw NotEnoughMemory(fmt::format("HDF5 file '{}'", path),
+                          {{"file", action, "the file describes more data than fits in memory (the allocator refused)",
+                            "check its shapes, or give the process more memory"}});
   }
 }
 

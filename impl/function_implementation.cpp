@@ -7,24 +7,23 @@ namespace {
 class FunctionImplementation : public Implementation {
  public:
   FunctionImplementation(std::string name, bool sharded, std::function<Result(const Case&)> run, Precision precision,
-                         RopeAngles rope_angles, LatentAttentionSupport latent)
+                         RopeAngles rope_angles, Capabilities capabilities)
       : name_(std::move(name)),
         sharded_(sharded),
         run_(std::move(run)),
         precision_(precision),
         rope_angles_(rope_angles),
-        latent_(latent) {}
+        capabilities_(std::move(capabilities)) {}
   const std::string& name() const override { return name_; }
+  const Capabilities& capabilities() const override { return capabilities_; }
   bool sharded() const override { return sharded_; }
   Precision precision() const override { return precision_; }
   RopeAngles rope_angles() const override { return rope_angles_; }
   const DeclinedParts& declined() const override { return declined_; }
   NamedTensors run(const Case& test_case) override {
     declined_.clear();
-    if (test_case.geometry().is_latent() && latent_ == LatentAttentionSupport::refused) {
-      throw Unsupported(name_,
-                        "multi-head latent attention (DeepSeek-V2/V3, Kimi K2) is not implemented here; the fp64 "
-                        "reference and reference-tp run it");
+    if (const Admission admission = admit(capabilities_, outline_of(test_case)); !admission.admitted()) {
+      throw Unsupported(name_, admission.reason());
     }
     Result result = run_(test_case);
     declined_ = std::move(result.declined);  // what this case's Result declined, asked after run()
@@ -37,17 +36,23 @@ class FunctionImplementation : public Implementation {
   std::function<Result(const Case&)> run_;
   Precision precision_;
   RopeAngles rope_angles_;
-  LatentAttentionSupport latent_;
+  Capabilities capabilities_;
   DeclinedParts declined_;
 };
 
 }  // namespace
 
+Capabilities without_latent_attention() {
+  Capabilities capabilities;
+  capabilities.features.erase(Feature::latent);
+  return capabilities;
+}
+
 std::unique_ptr<Implementation> function_implementation(std::string name, bool sharded,
                                                         std::function<Result(const Case&)> run, Precision precision,
-                                                        RopeAngles rope_angles, LatentAttentionSupport latent) {
+                                                        RopeAngles rope_angles, Capabilities capabilities) {
   return std::make_unique<FunctionImplementation>(std::move(name), sharded, std::move(run), precision, rope_angles,
-                                                  latent);
+                                                  std::move(capabilities));
 }
 
 }  // namespace attncheck::impl

@@ -12,6 +12,11 @@ NoAnswer::NoAnswer(const std::string& implementation, int seconds, const std::st
                                      seconds, limit_source)),
       seconds_(seconds) {}
 
+const Capabilities& Implementation::capabilities() const {
+  static const Capabilities everything = Capabilities::everything();
+  return everything;
+}
+
 const DeclinedParts& Implementation::declined() const {
   static const DeclinedParts nothing;
   return nothing;

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/capabilities/capabilities.hpp"
 #include "core/compare/compare.hpp"
 #include "core/errors/input_error.hpp"
 #include "core/model/case.hpp"
@@ -20,6 +21,14 @@ namespace attncheck::impl {
 class Unsupported : public InputError {
  public:
   Unsupported(const std::string& implementation, const std::string& reason);
+};
+
+// An Unsupported that says nothing about the case: the implementation cannot run on this machine at all (no
+// CUDA device). Reported as a decline like any Unsupported, and never as a broken promise of an implementation
+// whose stated capabilities include the case (core/capabilities/capabilities.hpp).
+class Unavailable : public Unsupported {
+ public:
+  using Unsupported::Unsupported;
 };
 
 // Thrown by an implementation that gave no answer within its time limit (an exec: worker past
@@ -41,6 +50,11 @@ class Implementation {
  public:
   virtual ~Implementation() = default;
   virtual const std::string& name() const = 0;
+  // What it states it supports (core/capabilities/capabilities.hpp): every command admits a case by these
+  // before anything runs or is computed for it, fuzz and mutants draw only cases within them, and a stated
+  // one is a promise (impl/candidate_run.hpp: declining what it states is its failure). Everything, unstated,
+  // unless it says otherwise; an exec: worker states its own in the protocol (exec_worker/worker.hpp).
+  virtual const Capabilities& capabilities() const;
   // Whether it reports per-rank gradients (runs the case's TP plan). One that does not is compared on
   // out, decode/out and the full gradients only. Asked after run(): an exec: worker answers for the
   // case it just ran, from its candidate's /result@tp_size, as `attncheck compare` reads that file.

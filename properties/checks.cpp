@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/compare/rank_regroup.hpp"
+#include "impl/candidate_run.hpp"
 #include "reference/reference.hpp"
 #include "reference/yardstick.hpp"
 
@@ -25,12 +26,35 @@ OracleAnswer oracle_answer(const Case& test_case) {
   }
 }
 
-CheckOutcome check_matches_reference(impl::Implementation& implementation, const Case& test_case) {
-  return check_matches_reference(implementation, test_case, oracle_answer(test_case));
+namespace {
+
+// The run's outcome when it produced nothing to judge, as the fuzzer counts it.
+std::optional<CheckOutcome> unjudged(const impl::CandidateRun& run, const std::string& name,
+                                     const std::string& property) {
+  using Kind = impl::CandidateRun::Kind;
+  switch (run.kind) {
+    case Kind::answered:
+      return std::nullopt;
+    case Kind::not_stated:
+    case Kind::declined:
+      return CheckOutcome{.verdict = Verdict::unsupported,
+                          .property = property,
+                          .detail = run.message,
+                          .unsupported_reason = run.reason};
+    case Kind::broken_promise:
+      return CheckOutcome{.verdict = Verdict::fail, .property = std::string(kKeepsItsPromise), .detail = run.message};
+    case Kind::no_answer:  // its own verdict: a timeout is not a wrong answer
+      return CheckOutcome{.verdict = Verdict::fail, .property = std::string(kAnswersInTime), .detail = run.message};
+    case Kind::raised:
+    case Kind::out_of_memory:
+      break;
+  }
+  return CheckOutcome{.verdict = Verdict::fail, .property = property, .detail = fmt::format("{} raised: {}", name, run.message)};
 }
 
-CheckOutcome check_matches_reference(impl::Implementation& implementation, const Case& test_case,
-                                     const OracleAnswer& oracle) {
+// The oracle, from the answer given or computed now; the implementation has run and answered.
+CheckOutcome judge(impl::Implementation& implementation, const Case& test_case, impl::CandidateRun run,
+                   const OracleAnswer& oracle) {
   CheckOutcome outcome{.property = "matches-reference"};
   if (!oracle.tensors) {
     return {.verdict = Verdict::unsupported,
@@ -39,30 +63,16 @@ CheckOutcome check_matches_reference(impl::Implementation& implementation, const
             .unsupported_reason = "no reference answer (the fp64 oracle declined the case)"};
   }
   NamedTensors expected = *oracle.tensors;  // this check's copy: dropped and regrouped below for the implementation
-  NamedTensors actual;
-  try {
-    actual = implementation.run(test_case);
-  } catch (const impl::Unsupported& error) {
-    return {.verdict = Verdict::unsupported,
-            .property = outcome.property,
-            .detail = error.what(),
-            .unsupported_reason = error.violations().empty() ? error.what() : error.violations().front().rule};
-  } catch (const impl::NoAnswer& error) {  // its own verdict: a timeout is not a wrong answer
-    return {.verdict = Verdict::fail, .property = std::string(kAnswersInTime), .detail = error.what()};
-  } catch (const std::exception& error) {
-    return {.verdict = Verdict::fail,
-            .property = outcome.property,
-            .detail = fmt::format("{} raised: {}", implementation.name(), error.what())};
-  }
-  // Asked after the run: a worker's candidate declares its TP layout and precision contract.
-  if (!implementation.sharded()) {
+  NamedTensors& actual = run.tensors;
+  // What the run declared (a worker's candidate declares its TP layout and precision contract).
+  if (!run.per_rank_gradients) {
     std::erase_if(expected, [](const auto& entry) { return entry.first.starts_with("ranks/"); });
   }
   // The oracle's per-rank gradients (replicated-kv) regrouped to how the implementation holds its own.
-  const TpConvention convention = implementation.tp_convention();
+  const TpConvention convention = run.tp_convention;
   expected = regroup_rank_tensors(std::move(expected), test_case.plan, TpConvention::replicated_kv, convention);
-  const Precision precision = implementation.precision();
-  const RopeAngles angles = implementation.rope_angles();
+  const Precision precision = run.precision;
+  const RopeAngles angles = run.rope_angles;
   YardstickErrors yardstick;
   try {
     yardstick = reference::yardstick_errors(test_case, expected, precision, angles, convention);
@@ -74,7 +84,7 @@ CheckOutcome check_matches_reference(impl::Implementation& implementation, const
   }
   CompareReport report;
   try {
-    report = compare(test_case, expected, actual, precision, &yardstick, angles, convention, implementation.declined());
+    report = compare(test_case, expected, actual, precision, &yardstick, angles, convention, run.declined);
   } catch (const InputError& error) {  // declined parts that are malformed, `out`, or also supplied
     return {.verdict = Verdict::fail,
             .property = outcome.property,
@@ -96,6 +106,23 @@ CheckOutcome check_matches_reference(impl::Implementation& implementation, const
   }
   outcome.report = std::move(report);
   return outcome;
+}
+
+}  // namespace
+
+CheckOutcome check_matches_reference(impl::Implementation& implementation, const Case& test_case) {
+  impl::CandidateRun run =
+      impl::run_candidate(implementation, test_case, admit(implementation.capabilities(), outline_of(test_case)));
+  if (auto outcome = unjudged(run, implementation.name(), "matches-reference")) return *outcome;
+  return judge(implementation, test_case, std::move(run), oracle_answer(test_case));  // the oracle only now
+}
+
+CheckOutcome check_matches_reference(impl::Implementation& implementation, const Case& test_case,
+                                     const OracleAnswer& oracle) {
+  impl::CandidateRun run =
+      impl::run_candidate(implementation, test_case, admit(implementation.capabilities(), outline_of(test_case)));
+  if (auto outcome = unjudged(run, implementation.name(), "matches-reference")) return *outcome;
+  return judge(implementation, test_case, std::move(run), oracle);
 }
 
 }  // namespace attncheck::properties

@@ -17,6 +17,9 @@ enum class Verdict { pass, fail, unsupported };
 // The property a case fails when the implementation gives no answer within its limit (impl::NoAnswer): a
 // verdict of its own, never a mismatch, and never shrunk (each candidate could cost the whole limit).
 inline constexpr std::string_view kAnswersInTime = "answers-in-time";
+// The property a case fails when the implementation declines a case, or a part of one, that its stated
+// capabilities include (impl/candidate_run.hpp): a failure, never a decline.
+inline constexpr std::string_view kKeepsItsPromise = "keeps-its-promise";
 
 struct CheckOutcome {
   Verdict verdict = Verdict::pass;
@@ -26,8 +29,11 @@ struct CheckOutcome {
   std::optional<CompareReport> report;
 };
 
-// Unsupported when the implementation says so or the oracle has no answer (a non-finite fp64 result);
-// fail when it throws anything else or a tensor is beyond tolerance, missing or of another shape.
+// The case admitted by the implementation's capabilities, run (impl::run_candidate), then judged against the
+// oracle, which is computed only for a case it answered. Unsupported when the case is outside its capabilities,
+// when it declines a case it made no promise about, or when the oracle has no answer (a non-finite fp64 result);
+// fail when it declines what it promised (kKeepsItsPromise), throws anything else, or a tensor is beyond
+// tolerance, missing or of another shape.
 CheckOutcome check_matches_reference(impl::Implementation& implementation, const Case& test_case);
 
 // The oracle's answer to a case (oracle_tensors with the per-rank gradients), or why it has none: computed once

@@ -132,6 +132,20 @@ void reproduce(const std::string& name, const ImplementationFactory& open_fresh,
   failure.repro_path = write_sequence_repro(cases, comment, options.repro_dir, name);
 }
 
+// The features a case exercised as the check judged it: its parts only where they were judged.
+FeatureSet judged_features(const Capabilities& capabilities, const Case& test_case) {
+  const Admission admission = admit(capabilities, outline_of(test_case));
+  FeatureSet features = admission.features;
+  if (admission.parts_not_stated.contains("grads")) features.erase(Feature::backward);
+  if (admission.parts_not_stated.contains("decode")) features.erase(Feature::decode);
+  if (!admission.per_rank_gradients) {
+    features.erase(Feature::tensor_parallel);
+    features.erase(Feature::kv_replication);
+  }
+  if (!admission.context_parallel) features.erase(Feature::context_parallel);
+  return features;
+}
+
 }  // namespace
 
 std::vector<std::string> FuzzReport::top_unsupported_reasons(std::size_t count) const {
@@ -152,11 +166,15 @@ std::string describe_sequence(const std::vector<std::int64_t>& earlier, std::int
 }
 
 FuzzReport fuzz(impl::Implementation& implementation, const ImplementationFactory& open_fresh,
-                const FuzzOptions& options, std::ostream* progress) {
+                const FuzzOptions& requested, std::ostream* progress) {
   if (!open_fresh) throw std::logic_error("fuzz() needs a way to open a fresh instance of the implementation");
+  // Every case, its shrinking and its replays drawn within what the implementation states.
+  FuzzOptions options = requested;
+  options.limits = requested.limits.within(implementation.capabilities(), implementation.name());
   const std::optional<double> seconds = options.seconds || options.cases ? options.seconds : std::optional(60.0);
   const rc::Gen<CaseSpec> generator = case_specs(options.limits);
   FuzzReport report;
+  report.capabilities = implementation.capabilities();
   report.case_budget = options.cases;
   report.time_bounded = !options.cases;
   const Clock::time_point start = Clock::now();
@@ -171,7 +189,8 @@ FuzzReport fuzz(impl::Implementation& implementation, const ImplementationFactor
     const std::int64_t index = options.shard_index + k * options.shard_count;
     rc::Shrinkable<CaseSpec> shrinkable = generator(random_for(options.seed, index), size_for(index));
     const CaseSpec spec = shrinkable.value();
-    CheckOutcome outcome = check_matches_reference(implementation, make_case(spec));
+    const Case test_case = make_case(spec);
+    CheckOutcome outcome = check_matches_reference(implementation, test_case);
     ++report.cases;
     if (const std::int64_t w = work(spec); outcome.verdict != Verdict::unsupported && w > report.largest_work) {
       report.largest_work = w;
@@ -180,6 +199,10 @@ FuzzReport fuzz(impl::Implementation& implementation, const ImplementationFactor
     if (outcome.verdict == Verdict::unsupported) {
       ++report.unsupported;
       ++report.unsupported_reasons[outcome.unsupported_reason.substr(0, 200)];
+    } else {
+      for (const Feature feature : judged_features(implementation.capabilities(), test_case).list()) {
+        ++report.exercised[feature];
+      }
     }
     if (outcome.report && outcome.report->declined_count() > 0) {
       ++report.with_declined;

@@ -95,6 +95,12 @@ struct FuzzReport {
   // each declined reason with how many cases gave it (once per case, however many tensors it covered).
   std::int64_t with_declined = 0;
   std::map<std::string, std::int64_t> declined_reasons;
+  // Of the cases judged (not unsupported), how many exercised each feature (parts only where judged: decode
+  // where decode/out was, tensor-parallel where the per-rank gradients were): what the campaign covered.
+  std::map<Feature, std::int64_t> exercised;
+  std::int64_t judged() const { return cases - unsupported; }
+  // What the cases were drawn within: the implementation's capabilities (narrowed by --only / --without).
+  Capabilities capabilities;
   double seconds = 0.0;  // until the failure (or the end), without shrinking
   std::int64_t largest_work = 0;
   std::string largest;  // describe() of the largest case checked (unsupported ones aside)
@@ -108,8 +114,9 @@ struct FuzzReport {
   std::vector<std::string> top_declined_reasons(std::size_t count) const;
 };
 
-// Fuzzes `implementation` (which runs every case); `open_fresh` opens another instance of it for the
-// checks of a failure in a fresh instance (required).
+// Fuzzes `implementation` (which runs every case) with cases drawn within its capabilities
+// (GenLimits::within); `open_fresh` opens another instance of it for the checks of a failure in a fresh
+// instance (required). InputError when the profile and its capabilities leave no case.
 FuzzReport fuzz(impl::Implementation& implementation, const ImplementationFactory& open_fresh,
                 const FuzzOptions& options, std::ostream* progress);
 

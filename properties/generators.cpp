@@ -1,11 +1,16 @@
 #include "properties/generators.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
 #include <tuple>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "core/errors/input_error.hpp"
 #include "core/model/tp_plan.hpp"
+#include "core/tp/tp_convention.hpp"
 #include "properties/long_sequences.hpp"
 #include "properties/shrinking_choice.hpp"
 #include "properties/size_scaling.hpp"
@@ -65,17 +70,114 @@ GenLimits GenLimits::scaled(double factor) const {
   return limits;
 }
 
+std::int64_t head_dim_step(const Capabilities& capabilities) {
+  return std::lcm<std::int64_t>(2, capabilities.head_dim_multiple_of);
+}
+
+GenLimits GenLimits::within(const Capabilities& stated, const std::string& implementation) const {
+  GenLimits limits = *this;
+  limits.capabilities = stated;
+  const auto lower = [](std::int64_t& bound, const std::optional<std::int64_t>& limit) {
+    if (limit) bound = std::min(bound, *limit);
+  };
+  lower(limits.max_head_dim, stated.max_head_dim);
+  lower(limits.max_hidden, stated.max_hidden_size);
+  lower(limits.max_batch, stated.max_batch);
+  lower(limits.max_seq, stated.max_seq);
+  ViolationList violations;
+  const std::string who = fmt::format("--impl {}", implementation);
+  if (profile == SizeProfile::latent_attention && !stated.features.contains(Feature::latent)) {
+    violations.add("--profile", "latent", fmt::format("draws multi-head latent attention, which {} does not state", implementation),
+                   "short or long");
+  }
+  if (profile != SizeProfile::latent_attention) {
+    const std::int64_t step = head_dim_step(stated);
+    if (stated.max_head_dim && *stated.max_head_dim < step) {
+      violations.add(who, fmt::format("max_head_dim {}", *stated.max_head_dim),
+                     fmt::format("must admit an even head_dim that is a multiple of {}", stated.head_dim_multiple_of),
+                     std::to_string(step));
+    }
+    // A hidden_size that must equal the query width (no explicit-head-dim) needs room for one head of that step.
+    if (stated.max_hidden_size && *stated.max_hidden_size < step) {
+      violations.add(who, fmt::format("max_hidden_size {}", *stated.max_hidden_size),
+                     fmt::format("must admit one head of an even head_dim that is a multiple of {}",
+                                 stated.head_dim_multiple_of),
+                     std::to_string(step));
+    }
+  }
+  const FeatureSet& features = stated.features;
+  if (!features.contains(Feature::causal) && !features.contains(Feature::bidirectional)) {
+    violations.add(who, to_string(features), "must state causal or bidirectional: every case has a mask", "causal");
+  }
+  if (!features.contains(Feature::rope_half_split) && !features.contains(Feature::rope_interleaved) &&
+      !features.contains(Feature::no_rope)) {
+    violations.add(who, to_string(features),
+                   "must state rope-half-split, rope-interleaved or no-rope: every case has a RoPE form",
+                   "rope-half-split");
+  }
+  if (stated.max_seq && *stated.max_seq < min_seq) {
+    violations.add(who, fmt::format("max_seq {}", *stated.max_seq),
+                   fmt::format("must reach the {} profile's shortest sequence, {}", to_string(profile), min_seq),
+                   profile == SizeProfile::long_sequences ? "--profile short" : std::to_string(min_seq));
+  }
+  violations.throw_if_any("no case to draw");
+  return limits;
+}
+
 namespace {
 
-// Even head_dim in [2, max]: small ones most often (mask and RoPE bugs show at any width), any even
-// width up to max sometimes (the fuzzer must reach 80, 96, 256, ...). Shrinks towards 2.
-Gen<std::int64_t> head_dims(std::int64_t max_head_dim) {
-  const std::int64_t max_half = std::max<std::int64_t>(1, max_head_dim / 2);
+// head_dim a multiple of step (even) in [step, max]: small ones most often (mask and RoPE bugs show at any
+// width), any such width up to max sometimes (the fuzzer must reach 80, 96, 256, ...). Shrinks towards step.
+Gen<std::int64_t> head_dims(std::int64_t max_head_dim, std::int64_t step) {
+  const std::int64_t max_units = std::max<std::int64_t>(1, max_head_dim / step);
   return gen::map(
-      weighted_one_of<std::int64_t>({{5, gen::inRange<std::int64_t>(1, std::min<std::int64_t>(8, max_half) + 1)},
-                                     {3, gen::inRange<std::int64_t>(1, std::min<std::int64_t>(32, max_half) + 1)},
-                                     {2, gen::inRange<std::int64_t>(1, max_half + 1)}}),
-      [](std::int64_t half) { return 2 * half; });
+      weighted_one_of<std::int64_t>({{5, gen::inRange<std::int64_t>(1, std::min<std::int64_t>(8, max_units) + 1)},
+                                     {3, gen::inRange<std::int64_t>(1, std::min<std::int64_t>(32, max_units) + 1)},
+                                     {2, gen::inRange<std::int64_t>(1, max_units + 1)}}),
+      [step](std::int64_t units) { return step * units; });
+}
+
+// What a statement allows, as the choices below ask it.
+bool has(const Capabilities& capabilities, Feature feature) {
+  return capabilities.features.contains(feature);
+}
+
+// A choice of weighted elements, less those whose feature is not stated (kept: no feature). With every
+// feature stated, the list and so the draws are the ones the generators always made.
+template <typename T>
+Gen<T> allowed_elements(const Capabilities& capabilities,
+                        std::initializer_list<std::tuple<std::size_t, T, std::optional<Feature>>> choices) {
+  std::vector<std::pair<std::size_t, T>> kept;
+  for (const auto& [weight, value, feature] : choices) {
+    if (!feature || has(capabilities, *feature)) kept.emplace_back(weight, value);
+  }
+  return weighted_element(kept);
+}
+
+// gen, or none when the feature is not stated.
+template <typename T>
+Gen<std::optional<T>> if_stated(const Capabilities& capabilities, Feature feature, Gen<std::optional<T>> gen) {
+  return has(capabilities, feature) ? std::move(gen) : gen::just(std::optional<T>());
+}
+
+Gen<bool> flag_if_stated(const Capabilities& capabilities, Feature feature, Gen<bool> gen) {
+  return has(capabilities, feature) ? std::move(gen) : gen::just(false);
+}
+
+// Heads and widths cut to the statement's num_heads and hidden_size limits (a no-op without them): query
+// heads kv * group at most max_num_heads; where hidden_size must be the query width (an omitted head_dim,
+// or explicit-head-dim not stated), kv * group * head_dim at most max_hidden_size.
+void fit_heads(const Capabilities& capabilities, bool hidden_is_query_width, std::int64_t step, std::int64_t& kv,
+               std::int64_t& group, std::int64_t& head_dim) {
+  if (const auto most = capabilities.max_num_heads) {
+    kv = std::min(kv, *most);
+    group = std::max<std::int64_t>(1, std::min(group, *most / kv));
+  }
+  if (const auto widest = capabilities.max_hidden_size; widest && hidden_is_query_width) {
+    while (kv * group * step > *widest && group > 1) --group;
+    while (kv * group * step > *widest && kv > 1) --kv;
+    head_dim = std::min(head_dim, std::max(step, *widest / (kv * group) / step * step));
+  }
 }
 
 // hidden_size for a query width: the same (the old assumption), smaller, larger, or anything.
@@ -93,9 +195,18 @@ struct Rotary {
   std::int64_t pairs = 0;
 };
 
-Gen<Rotary> rotaries(std::int64_t head_dim) {
-  return gen::map(gen::tuple(weighted_element<int>({{5, 0}, {3, 1}, {1, 2}, {1, 3}}),
-                             gen::inRange<std::int64_t>(0, head_dim / 2 + 1)),
+// Kinds without a stated form are not drawn: full and partial need a pairing, partial ones partial-rope,
+// none no-rope (and without no-rope, a partial rotary_dim is never drawn as 0).
+Gen<Rotary> rotaries(std::int64_t head_dim, const Capabilities& capabilities) {
+  const bool pairing = has(capabilities, Feature::rope_half_split) || has(capabilities, Feature::rope_interleaved);
+  const bool partial = pairing && has(capabilities, Feature::partial_rope);
+  std::vector<std::pair<std::size_t, int>> kinds;
+  if (pairing) kinds.emplace_back(5, 0);
+  if (partial) kinds.emplace_back(3, 1);
+  if (has(capabilities, Feature::no_rope)) kinds.emplace_back(1, 2);
+  if (partial) kinds.emplace_back(1, 3);
+  const std::int64_t fewest_pairs = has(capabilities, Feature::no_rope) ? 0 : 1;
+  return gen::map(gen::tuple(weighted_element(kinds), gen::inRange<std::int64_t>(fewest_pairs, head_dim / 2 + 1)),
                   [](const std::tuple<int, std::int64_t>& t) {
                     return Rotary{std::get<0>(t), std::get<1>(t)};
                   });
@@ -135,21 +246,43 @@ Gen<std::optional<std::int64_t>> short_windows(std::int64_t max_seq) {
                     [](std::int64_t w) { return std::optional<std::int64_t>(w); })}});
 }
 
-Gen<Features> features(std::int64_t head_dim, const Gen<std::optional<std::int64_t>>& windows) {
+// Either RoPE pairing, as stated (none stated: no-rope only, whose cases have no pairing to draw).
+Gen<RopeStyle> rope_styles(const Capabilities& capabilities) {
+  if (!has(capabilities, Feature::rope_half_split) && !has(capabilities, Feature::rope_interleaved)) {
+    return gen::just(RopeStyle::half_split);
+  }
+  return allowed_elements<RopeStyle>(capabilities, {{1, RopeStyle::half_split, Feature::rope_half_split},
+                                                    {1, RopeStyle::interleaved, Feature::rope_interleaved}});
+}
+
+// Causal (6 in 7) or not, as stated.
+Gen<bool> causal_masks(const Capabilities& capabilities) {
+  return allowed_elements<bool>(capabilities, {{6, true, Feature::causal}, {1, false, Feature::bidirectional}});
+}
+
+Gen<Features> features(std::int64_t head_dim, const Gen<std::optional<std::int64_t>>& windows,
+                       const Capabilities& capabilities) {
+  using enum Feature;
   return gen::map(gen::tuple(
-                      rotaries(head_dim), element(RopeStyle::half_split, RopeStyle::interleaved),
-                      weighted_element<QkNorm>({{3, QkNorm::none}, {2, QkNorm::rms}, {1, QkNorm::rms_one_plus}}),
-                      gen::arbitrary<bool>(), gen::arbitrary<bool>(),
-                      weighted_one_of<std::optional<double>>({{4, gen::just(std::optional<double>())},
-                                                              {1, gen::map(element(2.0, 0.5),
-                                                                           [head_dim](double f) {
-                                                                             return std::optional<double>(
-                                                                                 f * static_cast<double>(head_dim));
-                                                                           })}}),
-                      weighted_one_of<std::optional<double>>(
-                          {{3, gen::just(std::optional<double>())},
-                           {1, gen::map(element(5.0, 30.0), [](double c) { return std::optional<double>(c); })}}),
-                      windows, weighted_element<bool>({{6, true}, {1, false}}), element(10000.0, 1e6)),
+                      rotaries(head_dim, capabilities), rope_styles(capabilities),
+                      allowed_elements<QkNorm>(capabilities, {{3, QkNorm::none, std::nullopt},
+                                                              {2, QkNorm::rms, qk_norm_rms},
+                                                              {1, QkNorm::rms_one_plus, qk_norm_rms_one_plus}}),
+                      flag_if_stated(capabilities, qkv_bias, gen::arbitrary<bool>()),
+                      flag_if_stated(capabilities, out_bias, gen::arbitrary<bool>()),
+                      if_stated(capabilities, custom_scale,
+                                weighted_one_of<std::optional<double>>({{4, gen::just(std::optional<double>())},
+                                                                        {1, gen::map(element(2.0, 0.5),
+                                                                                     [head_dim](double f) {
+                                                                                       return std::optional<double>(
+                                                                                           f * static_cast<double>(head_dim));
+                                                                                     })}})),
+                      if_stated(capabilities, softcap,
+                                weighted_one_of<std::optional<double>>(
+                                    {{3, gen::just(std::optional<double>())},
+                                     {1, gen::map(element(5.0, 30.0), [](double c) { return std::optional<double>(c); })}})),
+                      if_stated(capabilities, sliding_window, windows), causal_masks(capabilities),
+                      element(10000.0, 1e6)),
                   [](const auto& t) {
                     return Features{.rotary = std::get<0>(t),
                                     .rope_style = std::get<1>(t),
@@ -220,7 +353,8 @@ Gen<OptionalRopeFields> optional_rope_fields() {
       });
 }
 
-Gen<GeometrySpec> with_scaling(const GeometrySpec& built) {
+Gen<GeometrySpec> with_scaling(const GeometrySpec& built, const Capabilities& capabilities) {
+  using enum Feature;
   const Geometry resolved = resolve_geometry(built);
   const std::int64_t pairs = resolved.rotary_dim() / 2;
   using Parameters = std::tuple<double, std::int64_t, double, bool, std::vector<double>, std::vector<double>>;
@@ -228,21 +362,24 @@ Gen<GeometrySpec> with_scaling(const GeometrySpec& built) {
       gen::tuple(element(2.0, 8.0, 32.0), element<std::int64_t>(8, 64, 4096), element(2.0, 4.0), gen::arbitrary<bool>(),
                  gen::container<std::vector<double>>(static_cast<std::size_t>(pairs), element(1.0, 1.05, 1.25)),
                  gen::container<std::vector<double>>(static_cast<std::size_t>(pairs), element(1.5, 4.0, 16.0, 40.0)));
-  const Gen<RopeScalingType> types = pairs == 0 ? gen::just(RopeScalingType::none)
-                                                : weighted_element<RopeScalingType>({{8, RopeScalingType::none},
-                                                                                     {1, RopeScalingType::linear},
-                                                                                     {1, RopeScalingType::llama3},
-                                                                                     {1, RopeScalingType::yarn},
-                                                                                     {1, RopeScalingType::longrope}});
+  const Gen<RopeScalingType> types =
+      pairs == 0 ? gen::just(RopeScalingType::none)
+                 : allowed_elements<RopeScalingType>(capabilities, {{8, RopeScalingType::none, std::nullopt},
+                                                                    {1, RopeScalingType::linear, rope_scaling_linear},
+                                                                    {1, RopeScalingType::llama3, rope_scaling_llama3},
+                                                                    {1, RopeScalingType::yarn, rope_scaling_yarn},
+                                                                    {1, RopeScalingType::longrope, rope_scaling_longrope}});
   const Gen<std::optional<double>> multipliers =
-      built.query_pre_attn_scalar
+      built.query_pre_attn_scalar || !has(capabilities, custom_scale)
           ? gen::just(std::optional<double>())
           : weighted_one_of<std::optional<double>>(
                 {{6, gen::just(std::optional<double>())},
                  {1, gen::map(element(0.0078125, 0.25, 1.0), [](double m) { return std::optional<double>(m); })}});
   return gen::map(
-      gen::tuple(types, parameters, multipliers, weighted_element<bool>({{5, false}, {1, true}}),
-                 weighted_element<bool>({{5, false}, {1, true}}), optional_rope_fields()),
+      gen::tuple(types, parameters, multipliers,
+                 flag_if_stated(capabilities, sinks, weighted_element<bool>({{5, false}, {1, true}})),
+                 flag_if_stated(capabilities, qk_norm_full_width, weighted_element<bool>({{5, false}, {1, true}})),
+                 optional_rope_fields()),
       [built](const auto& t) {
         GeometrySpec spec = built;
         spec.attention_sinks = std::get<3>(t);
@@ -291,8 +428,11 @@ Gen<GeometrySpec> with_scaling(const GeometrySpec& built) {
 }
 
 Gen<GeometrySpec> geometries(const GenLimits& limits, int size) {
+  const Capabilities& capabilities = limits.capabilities;
+  const std::int64_t step = head_dim_step(capabilities);
   const std::int64_t max_kv = bound_at(size, 1, limits.max_kv_heads);
-  const std::int64_t max_group = bound_at(size, 1, limits.max_group);
+  // Without gqa a KV head per query head (the draw is still made, so that every other draw stays as it was).
+  const std::int64_t max_group = has(capabilities, Feature::gqa) ? bound_at(size, 1, limits.max_group) : 1;
   const std::int64_t max_head_dim = std::max<std::int64_t>(2, bound_at(size, 2, limits.max_head_dim));
   const std::int64_t max_hidden = bound_at(size, 2, limits.max_hidden);
   const std::int64_t max_seq = bound_at(size, limits.min_seq, limits.max_seq);
@@ -301,21 +441,29 @@ Gen<GeometrySpec> geometries(const GenLimits& limits, int size) {
       long_profile ? long_sequences::windows(max_seq) : short_windows(max_seq);
   return gen::mapcat(
       gen::tuple(gen::inRange<std::int64_t>(1, max_kv + 1), gen::inRange<std::int64_t>(1, max_group + 1),
-                 long_profile ? long_sequences::head_dims(max_head_dim) : head_dims(max_head_dim),
+                 long_profile ? long_sequences::head_dims(max_head_dim, step) : head_dims(max_head_dim, step),
                  weighted_element<bool>({{5, false}, {1, true}})),
       [=](const std::tuple<std::int64_t, std::int64_t, std::int64_t, bool>& heads) {
-        const auto [kv, group, head_dim, omit_head_dim] = heads;
+        auto [kv, group, head_dim, omit_head_dim] = heads;
+        // Without explicit-head-dim, hidden_size is the query width: head_dim is hidden / num_heads.
+        const bool hidden_is_query_width = omit_head_dim || !has(capabilities, Feature::explicit_head_dim);
+        fit_heads(capabilities, hidden_is_query_width, step, kv, group, head_dim);
         const std::int64_t query_width = kv * group * head_dim;
-        const Gen<std::int64_t> hidden = omit_head_dim ? gen::just(query_width) : hidden_sizes(query_width, max_hidden);
+        Gen<std::int64_t> hidden = hidden_is_query_width ? gen::just(query_width) : hidden_sizes(query_width, max_hidden);
+        if (const auto widest = capabilities.max_hidden_size; widest && !hidden_is_query_width) {
+          hidden = gen::map(hidden, [widest = *widest](std::int64_t h) { return std::min(h, widest); });
+        }
         const auto build = [=](const std::tuple<std::int64_t, Features>& rest) {
           return build_geometry(kv, group, head_dim, omit_head_dim, std::get<0>(rest), std::get<1>(rest));
         };
-        const auto widths_and_features = gen::tuple(hidden, features(head_dim, windows));
+        const auto widths_and_features = gen::tuple(hidden, features(head_dim, windows, capabilities));
         // The long profile hunts kernel bugs past the first key tile, which RoPE scaling does not touch:
         // drawn as before, its case sequence (and the long mutants' kill times) stay as they were.
         if (long_profile) return gen::map(widths_and_features, build);
         return gen::mapcat(widths_and_features,
-                           [=](const std::tuple<std::int64_t, Features>& rest) { return with_scaling(build(rest)); });
+                           [=](const std::tuple<std::int64_t, Features>& rest) {
+                             return with_scaling(build(rest), capabilities);
+                           });
       });
 }
 
@@ -335,6 +483,7 @@ DecodeSchedule schedule_from(std::int64_t seq, std::int64_t prefill_code, const 
 }
 
 Gen<InputOptions> input_options(const GeometrySpec& geometry, std::int64_t tp_size, const GenLimits& limits, int size) {
+  const Capabilities& capabilities = limits.capabilities;
   const std::int64_t max_batch = bound_at(size, 1, limits.max_batch);
   const std::int64_t max_seq = bound_at(size, 3, limits.max_seq);
   const std::int64_t kv = geometry.num_kv_heads.value_or(geometry.num_heads);
@@ -346,23 +495,31 @@ Gen<InputOptions> input_options(const GeometrySpec& geometry, std::int64_t tp_si
   const Gen<std::int64_t> seq =
       weighted_one_of<std::int64_t>({{6, gen::inRange<std::int64_t>(3, max_seq + 1)},
                                      {1, gen::just(std::clamp<std::int64_t>(head_dim, 3, max_seq))}});
-  const Gen<std::optional<std::int64_t>> offset = weighted_one_of<std::optional<std::int64_t>>(
-      {{2, gen::just(std::optional<std::int64_t>())},
-       {2, gen::just(std::optional<std::int64_t>(0))},
-       {1, gen::map(gen::inRange<std::int64_t>(0, 100001),
-                    [](std::int64_t o) { return std::optional<std::int64_t>(o); })}});
+  // Without position-offsets every row starts at position 0.
+  const Gen<std::optional<std::int64_t>> offset =
+      !has(capabilities, Feature::position_offsets)
+          ? gen::just(std::optional<std::int64_t>(0))
+          : weighted_one_of<std::optional<std::int64_t>>(
+                {{2, gen::just(std::optional<std::int64_t>())},
+                 {2, gen::just(std::optional<std::int64_t>(0))},
+                 {1, gen::map(gen::inRange<std::int64_t>(0, 100001),
+                              [](std::int64_t o) { return std::optional<std::int64_t>(o); })}});
   using DecodeCodes = std::tuple<std::int64_t, std::vector<std::int64_t>>;
   // KV-cache decoding is causal by nature (validate_case refuses it otherwise).
-  const Gen<std::optional<DecodeCodes>> decode = weighted_one_of<std::optional<DecodeCodes>>(
-      {{1, gen::just(std::optional<DecodeCodes>())},
-       {1, gen::map(gen::tuple(gen::inRange<std::int64_t>(0, 64),
-                               gen::container<std::vector<std::int64_t>>(gen::inRange<std::int64_t>(0, 64))),
-                    [](const DecodeCodes& codes) { return std::optional<DecodeCodes>(codes); })}});
+  const Gen<std::optional<DecodeCodes>> decode = if_stated(
+      capabilities, Feature::decode,
+      weighted_one_of<std::optional<DecodeCodes>>(
+          {{1, gen::just(std::optional<DecodeCodes>())},
+           {1, gen::map(gen::tuple(gen::inRange<std::int64_t>(0, 64),
+                                   gen::container<std::vector<std::int64_t>>(gen::inRange<std::int64_t>(0, 64))),
+                        [](const DecodeCodes& codes) { return std::optional<DecodeCodes>(codes); })}}));
+  const bool every_query_sees_a_key = !has(capabilities, Feature::keyless_rows);
   return gen::map(gen::tuple(gen::noShrink(gen::arbitrary<std::uint64_t>()), batch, seq,
                              element(ActivationDistribution::uniform, ActivationDistribution::heavy_tailed,
                                      ActivationDistribution::outliers),
-                             offset, weighted_element<bool>({{2, false}, {1, true}}), gen::arbitrary<bool>(), decode),
-                  [tp_size, causal = geometry.causal](const auto& t) {
+                             offset, flag_if_stated(capabilities, Feature::position_gaps, weighted_element<bool>({{2, false}, {1, true}})),
+                             flag_if_stated(capabilities, Feature::key_padding, gen::arbitrary<bool>()), decode),
+                  [tp_size, causal = geometry.causal, every_query_sees_a_key](const auto& t) {
                     InputOptions options{.seed = std::get<0>(t),
                                          .batch = std::get<1>(t),
                                          .seq = std::get<2>(t),
@@ -370,6 +527,7 @@ Gen<InputOptions> input_options(const GeometrySpec& geometry, std::int64_t tp_si
                                          .position_offset = std::get<4>(t),
                                          .position_gaps = std::get<5>(t),
                                          .pad_keys = std::get<6>(t),
+                                         .every_query_sees_a_key = every_query_sees_a_key,
                                          .decode = {},
                                          .tp_size = tp_size};
                     if (const auto& codes = std::get<7>(t); codes && causal) {
@@ -379,15 +537,32 @@ Gen<InputOptions> input_options(const GeometrySpec& geometry, std::int64_t tp_si
                   });
 }
 
+// The TP sizes to draw for a geometry: the valid ones, 1 first (shrinking goes there), P > H_kv replicating KV
+// heads; of those the statement runs: 1 alone without tensor-parallel (an unsharded layer is judged on the
+// full tensors, which TP does not change), at most max_tp_size, none above num_kv_heads without
+// kv-replication, and only plans its tp_convention can partition.
+std::vector<std::int64_t> stated_tp_sizes(const GeometrySpec& spec, const Capabilities& capabilities) {
+  const Geometry geometry = resolve_geometry(spec);
+  std::vector<std::int64_t> sizes = valid_tp_sizes(geometry);
+  if (!has(capabilities, Feature::tensor_parallel)) return {1};
+  std::erase_if(sizes, [&](std::int64_t size) {
+    if (size == 1) return false;
+    if (capabilities.max_tp_size && size > *capabilities.max_tp_size) return true;
+    if (size > geometry.num_kv_heads() && !has(capabilities, Feature::kv_replication)) return true;
+    return capabilities.tp_convention &&
+           !partition_problem(make_tp_plan(geometry, size), *capabilities.tp_convention).empty();
+  });
+  return sizes;
+}
+
 }  // namespace
 
 rc::Gen<CaseSpec> case_specs(const GenLimits& limits) {
-  if (limits.profile == SizeProfile::latent_attention) return latent_case_specs();
-  if (limits.profile == SizeProfile::context_parallel) return context_parallel_case_specs();
+  if (limits.profile == SizeProfile::latent_attention) return latent_case_specs(limits);
+  if (limits.profile == SizeProfile::context_parallel) return context_parallel_case_specs(limits);
   return gen::withSize([limits](int size) {
     return gen::mapcat(geometries(limits, size), [limits, size](const GeometrySpec& geometry) {
-      // TP sizes from the valid set, 1 first (shrinking goes there); P > H_kv replicates KV heads.
-      const std::vector<std::int64_t> tp_sizes = valid_tp_sizes(resolve_geometry(geometry));
+      const std::vector<std::int64_t> tp_sizes = stated_tp_sizes(geometry, limits.capabilities);
       return gen::mapcat(element_of(tp_sizes), [geometry, limits, size](std::int64_t tp_size) {
         const Gen<InputOptions> input_generator = limits.profile == SizeProfile::long_sequences
                                                       ? long_sequences::input_options(geometry, tp_size, limits, size)
@@ -403,11 +578,11 @@ rc::Gen<CaseSpec> case_specs(const GenLimits& limits) {
 
 namespace {
 
-Gen<GeometrySpec> latent_geometries() {
+Gen<GeometrySpec> latent_geometries(const Capabilities& capabilities) {
   const Gen<std::optional<std::int64_t>> q_lora_rank = weighted_one_of<std::optional<std::int64_t>>(
       {{1, gen::just(std::optional<std::int64_t>())},
        {2, gen::map(gen::inRange<std::int64_t>(1, 9), [](std::int64_t r) { return std::optional<std::int64_t>(r); })}});
-  const Gen<RopeScaling> scaling = weighted_one_of<RopeScaling>(
+  const Gen<RopeScaling> scaling = !has(capabilities, Feature::rope_scaling_yarn) ? gen::just(RopeScaling{}) : weighted_one_of<RopeScaling>(
       {{2, gen::just(RopeScaling{})},
        {1, gen::map(gen::element(0.707, 1.0), [](double mscale) {
           return RopeScaling{.type = RopeScalingType::yarn,
@@ -418,42 +593,63 @@ Gen<GeometrySpec> latent_geometries() {
                              .mscale = mscale,
                              .mscale_all_dim = mscale};
         })}});
-  const Gen<std::optional<double>> softcap = weighted_one_of<std::optional<double>>(
-      {{3, gen::just(std::optional<double>())}, {1, gen::just(std::optional<double>(2.0))}});
-  const Gen<std::optional<std::int64_t>> window = weighted_one_of<std::optional<std::int64_t>>(
-      {{3, gen::just(std::optional<std::int64_t>())},
-       {1, gen::map(gen::inRange<std::int64_t>(1, 6), [](std::int64_t w) { return std::optional<std::int64_t>(w); })}});
+  const Gen<std::optional<double>> softcap = if_stated(
+      capabilities, Feature::softcap,
+      weighted_one_of<std::optional<double>>(
+          {{3, gen::just(std::optional<double>())}, {1, gen::just(std::optional<double>(2.0))}}));
+  const Gen<std::optional<std::int64_t>> window = if_stated(
+      capabilities, Feature::sliding_window,
+      weighted_one_of<std::optional<std::int64_t>>(
+          {{3, gen::just(std::optional<std::int64_t>())},
+           {1, gen::map(gen::inRange<std::int64_t>(1, 6), [](std::int64_t w) { return std::optional<std::int64_t>(w); })}}));
+  // The RoPE part's pairs: none only with no-rope, some only with a pairing.
+  const bool pairing = has(capabilities, Feature::rope_half_split) || has(capabilities, Feature::rope_interleaved);
+  const Gen<std::int64_t> rope_pair_counts = !pairing                        ? gen::just(std::int64_t{0})
+                                       : has(capabilities, Feature::no_rope)    ? gen::inRange<std::int64_t>(0, 5)
+                                                                       : gen::inRange<std::int64_t>(1, 5);
+  const Gen<RopeStyle> styles =
+      !has(capabilities, Feature::rope_interleaved) ? gen::just(RopeStyle::half_split)
+      : !has(capabilities, Feature::rope_half_split) ? gen::just(RopeStyle::interleaved)
+                                            : gen::element(RopeStyle::interleaved, RopeStyle::half_split);
+  const bool causal = has(capabilities, Feature::causal);
+  const std::int64_t multiple = capabilities.head_dim_multiple_of;
   return gen::map(
       gen::tuple(gen::inRange<std::int64_t>(1, 5), gen::inRange<std::int64_t>(1, 17), q_lora_rank,
-                 gen::inRange<std::int64_t>(1, 9), gen::inRange<std::int64_t>(0, 9), gen::inRange<std::int64_t>(0, 5),
-                 gen::inRange<std::int64_t>(1, 9), gen::element(RopeStyle::interleaved, RopeStyle::half_split), scaling,
-                 softcap, window, weighted_element<bool>({{3, false}, {1, true}})),
-      [](const auto& t) {
+                 gen::inRange<std::int64_t>(1, 9), gen::inRange<std::int64_t>(0, 9), rope_pair_counts,
+                 gen::inRange<std::int64_t>(1, 9), styles, scaling, softcap, window,
+                 flag_if_stated(capabilities, Feature::sinks, weighted_element<bool>({{3, false}, {1, true}}))),
+      [causal, multiple](const auto& t) {
         const auto& [heads, hidden, q_lora, kv_lora, nope, rope_pairs, v_dim, style, rope_scaling, cap, slide, sinks] =
             t;
         GeometrySpec spec{.hidden_size = hidden, .num_heads = heads};
+        spec.causal = causal;
         spec.rope_style = style;
         spec.rope_scaling = rope_scaling;
         spec.softcap = cap;
         spec.sliding_window = slide;
         spec.attention_sinks = sinks;
-        // A q/k head needs a channel: with no RoPE part, at least one no-RoPE channel.
+        // A q/k head needs a channel: with no RoPE part, at least one no-RoPE channel. Under a head_dim multiple,
+        // the no-RoPE part and the value heads grow to the next width it allows.
+        const auto rounded_up = [multiple](std::int64_t width) { return (width + multiple - 1) / multiple * multiple; };
+        std::int64_t nope_dim = rope_pairs == 0 ? std::max<std::int64_t>(nope, 1) : nope;
+        nope_dim = rounded_up(nope_dim + 2 * rope_pairs) - 2 * rope_pairs;
         spec.latent = LatentAttentionSpec{.q_lora_rank = q_lora,
                                           .kv_lora_rank = kv_lora,
-                                          .qk_nope_head_dim = rope_pairs == 0 ? std::max<std::int64_t>(nope, 1) : nope,
+                                          .qk_nope_head_dim = nope_dim,
                                           .qk_rope_head_dim = 2 * rope_pairs,
-                                          .v_head_dim = v_dim};
+                                          .v_head_dim = rounded_up(v_dim)};
         return spec;
       });
 }
 
 }  // namespace
 
-rc::Gen<CaseSpec> latent_case_specs() {
-  const GenLimits limits;
+rc::Gen<CaseSpec> latent_case_specs(const GenLimits& latent_limits) {
+  GenLimits limits = latent_limits;  // the short profile's sizes and the statement
+  limits.profile = SizeProfile::short_sequences;
   return gen::withSize([limits](int size) {
-    return gen::mapcat(latent_geometries(), [limits, size](const GeometrySpec& geometry) {
-      const std::vector<std::int64_t> tp_sizes = valid_tp_sizes(resolve_geometry(geometry));
+    return gen::mapcat(latent_geometries(limits.capabilities), [limits, size](const GeometrySpec& geometry) {
+      const std::vector<std::int64_t> tp_sizes = stated_tp_sizes(geometry, limits.capabilities);
       return gen::mapcat(element_of(tp_sizes), [geometry, limits, size](std::int64_t tp_size) {
         return gen::map(input_options(geometry, tp_size, limits, size), [geometry](const InputOptions& inputs) {
           return CaseSpec{.geometry = geometry, .inputs = inputs};
@@ -471,8 +667,10 @@ namespace {
 // only over uniform activations: in a saturated softmax the fp64 rounding of the backward grows with the scale
 // (scale 1000, or outlier channels x 32, took two correct fp64 orders, reference-cp and reference-tp, past the
 // fp64 contract's 2^16 ulps: 0.7-4e5 ulps in 3 of 8 x 300 cases).
-Gen<GeometrySpec> with_logit_scale(const GeometrySpec& geometry, ActivationDistribution activations) {
-  return gen::map(weighted_element<bool>({{3, false}, {1, true}}), [geometry, activations](bool large) {
+Gen<GeometrySpec> with_logit_scale(const GeometrySpec& geometry, ActivationDistribution activations,
+                                   const Capabilities& capabilities) {
+  return gen::map(flag_if_stated(capabilities, Feature::custom_scale, weighted_element<bool>({{3, false}, {1, true}})),
+                  [geometry, activations](bool large) {
     GeometrySpec spec = geometry;
     if (large && activations == ActivationDistribution::uniform) {
       spec.query_pre_attn_scalar.reset();
@@ -484,9 +682,13 @@ Gen<GeometrySpec> with_logit_scale(const GeometrySpec& geometry, ActivationDistr
 
 }  // namespace
 
-rc::Gen<CaseSpec> context_parallel_case_specs() {
-  return gen::mapcat(case_specs(GenLimits{}), [](const CaseSpec& drawn_spec) {
-    return gen::mapcat(gen::pair(gen::element(CpScheme::ring, CpScheme::ulysses), with_logit_scale(drawn_spec.geometry, drawn_spec.inputs.activations)),
+rc::Gen<CaseSpec> context_parallel_case_specs(const GenLimits& context_parallel_limits) {
+  GenLimits limits = context_parallel_limits;  // the short profile's cases, then a layout
+  limits.profile = SizeProfile::short_sequences;
+  const Capabilities capabilities = limits.capabilities;
+  return gen::mapcat(case_specs(limits), [capabilities](const CaseSpec& drawn_spec) {
+    return gen::mapcat(gen::pair(gen::element(CpScheme::ring, CpScheme::ulysses),
+                                 with_logit_scale(drawn_spec.geometry, drawn_spec.inputs.activations, capabilities)),
                        [drawn_spec](const auto& scheme_and_geometry) {
       CaseSpec spec = drawn_spec;
       const CpScheme scheme = scheme_and_geometry.first;

@@ -11,6 +11,7 @@
 
 #include <rapidcheck.h>
 
+#include "core/capabilities/capabilities.hpp"
 #include "properties/case_spec.hpp"
 
 namespace attncheck::properties {
@@ -47,11 +48,22 @@ struct GenLimits {
   // Long profile only: a case's attention work, batch * num_heads * seq^2 * head_dim, stays below this
   // (the longest sequences go with narrow heads): 2^30 is seq 4096 for one head of 64.
   std::int64_t max_attention_work = std::int64_t{1} << 30;
+  // What the implementation states it supports (core/capabilities): every choice the generators make is drawn
+  // from what it allows, so that every case is one it states (by construction: nothing is drawn and thrown
+  // away). Everything by default, which draws exactly the cases the generators drew before statements existed.
+  Capabilities capabilities;
 
   static GenLimits for_profile(SizeProfile profile);
   // `attncheck fuzz --max-size F`: every bound times F (at least the minimum each needs).
   GenLimits scaled(double factor) const;
+  // These limits for an implementation that states `capabilities`: the bounds lowered to its stated maxima.
+  // InputError when the profile and the statement leave no case (`--profile latent` for a layer without
+  // latent attention, a max_seq below the profile's shortest sequence, a head_dim step above its maximum).
+  GenLimits within(const Capabilities& stated, const std::string& implementation) const;
 };
+
+// The step of head_dims drawn for these capabilities: even (RoPE pairs channels), and their multiple.
+std::int64_t head_dim_step(const Capabilities& capabilities);
 
 // The profile's cases: latent_case_specs() for the latent profile.
 rc::Gen<CaseSpec> case_specs(const GenLimits& limits = {});
@@ -61,11 +73,12 @@ rc::Gen<CaseSpec> case_specs(const GenLimits& limits = {});
 // 0-8 even, v_head_dim 1-8, hidden 1-16, so q/k, v and hidden / heads differ almost always), either RoPE
 // pairing, yarn with DeepSeek's mscale_all_dim or none, softcap, windows and sinks sometimes; TP sizes from
 // the valid set; inputs as case_specs draws them.
-rc::Gen<CaseSpec> latent_case_specs();
+rc::Gen<CaseSpec> latent_case_specs(const GenLimits& limits = GenLimits::for_profile(SizeProfile::latent_attention));
 
 // The short profile's cases with a layout over their TP plan: Ulysses or the ring (load-balanced or
 // contiguous), the CP size from the valid ones up to 8 (above 1 wherever the heads admit it), so that chunks
 // are uneven or empty, KV heads replicate over CP ranks, and windows and padding cross chunk edges.
-rc::Gen<CaseSpec> context_parallel_case_specs();
+rc::Gen<CaseSpec> context_parallel_case_specs(
+    const GenLimits& limits = GenLimits::for_profile(SizeProfile::context_parallel));
 
 }  // namespace attncheck::properties

@@ -93,16 +93,16 @@ Gen<std::int64_t> lengths(std::int64_t low, std::int64_t high) {
   return shrinking_to(low, weighted_one_of<std::int64_t>({{2, uniform}, {5, tile_edges(low, high)}, {2, prime}}));
 }
 
-Gen<std::int64_t> head_dims(std::int64_t max_head_dim) {
-  const std::int64_t max_half = std::max<std::int64_t>(1, max_head_dim / 2);
+Gen<std::int64_t> head_dims(std::int64_t max_head_dim, std::int64_t step) {
+  const std::int64_t max_units = std::max<std::int64_t>(1, max_head_dim / step);
   std::vector<std::int64_t> specialised;
   for (const std::int64_t width : {64, 80, 96, 128, 192, 256}) {
-    if (width <= 2 * max_half) specialised.push_back(width);
+    if (width <= step * max_units && width % step == 0) specialised.push_back(width);
   }
   const Gen<std::int64_t> any =
-      gen::map(gen::inRange<std::int64_t>(1, max_half + 1), [](std::int64_t h) { return 2 * h; });
-  const Gen<std::int64_t> small = gen::map(gen::inRange<std::int64_t>(1, std::min<std::int64_t>(8, max_half) + 1),
-                                           [](std::int64_t h) { return 2 * h; });
+      gen::map(gen::inRange<std::int64_t>(1, max_units + 1), [step](std::int64_t h) { return step * h; });
+  const Gen<std::int64_t> small = gen::map(gen::inRange<std::int64_t>(1, std::min<std::int64_t>(8, max_units) + 1),
+                                           [step](std::int64_t h) { return step * h; });
   if (specialised.empty()) return weighted_one_of<std::int64_t>({{1, small}, {1, any}});
   return weighted_one_of<std::int64_t>({{2, small}, {2, element_of(specialised)}, {2, any}});
 }
@@ -114,6 +114,8 @@ Gen<std::optional<std::int64_t>> windows(std::int64_t max_seq) {
 }
 
 Gen<InputOptions> input_options(const GeometrySpec& geometry, std::int64_t tp_size, const GenLimits& limits, int size) {
+  const Capabilities& capabilities = limits.capabilities;
+  const auto has = [&capabilities](Feature feature) { return capabilities.features.contains(feature); };
   const Geometry resolved = resolve_geometry(geometry);
   const std::int64_t heads = resolved.num_heads(), head_dim = resolved.head_dim();
   const std::int64_t max_batch = bound_at(size, 1, limits.max_batch);
@@ -127,15 +129,18 @@ Gen<InputOptions> input_options(const GeometrySpec& geometry, std::int64_t tp_si
     return gen::mapcat(lengths(limits.min_seq, high), [=](std::int64_t seq) {
       using KeyLengths = std::optional<std::vector<std::int64_t>>;
       const Gen<KeyLengths> key_lengths =
-          weighted_one_of<KeyLengths>({{2, gen::just(KeyLengths())},
-                                       {1, gen::map(padded_key_lengths(batch, seq),
-                                                    [](std::vector<std::int64_t> rows) { return KeyLengths(rows); })}});
+          !has(Feature::key_padding)
+              ? gen::just(KeyLengths())
+              : weighted_one_of<KeyLengths>({{2, gen::just(KeyLengths())},
+                                             {1, gen::map(padded_key_lengths(batch, seq), [](std::vector<std::int64_t> rows) {
+                                                return KeyLengths(rows);
+                                              })}});
       using StepCodes = std::optional<std::vector<std::int64_t>>;
-      const Gen<StepCodes> decode = weighted_one_of<StepCodes>(
+      const Gen<StepCodes> decode = !has(Feature::decode) ? gen::just(StepCodes()) : weighted_one_of<StepCodes>(
           {{1, gen::just(StepCodes())},
            {1, gen::map(gen::container<std::vector<std::int64_t>>(gen::inRange<std::int64_t>(0, 64)),
                         [](std::vector<std::int64_t> codes) { return StepCodes(std::move(codes)); })}});
-      const Gen<std::optional<std::int64_t>> offset = weighted_one_of<std::optional<std::int64_t>>(
+      const Gen<std::optional<std::int64_t>> offset = !has(Feature::position_offsets) ? gen::just(std::optional<std::int64_t>(0)) : weighted_one_of<std::optional<std::int64_t>>(
           {{2, gen::just(std::optional<std::int64_t>())},
            {2, gen::just(std::optional<std::int64_t>(0))},
            {1, gen::map(gen::inRange<std::int64_t>(0, 100001),
@@ -143,7 +148,10 @@ Gen<InputOptions> input_options(const GeometrySpec& geometry, std::int64_t tp_si
       return gen::map(gen::tuple(gen::noShrink(gen::arbitrary<std::uint64_t>()),
                                  element(ActivationDistribution::uniform, ActivationDistribution::heavy_tailed,
                                          ActivationDistribution::outliers),
-                                 offset, weighted_element<bool>({{2, false}, {1, true}}), key_lengths, decode),
+                                 offset,
+                                 has(Feature::position_gaps) ? weighted_element<bool>({{2, false}, {1, true}})
+                                                             : gen::just(false),
+                                 key_lengths, decode),
                       [=](const auto& t) {
                         InputOptions options{.seed = std::get<0>(t),
                                              .batch = batch,
@@ -153,6 +161,7 @@ Gen<InputOptions> input_options(const GeometrySpec& geometry, std::int64_t tp_si
                                              .position_gaps = std::get<3>(t),
                                              .pad_keys = false,
                                              .key_lengths = std::get<4>(t).value_or(std::vector<std::int64_t>()),
+                                             .every_query_sees_a_key = !has(Feature::keyless_rows),
                                              .decode = {},
                                              .tp_size = tp_size};
                         // KV-cache decoding is causal by nature (validate_case refuses it otherwise).

@@ -20,8 +20,9 @@ namespace attncheck::properties::long_sequences {
 // A length in [low, high] (high >= low).
 rc::Gen<std::int64_t> lengths(std::int64_t low, std::int64_t high);
 
-// Even head_dims 2 .. max: small ones, the widths kernels specialise (64, 80, 96, 128, 192, 256), any.
-rc::Gen<std::int64_t> head_dims(std::int64_t max_head_dim);
+// head_dims that are multiples of step (even), up to max: small ones, the widths kernels specialise (64, 80,
+// 96, 128, 192, 256) that are such multiples, any.
+rc::Gen<std::int64_t> head_dims(std::int64_t max_head_dim, std::int64_t step = 2);
 
 // Sliding windows: none, or a length in [1, max_seq + 1], so that windows begin inside a tile.
 rc::Gen<std::optional<std::int64_t>> windows(std::int64_t max_seq);

@@ -15,8 +15,10 @@
 
 namespace attncheck::properties {
 
+// From a list built at run time (a choice narrowed to what an implementation states: the same draws as the
+// full list when nothing was taken out of it).
 template <typename T>
-rc::Gen<T> weighted_element(std::initializer_list<std::pair<std::size_t, T>> pairs) {
+rc::Gen<T> weighted_element(const std::vector<std::pair<std::size_t, T>>& pairs) {
   std::vector<std::size_t> weights;
   std::vector<T> elements;
   for (const auto& [weight, element] : pairs) {
@@ -30,6 +32,11 @@ rc::Gen<T> weighted_element(std::initializer_list<std::pair<std::size_t, T>> pai
         rc::shrinkable::shrinkRecur(index, [](std::size_t chosen) { return rc::seq::range<std::size_t>(0, chosen); }),
         [elements](std::size_t chosen) { return elements[chosen]; });
   });
+}
+
+template <typename T>
+rc::Gen<T> weighted_element(std::initializer_list<std::pair<std::size_t, T>> pairs) {
+  return weighted_element(std::vector<std::pair<std::size_t, T>>(pairs));
 }
 
 // gen::weightedOneOf with the choice of generator shrinking towards earlier ones.

@@ -121,7 +121,7 @@ Result run_torch(const Case& test_case, const TorchOptions& options, const std::
   struct ReleaseKeptBlocks {
     ~ReleaseKeptBlocks() { release_kept_large_blocks(); }
   } const release_kept_blocks;
-  if (options.cuda && !torch::cuda::is_available()) throw TorchUnsupported("no CUDA device");
+  if (options.cuda && !torch::cuda::is_available()) throw TorchUnavailable("no CUDA device");
   validate_case(test_case);
   if (test_case.geometry().is_latent()) return run_latent(test_case, options, name);
   const TpPlan& plan = test_case.plan;

@@ -47,4 +47,17 @@ std::optional<TorchOptions> parse_torch_implementation(const std::string& name) 
   return options;
 }
 
+Capabilities torch_capabilities(const TorchOptions& options) {
+  Capabilities capabilities;
+  capabilities.features.erase(Feature::context_parallel);
+  if (options.path == AttentionPath::sdpa) {
+    for (const Feature feature : {Feature::softcap, Feature::sinks, Feature::keyless_rows, Feature::latent}) {
+      capabilities.features.erase(feature);
+    }
+  }
+  capabilities.stated = options.backend == SdpaBackend::any;
+  capabilities.precisions = {options.precision};
+  return capabilities;
+}
+
 }  // namespace attncheck::torch_impl

@@ -19,13 +19,14 @@ extern "C" attncheck::impl::Implementation* attncheck_plugin_open(const char* na
   const auto run = [name, options](const Case& test_case) {
     try {
       return torch_impl::run_torch(test_case, options, name);
+    } catch (const torch_impl::TorchUnavailable& error) {
+      throw impl::Unavailable(name, error.what());
     } catch (const torch_impl::TorchUnsupported& error) {
       throw impl::Unsupported(name, error.what());
     }
   };
   // Angles from float64 frequencies and positions, cos/sin then cast (parallel_self_attention.cpp).
-  // Latent attention runs on the math path (latent_self_attention.hpp); the sdpa path declines it by name.
   return impl::function_implementation(name, true, run, options.precision, RopeAngles::float64,
-                                       impl::LatentAttentionSupport::runs)
+                                       torch_impl::torch_capabilities(options))
       .release();
 }

@@ -46,6 +46,10 @@ struct InputOptions {
   // Explicit key lengths, one per batch row, each in [0, seq] (0: every query of the row sees no key).
   // Empty: pad_keys decides. The long-sequence generators put them near tile edges.
   std::vector<std::int64_t> key_lengths;
+  // Every query sees a key: key lengths, drawn or explicit, are raised to the fewest that leave none without
+  // one (1, or seq - sliding_window + 1 under a window). How the fuzzer keeps to an implementation that does
+  // not state keyless-rows (properties/generators.cpp); it holds for any seq, so shrinking keeps it.
+  bool every_query_sees_a_key = false;
   DecodeSchedule decode;
   std::int64_t tp_size = 1;  // the plan stored in the case (sharded implementations run it)
   std::optional<CpSpec> context_parallel;  // the CP layout stored in the case (Case::context_parallel)

@@ -87,7 +87,7 @@ void require_memory(const std::string& what, std::uint64_t estimate,
                     const std::function<std::string(std::uint64_t room)>& suggestion) {
   const MemoryRoom room = memory_room();
   if (estimate <= room.bytes) return;
-  throw InputError("not enough memory",
+  throw NotEnoughMemory("not enough memory",
                    {{what, fmt::format("an estimated {} at peak", describe_bytes(estimate)),
                      fmt::format("must fit in the {} this process may still take (limited by {})",
                                  describe_bytes(room.bytes), room.limited_by),

@@ -9,7 +9,17 @@
 #include <optional>
 #include <string>
 
+#include "core/errors/input_error.hpp"
+
 namespace attncheck {
+
+// The InputError of a request that does not fit in memory_room() (or that the allocator refused): bad input
+// for a command given one thing to do, and, for a command checking many goldens, that golden "not checked"
+// while the others go on (cli/golden_pair.hpp).
+class NotEnoughMemory : public InputError {
+ public:
+  using InputError::InputError;
+};
 
 struct MemoryRoom {
   std::uint64_t bytes = 0;
@@ -28,7 +38,7 @@ void set_max_memory(std::optional<std::uint64_t> bytes);
 // "1.5 GiB", "512.0 MiB", "100 bytes".
 std::string describe_bytes(std::uint64_t bytes);
 
-// Throws InputError (field `what`) when `estimate` bytes exceed memory_room(); the message names the
+// Throws NotEnoughMemory (field `what`) when `estimate` bytes exceed memory_room(); the message names the
 // estimate, the room and its limit, and suggestion(room) (e.g. the largest --seq that would fit).
 void require_memory(const std::string& what, std::uint64_t estimate,
                     const std::function<std::string(std::uint64_t room)>& suggestion);

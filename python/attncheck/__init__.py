@@ -7,7 +7,8 @@
 - sharding: what each TP rank holds under attncheck's replicated-KV or Megatron's equal-block convention,
   and what each (TP, CP) rank holds under a context-parallel layout (context_parallel_holdings).
 - write_candidate(path, tensors, ...): a candidate file for `attncheck compare`.
-- serve(run_case, description): the exec: worker protocol for a single-process layer.
+- Capabilities(features, ...): what a layer states it supports (attncheck.capabilities).
+- serve(run_case, description, supports=...): the exec: worker protocol for a single-process layer.
 - serve_sharded(run_rank, description, ranks=P, ..., preload=[modules]): the protocol for a layer running
   one process per rank under torch.distributed (gloo on CPU, NCCL on GPU).
 - attncheck.adapters: transformers' and Megatron-Core's own attention as candidate writers and workers
@@ -16,6 +17,7 @@
 See README "Checking your own attention layer" and golden/SCHEMA.md.
 """
 from .candidate import write_candidate
+from .capabilities import FEATURES, Capabilities
 from .case import Case, read_case, resolved_head_dim, weight_shapes
 from .distributed import RankContext, RankResult, serve_sharded
 from .errors import BadInput, Unsupported
@@ -23,7 +25,7 @@ from .sharding import assemble_full_gradients, context_parallel_holdings, holdin
 from .worker import serve
 
 __version__ = "0.1.0"
-__all__ = ["BadInput", "Case", "RankContext", "RankResult", "Unsupported", "assemble_full_gradients",
+__all__ = ["BadInput", "Capabilities", "Case", "FEATURES", "RankContext", "RankResult", "Unsupported", "assemble_full_gradients",
            "context_parallel_holdings", "holdings",
            "read_case", "resolved_head_dim", "serve", "serve_sharded", "shard_weights", "weight_shapes",
            "write_candidate"]

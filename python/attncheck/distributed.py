@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from . import candidate, case as case_module, sharding, worker
+from .capabilities import as_capabilities
 from .errors import BadInput, Unsupported
 
 
@@ -241,7 +242,7 @@ class RankPool:
         return [answers[rank][1] for rank in range(tp_size)]
 
 
-def run_case_sharded(pool, case_path, candidate_path, description, convention, check):
+def run_case_sharded(pool, case_path, candidate_path, description, convention, check, contract=None):
     """One case through the pool: refusals first, from the geometry alone (a TP size beyond the pool, a
     partition the convention cannot make: Unsupported, the case is valid), then check(case) on the case."""
     geometry = case_module.read_geometry(case_path)
@@ -267,25 +268,39 @@ def run_case_sharded(pool, case_path, candidate_path, description, convention, c
         if results[0].decode_out is None:
             raise RuntimeError("the case has a decode schedule; rank 0 returned no decode_out and declined nothing")
         tensors["decode/out"] = results[0].decode_out
+    contract = contract or {}
     candidate.write_candidate(candidate_path, tensors, generator=description, tp_size=case.tp_size,
-                              tp_convention=convention,
+                              tp_convention=convention, precision=contract.get("precision", "fp64"),
+                              rope_angles=contract.get("rope_angles"),
                               rank_gradients=[result.gradients for result in results] if case.tp_size > 1 else None,
                               declined=declined or None)
 
 
 def serve_sharded(run_rank, description, ranks, convention="replicated-kv", check=None, setup=None, backend="gloo",
-                  preload=()):
+                  preload=(), supports=None, precision="fp64", rope_angles=None):
     """Serves the worker protocol with a pool of `ranks` processes; returns the exit status (0).
     run_rank(case, context) -> RankResult runs in each rank process (a module-level function, for spawn);
     setup(rank, device) runs once per process and its value is context.state; check(case), in the
     serving process, raises Unsupported for what the layer cannot express before any rank starts.
-    preload: modules to import once before the ranks start (gloo: in the fork server they are forked from)."""
+    preload: modules to import once before the ranks start (gloo: in the fork server they are forked from).
+    supports: what the layer supports (attncheck.Capabilities; see attncheck.serve); with "tensor-parallel",
+    the pool's size and convention are added to it (max_tp_size = ranks, tp_convention = convention) unless
+    stated. precision, rope_angles: the precision contract its candidates declare (fp64, fp32, bf16, fp16;
+    attncheck.write_candidate), which decides the yardstick below fp64."""
     if backend not in ("gloo", "nccl"):
         raise BadInput(f"backend '{backend}'; valid: gloo (CPU), nccl (GPU)")
+    if precision not in candidate.PRECISIONS:
+        raise BadInput(f"precision '{precision}'; valid: {', '.join(candidate.PRECISIONS)}")
+    capabilities = as_capabilities(supports)
+    if capabilities is not None and capabilities.supports("tensor-parallel"):
+        capabilities = dataclasses.replace(
+            capabilities, max_tp_size=capabilities.max_tp_size or ranks,
+            tp_convention=capabilities.tp_convention or convention)
+    contract = {"precision": precision, "rope_angles": rope_angles}
     pool = RankPool(ranks, backend, run_rank, setup, preload)
     try:
         return worker.serve(lambda case_path, candidate_path: run_case_sharded(
-            pool, case_path, candidate_path, description, convention, check),
-            f"sharded {description} ({ranks} {backend} processes, {convention})")
+            pool, case_path, candidate_path, description, convention, check, contract),
+            f"sharded {description} ({ranks} {backend} processes, {convention})", supports=capabilities)
     finally:
         pool.stop()

@@ -1,6 +1,8 @@
-"""attncheck's worker protocol 1 (exec_worker/worker.hpp), served for an implementation written in Python:
+"""attncheck's worker protocol (exec_worker/worker.hpp), served for an implementation written in Python:
 
-    worker -> attncheck   "attncheck-worker 1 ..."          once, at start
+    worker -> attncheck   "attncheck-worker 1 ..."          once, at start (protocol 1: states nothing)
+                       or "attncheck-worker 2 ..."          protocol 2, with `supports=`: then at once
+    worker -> attncheck   "supports JSON"                    what it supports (attncheck.capabilities)
     attncheck -> worker   "run CASE.h5 CANDIDATE.h5"         per case (CASE.h5 has no /expected)
     worker -> attncheck   "ok" | "unsupported REASON" | "error MESSAGE"
 
@@ -12,6 +14,7 @@ stray print from any library cannot corrupt it.
 import sys
 import traceback
 
+from .capabilities import as_capabilities
 from .errors import BadInput, Unsupported
 
 
@@ -19,8 +22,11 @@ def one_line(text):
     return " ".join(str(text).split())
 
 
-def serve(run_case, description, stdin=None, protocol=None):
-    """Answers requests from stdin until it closes; returns 0 (the worker's exit status)."""
+def serve(run_case, description, stdin=None, protocol=None, supports=None):
+    """Answers requests from stdin until it closes; returns 0 (the worker's exit status). supports: what the
+    layer supports (attncheck.Capabilities, a dict of its keys, or a list of feature names): attncheck then
+    sends only cases within it and holds it to it (protocol 2)."""
+    capabilities = as_capabilities(supports)
     stdin = stdin or sys.stdin
     protocol = protocol or sys.stdout
     saved, sys.stdout = sys.stdout, sys.stderr
@@ -30,7 +36,12 @@ def serve(run_case, description, stdin=None, protocol=None):
         protocol.flush()
 
     try:
-        reply(f"attncheck-worker 1 {description}")
+        if capabilities is None:
+            reply(f"attncheck-worker 1 {description}")
+        else:
+            reply(f"attncheck-worker 2 {description}")
+            protocol.write(f"supports {capabilities.to_json()}\n")  # JSON is one line: no one_line() needed
+            protocol.flush()
         for line in stdin:
             request = line.split()
             if len(request) != 3 or request[0] != "run":
