@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/capabilities_command.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/fuzz_command.hpp"
 #include "cli/golden_command.hpp"
@@ -45,6 +46,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   CLI::App* run = add_run_command(app, run_options);
   FuzzCommandOptions fuzz_options;
   const FuzzCommands fuzz = add_fuzz_commands(app, fuzz_options);
+  CapabilitiesOptions capabilities_options;
+  CLI::App* capabilities = add_capabilities_command(app, capabilities_options);
 
   try {
     app.parse(std::vector<std::string>(args.rbegin(), args.rend()));  // CLI11 takes them reversed
@@ -78,6 +81,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (fuzz.fuzz->parsed()) return run_fuzz(fuzz_options, out);
     if (fuzz.mutants->parsed()) return run_mutants(fuzz_options, out);
     if (fuzz.replay->parsed()) return run_replay(fuzz_options, out);
+    if (capabilities->parsed()) return run_capabilities(capabilities_options, out);
     return kExitOk;
   } catch (const InputError& error) {
     err << "attncheck " << name << ": error: " << error.what() << '\n';

@@ -145,6 +145,22 @@ attncheck_cli_case(run_jobs_within_memory 0 "pythia.h5 +reference +pass.*pythia.
                    --max-memory 300M run --goldens ${run_dir} --jobs 4)
 set_tests_properties(cli.run_jobs_within_memory PROPERTIES FIXTURES_REQUIRED golden_run_dir)
 attncheck_cli_case(run_missing_folder 2 "^$" "--goldens = /nonexistent: must be a folder" run --goldens /nonexistent)
+# A golden that does not fit in the memory left is named "not checked" and the goldens after it are still checked;
+# the exit code (1) and the summary say so. Under 300 MiB the GPT-NeoX-20B golden (1.2 GB of weights) is not read.
+set(data ${PROJECT_SOURCE_DIR}/golden/data)
+attncheck_cli_case(check_goes_on_past_a_golden_too_large 1
+  "gpt-neox-20b_tp1.h5 vs reference: NOT CHECKED: not enough memory.*ladder_03_explicit-head-dim.h5 vs reference: hidden 32.*PASS.*2 of 3 golden files pass with reference, 1 NOT CHECKED \\(not enough memory: not a pass\\)\nnot checked: [^\n]*gpt-neox-20b_tp1.h5"
+  ".*" --max-memory 300M golden check ${data}/ladder_01_plain-mha.h5 ${data}/gpt-neox-20b_tp1.h5
+  ${data}/ladder_03_explicit-head-dim.h5 --impl reference)
+set(too_large_run ${CMAKE_CURRENT_BINARY_DIR}/too_large_run)
+file(REMOVE_RECURSE ${too_large_run})
+file(MAKE_DIRECTORY ${too_large_run})
+foreach(golden gpt-neox-20b_tp1.h5 ladder_03_explicit-head-dim.h5)
+  file(CREATE_LINK ${data}/${golden} ${too_large_run}/${golden} SYMBOLIC)
+endforeach()
+attncheck_cli_case(run_goes_on_past_a_golden_too_large 1
+  "ladder_03_explicit-head-dim.h5 +reference +pass.*gpt-neox-20b_tp1.h5 +reference +UNCHECKED +not checked: not enough memory.*1 NOT CHECKED"
+  ".*" --max-memory 300M run --goldens ${too_large_run} --impl reference)
 # Without --goldens, `run` reads golden/data of the folder it runs in (no build machine's path compiled
 # in); ctest runs this in build/cli, which has none.
 attncheck_cli_case(run_default_goldens_relative 2 "^$" "--goldens = golden/data: must be a folder.*repository's root"

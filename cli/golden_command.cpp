@@ -115,6 +115,11 @@ GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
       ->check(CLI::IsMember({"uniform", "heavy-tailed", "outliers"}))
       ->capture_default_str();
   commands.make->add_flag("--pad-keys", options.pad_keys, "random key lengths for batch rows >= 1");
+  commands.make
+      ->add_option("--position-offset", options.position_offset,
+                   "position id of every row's first token (default: row 0 in [0, 16), later rows past 2^16, from the "
+                   "seed); 0 for a layer that numbers positions from 0")
+      ->check(integer_validator());
   commands.make->add_flag("--position-gaps", options.position_gaps,
                           "positions advance by 1 to 4 per token (dropped or packed tokens)");
   commands.make
@@ -261,6 +266,7 @@ int run_golden_make(const GoldenOptions& options, std::ostream& out, std::ostrea
                                                          .batch = options.batch,
                                                          .seq = options.seq,
                                                          .activations = activations.value(),
+                                                         .position_offset = options.position_offset,
                                                          .position_gaps = options.position_gaps,
                                                          .pad_keys = options.pad_keys,
                                                          .key_lengths = options.key_lengths,

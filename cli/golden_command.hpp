@@ -36,6 +36,7 @@ struct GoldenOptions {
   std::string activations = "uniform";
   bool pad_keys = false;
   bool position_gaps = false;                   // positions advance by 1 to 4 per token
+  std::optional<std::int64_t> position_offset;  // every row's first position id (default: the generator's offsets)
   std::vector<std::int64_t> key_lengths;        // explicit, one per batch row (overrides --pad-keys)
   std::string weights = "stored";               // or "generated": /weights names the generator and seed
   std::string inputs = "stored";                // or "generated": /inputs names the generator for x and dout

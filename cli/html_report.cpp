@@ -114,8 +114,7 @@ std::string tensor_table(const CompareReport& report) {
     } else if (t.status == TensorStatus::wrong_shape) {
       detail = fmt::format("shape {}, expected {}", to_string(t.actual_shape), to_string(t.expected_shape));
     } else if (t.status != TensorStatus::ok) {
-      detail = fmt::format("{} elements: {} (expected {:.6g}, got {:.6g})", t.elements_over, failure_location(t),
-                           t.expected_at_worst, t.actual_at_worst);
+      detail = fmt::format("{} elements: {} ({})", t.elements_over, failure_location(t), worst_values(t));
     }
     const char* row_class =
         t.status == TensorStatus::ok ? "" : (t.status == TensorStatus::declined ? "declined" : "fail");

@@ -114,9 +114,12 @@ TEST(PlanCommand, TextShowsHeadDimOriginAndTheRankTable) {
 TEST(PlanCommand, LayoutsShowTheFusedRowOrder) {
   const CliRun result = run({"plan", "--preset", "qwen3-0.6b", "--tp", "2", "--layouts"});
   ASSERT_EQ(result.exit_code, kExitOk) << result.err;
-  EXPECT_NE(result.out.find("stacked  rank 1: q8-15 k4-7 v4-7"), std::string::npos) << result.out;
-  EXPECT_NE(result.out.find("grouped  rank 0: q0-1 k0 v0 q2-3 k1 v1"), std::string::npos);
-  EXPECT_NE(result.out.find("neox     rank 0: q0 k0[0:64] v0[0:64] q1 k0[64:128] v0[64:128]"), std::string::npos);
+  EXPECT_NE(result.out.find("stacked          rank 1: q8-15 k4-7 v4-7"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("grouped          rank 0: q0-1 k0 v0 q2-3 k1 v1"), std::string::npos);
+  // GPT-NeoX's GQA since #1315: the rank's [Q | K | V]; before it, per-query-head chunks.
+  EXPECT_NE(result.out.find("neox             rank 0: q0-7 k0-3 v0-3"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("neox-before-1315 rank 0: q0 k0[0:64] v0[0:64] q1 k0[64:128] v0[64:128]"),
+            std::string::npos);
   const nlohmann::json plan = run_json({"plan", "--preset", "gemma-3-270m", "--tp", "2", "--layouts"});
   EXPECT_TRUE(plan["ranks"][0]["fused_qkv"]["neox"].contains("unsupported"));
   EXPECT_EQ(plan["ranks"][1]["fused_qkv"]["stacked"]["segments"][0]["source_rows"],

@@ -287,11 +287,11 @@ void write_layouts(const PlanReport& report, std::ostream& out) {
       out, "\nfused QKV rows per rank, in local row order (head ids global; k0[64:128] = rows 64-127 of KV head 0)\n");
   for (FusedQkvLayout layout : kAllFusedQkvLayouts) {
     if (auto reason = fused_layout_unsupported(plan, layout)) {
-      fmt::print(out, "  {:<8} unavailable: {}\n", to_string(layout), *reason);
+      fmt::print(out, "  {:<16} unavailable: {}\n", to_string(layout), *reason);
       continue;
     }
     for (const RankPlan& rank : plan.ranks) {
-      fmt::print(out, "  {:<8} rank {}: {}\n", to_string(layout), rank.rank,
+      fmt::print(out, "  {:<16} rank {}: {}\n", to_string(layout), rank.rank,
                  segments_line(fused_qkv_segments(plan, rank.rank, layout), plan.geometry.head_dim()));
     }
   }

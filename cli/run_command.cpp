@@ -106,6 +106,28 @@ PairOutcome judge_pair(const std::string& path, const golden::Golden& golden, im
   return outcome;
 }
 
+// A rung's cell: the pair's verdict, except where the rung's own part was not judged though the rest passed (a
+// decode rung run without its schedule, a TP rung run as one process): that rung was not climbed, so the cell says
+// why, "not stated" (its capabilities lack the part) or "declined" (it declined it), never "pass".
+PairVerdict rung_verdict(PairVerdict verdict, const FeatureSet& uses, const Capabilities& capabilities) {
+  if (verdict.kind != PairVerdict::Kind::judged || !verdict.report.passed()) return verdict;
+  const auto judged = [&](std::string_view prefix) {
+    return std::any_of(verdict.report.tensors.begin(), verdict.report.tensors.end(), [&](const TensorReport& t) {
+      return t.name.starts_with(prefix) && t.status != TensorStatus::declined;
+    });
+  };
+  for (const auto& [feature, prefix] : {std::pair{Feature::decode, "decode/"}, std::pair{Feature::tensor_parallel, "ranks/"}}) {
+    if (!uses.contains(feature) || judged(prefix)) continue;
+    const bool stated = capabilities.stated && !capabilities.features.contains(feature);
+    verdict.kind = stated ? PairVerdict::Kind::not_stated : PairVerdict::Kind::unsupported;
+    verdict.message = fmt::format("{} {}; the rest of the rung passed", to_string(feature),
+                                  stated ? "is not among its stated capabilities" : "was not judged (declined)");
+    verdict.report = {};
+    break;
+  }
+  return verdict;
+}
+
 // A pair that was not run (not stated, or not checked), as the run reports it.
 PairOutcome not_run(PairVerdict verdict) {
   PairOutcome outcome;
@@ -234,12 +256,12 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
   const int threads_to_share = omp_get_max_threads();
   // One golden's pairs, in implementation order: those outside an implementation's capabilities are not run (its
   // outline decides, before the golden is read); a golden that does not fit in memory is named, not run.
-  const auto judge_golden = [&](const std::string& path, std::string& description, std::string& uses) {
+  const auto judge_golden = [&](const std::string& path, std::string& description, FeatureSet& uses) {
     const std::string golden_name = std::filesystem::path(path).filename().string();
     progress.status(fmt::format("reading {}", golden_name));
     const CaseOutline outline = golden::read_case_outline(path);
     description = describe_geometry(outline.geometry());
-    uses = to_string(features_of(outline));
+    uses = features_of(outline);
     std::vector<Admission> admissions;
     for (const auto& implementation : opened) admissions.push_back(admit(implementation->capabilities(), outline));
     std::vector<PairOutcome> outcomes(opened.size());
@@ -383,10 +405,13 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
   // The ladder first, its rows held until the matrix is printed.
   std::vector<std::pair<std::vector<PairOutcome>, std::string>> ladder_outcomes;
   for (std::size_t g = 0; g < ladder_goldens; ++g) {
-    std::string description, uses;
+    std::string description;
+    FeatureSet uses;
     std::vector<PairOutcome> outcomes = judge_golden(goldens[g], description, uses);
-    SupportMatrix::Rung rung = ladder_rung(std::filesystem::path(goldens[g]).filename().string(), uses);
-    for (const PairOutcome& outcome : outcomes) rung.verdicts.push_back(outcome.verdict);
+    SupportMatrix::Rung rung = ladder_rung(std::filesystem::path(goldens[g]).filename().string(), to_string(uses));
+    for (std::size_t i = 0; i < outcomes.size(); ++i) {
+      rung.verdicts.push_back(rung_verdict(outcomes[i].verdict, uses, opened[i]->capabilities()));
+    }
     matrix.rungs.push_back(std::move(rung));
     ladder_outcomes.emplace_back(std::move(outcomes), description);
   }
@@ -396,7 +421,8 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
     for (PairOutcome& outcome : outcomes) record(std::move(outcome), description);
   }
   for (std::size_t g = ladder_goldens; g < goldens.size(); ++g) {
-    std::string description, uses;
+    std::string description;
+    FeatureSet uses;
     for (PairOutcome& outcome : judge_golden(goldens[g], description, uses)) record(std::move(outcome), description);
   }
   progress.stop();

@@ -45,15 +45,20 @@ std::string render_text(const SupportMatrix& matrix) {
   for (const std::string& implementation : matrix.implementations) {
     widths.push_back(std::max<std::size_t>(implementation.size(), 11));
   }
-  std::string text = fmt::format("support matrix (the conformance ladder, docs/LADDER.md):\n{:<{}}", "rung", name_width);
-  for (std::size_t i = 0; i < widths.size(); ++i) text += fmt::format("  {:<{}}", matrix.implementations[i], widths[i]);
-  text += '\n';
+  // Each line without trailing blanks (the last column is not padded).
+  const auto line = [](std::string row) {
+    row.erase(row.find_last_not_of(' ') + 1);
+    return row + '\n';
+  };
+  std::string header = fmt::format("{:<{}}", "rung", name_width);
+  for (std::size_t i = 0; i < widths.size(); ++i) header += fmt::format("  {:<{}}", matrix.implementations[i], widths[i]);
+  std::string text = "support matrix (the conformance ladder, docs/LADDER.md):\n" + line(header);
   for (const SupportMatrix::Rung& rung : matrix.rungs) {
-    text += fmt::format("{:<{}}", fmt::format("{}  {}", rung.number, rung.name), name_width);
+    std::string row = fmt::format("{:<{}}", fmt::format("{}  {}", rung.number, rung.name), name_width);
     for (std::size_t i = 0; i < widths.size(); ++i) {
-      text += fmt::format("  {:<{}}", matrix_status(rung.verdicts.at(i)), widths[i]);
+      row += fmt::format("  {:<{}}", matrix_status(rung.verdicts.at(i)), widths[i]);
     }
-    text += '\n';
+    text += line(row);
   }
   text += "(pass* judged on what it computed, some parts declined; not stated: outside its stated capabilities, "
           "not run; the table below has the reasons)\n\n";

@@ -33,6 +33,7 @@ set(ATTNCHECK_MEDIUM_TESTS
   "fuzz.torch_fp32_latent_clean"
   "fuzz.worker_fp32_judged_by_its_contract"
   "fuzz.worker_timeout_cleans_up"
+  "golden.checked_under_a_memory_limit"
   "golden.caught_mutant-bf16-pv-accumulation"
   "golden.caught_mutant-bf16-row-sum-accumulation"
   "golden.caught_mutant-llama-cpp-9166-fp16-accumulation"
@@ -42,6 +43,8 @@ set(ATTNCHECK_MEDIUM_TESTS
   "golden.schema_v2"
   "python.conformance"
   "python.package"
+  "python.quotient_scale_fuzz"
+  "python.readme_worker"
   "worker.tree-sigkill"
 )
 set(ATTNCHECK_SLOW_TESTS

@@ -68,7 +68,7 @@ std::string describe(const CaseSpec& spec) {
   if (in.position_gaps) text += ", position gaps";
   if (in.pad_keys) text += ", padded keys";
   if (!in.key_lengths.empty()) text += fmt::format(", key lengths [{}]", fmt::join(in.key_lengths, ", "));
-  if (in.every_query_sees_a_key) text += ", every query sees a key";
+  if (in.every_query_sees_a_key && (in.pad_keys || !in.key_lengths.empty())) text += ", every query sees a key";
   if (!in.decode.empty()) {
     text += fmt::format(", decode {}", in.decode.prefill);
     for (const std::int64_t step : in.decode.steps) text += fmt::format("+{}", step);

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
+#include <string>
 
 #include "core/errors/input_error.hpp"
 #include "core/generation/input_generation.hpp"
@@ -158,6 +160,20 @@ TEST(Compare, WrongScaleFailsEverywhere) {
   EXPECT_EQ(find(report, "grads/q_proj").status, TensorStatus::mismatch);
   EXPECT_EQ(find(report, "grads/q_proj").query_heads, (std::vector<std::int64_t>{0, 1, 2, 3}));
   EXPECT_EQ(find(report, "decode/out").status, TensorStatus::mismatch);
+}
+
+TEST(Compare, WorstValuesPrintRoundTripExactBesideTheirUlps) {
+  // Two doubles six significant digits print alike: the report prints each so that it reads back as itself.
+  const double expected = 0.1234567, actual = std::nextafter(std::nextafter(expected, 1.0), 1.0);
+  const TensorReport report{.name = "out", .error_ulps = 2.5, .expected_at_worst = expected, .actual_at_worst = actual};
+  const std::string text = worst_values(report);
+  const std::size_t got = text.find(", got ");
+  ASSERT_NE(got, std::string::npos) << text;
+  EXPECT_EQ(text.substr(0, got), "expected 0.1234567");
+  const std::string actual_text = text.substr(got + 6, text.find(' ', got + 6) - (got + 6));
+  EXPECT_EQ(std::stod(actual_text), actual) << text;  // reads back as itself
+  EXPECT_NE(actual_text, "0.1234567") << text;  // six significant digits would print the two alike
+  EXPECT_TRUE(text.ends_with("(2.5 ulps)")) << text;
 }
 
 TEST(Compare, MissingWrongShapeAndNonFiniteAreNamedFailures) {

@@ -15,8 +15,11 @@ Capabilities Capabilities::narrowed(const FeatureSet& only, const FeatureSet& wi
 std::string describe(const Capabilities& capabilities) {
   if (!capabilities.stated && capabilities == Capabilities::everything()) return "everything (it states nothing)";
   std::vector<std::string> parts;
-  parts.push_back(capabilities.features == FeatureSet::all() ? std::string("every feature")
-                                                             : to_string(capabilities.features));
+  // Whichever is shorter: the features, or every one but those missing.
+  const FeatureSet missing = FeatureSet::all().minus(capabilities.features);
+  parts.push_back(missing.empty()                                           ? std::string("every feature")
+                  : missing.list().size() < capabilities.features.list().size() ? "every feature but " + to_string(missing)
+                                                                            : to_string(capabilities.features));
   std::vector<std::string> head_dim;
   if (capabilities.head_dim_multiple_of > 1) head_dim.push_back(fmt::format("a multiple of {}", capabilities.head_dim_multiple_of));
   if (capabilities.max_head_dim) head_dim.push_back(fmt::format("at most {}", *capabilities.max_head_dim));

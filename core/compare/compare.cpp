@@ -237,6 +237,11 @@ std::string failure_location(const TensorReport& report) {
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
+std::string worst_values(const TensorReport& report) {
+  return fmt::format("expected {}, got {} ({:.3g} ulps)", report.expected_at_worst, report.actual_at_worst,
+                     report.error_ulps);
+}
+
 std::string describe_failures(const CompareReport& report, std::string_view indent) {
   std::string text;
   for (const TensorReport& t : report.tensors) {
@@ -246,9 +251,9 @@ std::string describe_failures(const CompareReport& report, std::string_view inde
                           to_string(t.expected_shape));
       continue;
     }
-    text += fmt::format("{}{}: {} ulps of its scale, {} elements beyond tolerance, worst at {}: {}\n", indent, t.name,
-                        fmt::format("{:.3g}", t.error_ulps), t.elements_over, to_string(t.worst_index),
-                        failure_location(t));
+    text += fmt::format("{}{}: {} ulps of its scale, {} elements beyond tolerance, worst at {} ({}): {}\n", indent,
+                        t.name, fmt::format("{:.3g}", t.error_ulps), t.elements_over, to_string(t.worst_index),
+                        worst_values(t), failure_location(t));
   }
   return text;
 }
@@ -485,8 +490,7 @@ std::string render_text(const CompareReport& report) {
     else if (t.status == TensorStatus::wrong_shape)
       detail = fmt::format("shape {}, expected {}", to_string(t.actual_shape), to_string(t.expected_shape));
     else if (t.status != TensorStatus::ok)
-      detail = fmt::format("{} elements: {} (expected {:.6g}, got {:.6g})", t.elements_over, failure_location(t),
-                           t.expected_at_worst, t.actual_at_worst);
+      detail = fmt::format("{} elements: {} ({})", t.elements_over, failure_location(t), worst_values(t));
     const bool compared = t.status != TensorStatus::missing && t.status != TensorStatus::wrong_shape &&
                           t.status != TensorStatus::declined;
     text += fmt::format("{:<28} {:<11} {:>11} {:>10}  {:<24} {}\n", t.name, to_string(t.status),

@@ -127,6 +127,11 @@ std::string tolerance_rule(const CompareReport& report);
 // Where a failing tensor's elements beyond tolerance are: "ranks 0,1; batch 0; positions 3,4; query heads 5"
 // (the axes it has, each list cut at 8 values).
 std::string failure_location(const TensorReport& report);
+// The worst element's values, round-trip exact (the shortest decimal that reads back as the same double) beside
+// the difference in ulps of the tensor's scale: "expected 0.3125, got 0.31250000000000011 (0.5 ulps)". Six
+// significant digits used to print the two alike.
+std::string worst_values(const TensorReport& report);
+
 // One line per failing tensor (neither ok nor declined): its error, count beyond tolerance, worst index and
 // failure_location; each line starts with `indent`.
 std::string describe_failures(const CompareReport& report, std::string_view indent = "  ");

@@ -14,6 +14,8 @@ std::string_view to_string(FusedQkvLayout layout) {
       return "grouped";
     case FusedQkvLayout::neox:
       return "neox";
+    case FusedQkvLayout::neox_before_1315:
+      return "neox-before-1315";
   }
   return "stacked";
 }
@@ -31,14 +33,15 @@ std::string_view to_string(Projection projection) {
 }
 
 std::optional<std::string> fused_layout_unsupported(const TpPlan& plan, FusedQkvLayout layout) {
-  if (layout != FusedQkvLayout::neox) return std::nullopt;
+  if (layout != FusedQkvLayout::neox && layout != FusedQkvLayout::neox_before_1315) return std::nullopt;
   if (plan.kv_replicas > 1) {
     return fmt::format(
         "GPT-NeoX divides num_kv_heads by tp_size and cannot replicate KV heads "
         "(tp_size {} > num_kv_heads {})",
         plan.tp_size, plan.geometry.num_kv_heads());
   }
-  // GPT-NeoX computes its per-query-head chunk in Python floats:
+  if (layout == FusedQkvLayout::neox) return std::nullopt;  // a plain torch.split since #1315
+  // GPT-NeoX before #1315 computed its per-query-head chunk in Python floats:
   //   chunk = int(hn * (1 + 2 * (kvp / np))), slice = int((kvp / np) * hn)
   // and its reshape and split only work when those come out exact. Mirror that arithmetic.
   const RankPlan& rank = plan.ranks.front();
@@ -50,7 +53,7 @@ std::optional<std::string> fused_layout_unsupported(const TpPlan& plan, FusedQkv
   const auto slice = static_cast<std::int64_t>(ratio * static_cast<double>(head_dim));
   if (chunk * local_q != rank.qkv_rows || head_dim + 2 * slice != chunk || slice * local_q != local_kv * head_dim) {
     return fmt::format(
-        "GPT-NeoX's GQA reshape needs head_dim * (1 + 2 * {}/{}) = {} rows per query head, "
+        "GPT-NeoX's GQA reshape before #1315 needs head_dim * (1 + 2 * {}/{}) = {} rows per query head, "
         "which its float arithmetic does not give exactly (it computes {}; K and V slices of {})",
         local_kv, local_q, static_cast<double>(rank.qkv_rows) / static_cast<double>(local_q), chunk, slice);
   }
@@ -108,7 +111,24 @@ std::vector<FusedRowSegment> fused_qkv_segments(const TpPlan& plan, int rank_id,
         writer.add(Projection::v, g, whole_head(g));
       }
       break;
-    case FusedQkvLayout::neox: {
+    case FusedQkvLayout::neox:
+      if (local_group == 1) {  // multi-head: per head [q_h | k_h | v_h], as view(..., heads, 3 * head_dim)
+        for (std::int64_t h = rank.q_heads.begin; h < rank.q_heads.end; ++h) {
+          const std::int64_t kv_head = rank.kv_heads.begin + (h - rank.q_heads.begin);
+          writer.add(Projection::q, h, whole_head(h));
+          writer.add(Projection::k, kv_head, whole_head(kv_head));
+          writer.add(Projection::v, kv_head, whole_head(kv_head));
+        }
+        break;
+      }
+      // grouped-query: the rank's [Q | K | V], as torch.split(local query width, local KV width, local KV width)
+      for (std::int64_t h = rank.q_heads.begin; h < rank.q_heads.end; ++h) writer.add(Projection::q, h, whole_head(h));
+      for (std::int64_t g = rank.kv_heads.begin; g < rank.kv_heads.end; ++g)
+        writer.add(Projection::k, g, whole_head(g));
+      for (std::int64_t g = rank.kv_heads.begin; g < rank.kv_heads.end; ++g)
+        writer.add(Projection::v, g, whole_head(g));
+      break;
+    case FusedQkvLayout::neox_before_1315: {
       const std::int64_t slice = head_dim / local_group;  // rows of K (and of V) per query head
       for (std::int64_t i = 0; i < rank.q_heads.size(); ++i) {
         const std::int64_t kv_head = rank.kv_heads.begin + i / local_group;

@@ -5,12 +5,18 @@
 //   stacked  [Q | K | V]: all local query heads, then the local K heads, then the local V heads
 //            (vLLM's QKVParallelLinear).
 //   grouped  per local KV head g: [q heads of g ... | k_g | v_g] (Megatron-Core's linear_qkv).
-//   neox     GPT-NeoX's ParallelSelfAttention as its code reshapes the fused output: per local query
-//            head i, [q_i | head_dim/g rows of K | head_dim/g rows of V], where g = local query heads
-//            per local KV head and the K (V) slices of consecutive query heads concatenate to the local
-//            K (V) heads in order. For MHA (g = 1) this is NeoX's per-head [q_i | k_i | v_i]. It exists
-//            only where NeoX can run: no KV replication, and head_dim * (1 + 2/g) and head_dim / g
-//            come out exact in NeoX's float arithmetic (head_dim 120 with g = 3 does not: NeoX fails).
+//   neox     GPT-NeoX's ParallelSelfAttention as its code splits the fused output today (since
+//            EleutherAI/gpt-neox#1315, "fix a GQA issue", merged November 2024; its HF converters
+//            follow since #1345): multi-head attention (g = 1) per head, [q_i | k_i | v_i] (view as
+//            [heads, 3 * head_dim], split in three); grouped-query attention [Q | K | V] of the rank's
+//            own heads (torch.split by local query width, local KV width, local KV width). No KV
+//            replication: NeoX divides num_kv_heads by tp_size.
+//   neox-before-1315  the order GPT-NeoX's gqa_project read before #1315, for checkpoints trained
+//            then: per local query head i, [q_i | head_dim/g rows of K | head_dim/g rows of V], the K (V)
+//            slices of consecutive query heads concatenating to the local K (V) heads; for MHA the same
+//            as neox. Only where that code ran: no KV replication, and head_dim * (1 + 2/g) and
+//            head_dim / g exact in its float arithmetic (head_dim 120 with g = 3 is not). Reading a
+//            checkpoint of one order as the other is the #1315 bug (mutant-gpt-neox-1315-gqa-fused-split).
 #pragma once
 
 #include <cstdint>
@@ -23,13 +29,13 @@
 
 namespace attncheck {
 
-enum class FusedQkvLayout { stacked, grouped, neox };
+enum class FusedQkvLayout { stacked, grouped, neox, neox_before_1315 };
 enum class Projection { q, k, v };
 
 inline constexpr FusedQkvLayout kAllFusedQkvLayouts[] = {FusedQkvLayout::stacked, FusedQkvLayout::grouped,
-                                                         FusedQkvLayout::neox};
+                                                         FusedQkvLayout::neox, FusedQkvLayout::neox_before_1315};
 
-std::string_view to_string(FusedQkvLayout layout);  // "stacked" | "grouped" | "neox"
+std::string_view to_string(FusedQkvLayout layout);  // "stacked" | "grouped" | "neox" | "neox-before-1315"
 std::string_view to_string(Projection projection);  // "q" | "k" | "v"
 
 // A run of consecutive rows of one head of one projection.

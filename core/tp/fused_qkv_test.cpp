@@ -44,9 +44,19 @@ TEST(FusedQkv, GroupedInterleavesEachKvGroup) {
   EXPECT_EQ(segments[4], segment(Projection::q, 2, {512, 640}, {256, 384}));
 }
 
-TEST(FusedQkv, NeoxGqaSlicesKvAcrossItsQueryHeads) {
+TEST(FusedQkv, NeoxGqaIsTheRanksQueryThenKeyThenValueHeads) {
+  // Since EleutherAI/gpt-neox#1315: torch.split(local query width, local KV width, local KV width).
+  const TpPlan plan = plan_for(1024, 16, 8, 128, 2);
+  EXPECT_EQ(fused_qkv_segments(plan, 1, FusedQkvLayout::neox), fused_qkv_segments(plan, 1, FusedQkvLayout::stacked));
+  const auto segments = fused_qkv_segments(plan, 1, FusedQkvLayout::neox);
+  EXPECT_EQ(segments[0], segment(Projection::q, 8, {0, 128}, {1024, 1152}));
+  EXPECT_EQ(segments[8], segment(Projection::k, 4, {1024, 1152}, {512, 640}));
+  EXPECT_EQ(segments[12], segment(Projection::v, 4, {1536, 1664}, {512, 640}));
+}
+
+TEST(FusedQkv, NeoxBefore1315SlicesKvAcrossItsQueryHeads) {
   const TpPlan plan = plan_for(1024, 16, 8, 128, 1);  // group 2: 64 rows of K and V per query head
-  const auto segments = fused_qkv_segments(plan, 0, FusedQkvLayout::neox);
+  const auto segments = fused_qkv_segments(plan, 0, FusedQkvLayout::neox_before_1315);
   EXPECT_EQ(segments[0], segment(Projection::q, 0, {0, 128}, {0, 128}));
   EXPECT_EQ(segments[1], segment(Projection::k, 0, {128, 192}, {0, 64}));
   EXPECT_EQ(segments[2], segment(Projection::v, 0, {192, 256}, {0, 64}));
@@ -60,6 +70,7 @@ TEST(FusedQkv, NeoxMhaIsPerHeadQkv) {
   const auto segments = fused_qkv_segments(plan, 2, FusedQkvLayout::neox);
   const auto grouped = fused_qkv_segments(plan, 2, FusedQkvLayout::grouped);
   EXPECT_EQ(segments, grouped);  // g = 1: both are [q_h | k_h | v_h] per head
+  EXPECT_EQ(segments, fused_qkv_segments(plan, 2, FusedQkvLayout::neox_before_1315));  // #1315 left MHA alone
   EXPECT_EQ(segments[0], segment(Projection::q, 32, {0, 96}, {3072, 3168}));
   EXPECT_EQ(segments[1], segment(Projection::k, 32, {96, 192}, {3072, 3168}));
 }
@@ -67,17 +78,21 @@ TEST(FusedQkv, NeoxMhaIsPerHeadQkv) {
 TEST(FusedQkv, NeoxLayoutIsUnavailableWhereNeoxCannotRun) {
   const TpPlan replicated = plan_for(640, 4, 1, 256, 4);
   EXPECT_NE(fused_layout_unsupported(replicated, FusedQkvLayout::neox), std::nullopt);
+  EXPECT_NE(fused_layout_unsupported(replicated, FusedQkvLayout::neox_before_1315), std::nullopt);
   EXPECT_THROW(fused_qkv_segments(replicated, 0, FusedQkvLayout::neox), InputError);
   EXPECT_EQ(fused_layout_unsupported(replicated, FusedQkvLayout::stacked), std::nullopt);
 
+  // The order before #1315 only where its float arithmetic came out exact; today's split has no such limit.
   const TpPlan fractional = plan_for(64, 8, 1, 6, 1);  // head_dim 6 over group 8: 0.75 rows each
-  EXPECT_NE(fused_layout_unsupported(fractional, FusedQkvLayout::neox), std::nullopt);
+  EXPECT_NE(fused_layout_unsupported(fractional, FusedQkvLayout::neox_before_1315), std::nullopt);
+  EXPECT_EQ(fused_layout_unsupported(fractional, FusedQkvLayout::neox), std::nullopt);
 
-  // head_dim 120, group 3: 120 / 3 = 40 is whole, but NeoX computes int(120 * (1 + 2 * (1/3))) = 199, not 200,
-  // and its reshape fails.
+  // head_dim 120, group 3: 120 / 3 = 40 is whole, but NeoX computed int(120 * (1 + 2 * (1/3))) = 199, not 200,
+  // and its reshape failed.
   const TpPlan float_trap = plan_for(360, 3, 1, 120, 1);
-  EXPECT_NE(fused_layout_unsupported(float_trap, FusedQkvLayout::neox), std::nullopt);
-  EXPECT_EQ(fused_layout_unsupported(plan_for(256, 2, 1, 128, 1), FusedQkvLayout::neox), std::nullopt);
+  EXPECT_NE(fused_layout_unsupported(float_trap, FusedQkvLayout::neox_before_1315), std::nullopt);
+  EXPECT_EQ(fused_layout_unsupported(float_trap, FusedQkvLayout::neox), std::nullopt);
+  EXPECT_EQ(fused_layout_unsupported(plan_for(256, 2, 1, 128, 1), FusedQkvLayout::neox_before_1315), std::nullopt);
 }
 
 TEST(FusedQkv, RankOutOfRangeIsRejected) {
@@ -103,8 +118,11 @@ TEST(FusedQkv, EveryLayoutCoversEveryRowOncePerReplica) {
             std::int64_t next_row = 0;
             const auto segments = fused_qkv_segments(plan, rank.rank, layout);
             // In the interleaved layouts each query head is followed (after its group's other query heads
-            // in grouped) by K and V of its own KV head: h / group_size.
-            if (layout != FusedQkvLayout::stacked) {
+            // in grouped) by K and V of its own KV head: h / group_size. neox is interleaved for MHA only (its
+            // GQA is the rank's [Q | K | V]).
+            const bool interleaved = layout == FusedQkvLayout::grouped || layout == FusedQkvLayout::neox_before_1315 ||
+                                     (layout == FusedQkvLayout::neox && plan.geometry.group_size() == 1);
+            if (interleaved) {
               for (std::size_t i = 0; i < segments.size(); ++i) {
                 if (segments[i].projection != Projection::q) continue;
                 std::size_t k = i;

@@ -174,6 +174,32 @@ latent=(--weights generated --inputs generated --sketch-activations --batch 2 --
 "$attncheck" golden make --hf-config configs/deepseek-v2-lite-narrow.json --tp 2 "${latent[@]}" \
   -o deepseek-v2-lite-narrow_tp2.h5
 
+# The conformance ladder (docs/LADDER.md): goldens a plain layer can run, climbing one feature at a time, that
+# `attncheck run` opens its support matrix with. Rungs 01-03 build the plain modern layer (multi-head with head_dim
+# derived, then grouped-query, then head_dim 16 independent of hidden / heads = 8, where a layer scaling by
+# sqrt(hidden / heads) is wrong); every later rung adds exactly one feature to rung 03. All at hidden 32, 4 query
+# heads, batch 2, seq 8, positions from 0 in every row (but rung 04's), weights and inputs named by the generator,
+# gradients stored whole: a few tens of kilobytes each.
+ladder=(--batch 2 --seq 8 --position-offset 0 --weights generated --inputs generated --seed 2026)
+base=(--hidden 32 --heads 4 --kv-heads 2 --head-dim 16)
+"$attncheck" golden make --hidden 32 --heads 4 "${ladder[@]}" -o ladder_01_plain-mha.h5
+"$attncheck" golden make --hidden 32 --heads 4 --kv-heads 2 "${ladder[@]}" -o ladder_02_gqa.h5
+"$attncheck" golden make "${base[@]}" "${ladder[@]}" -o ladder_03_explicit-head-dim.h5
+"$attncheck" golden make "${base[@]}" --batch 2 --seq 8 --position-gaps --weights generated --inputs generated \
+  --seed 2026 -o ladder_04_position-ids.h5
+"$attncheck" golden make "${base[@]}" --rotary-dim 8 "${ladder[@]}" -o ladder_05_partial-rope.h5
+"$attncheck" golden make "${base[@]}" --rotary-dim 8 --rope-style interleaved "${ladder[@]}" \
+  -o ladder_06_partial-rope-interleaved.h5
+"$attncheck" golden make "${base[@]}" --qk-norm rms "${ladder[@]}" -o ladder_07_qk-norm.h5
+"$attncheck" golden make "${base[@]}" --qkv-bias --out-bias "${ladder[@]}" -o ladder_08_biases.h5
+"$attncheck" golden make "${base[@]}" --key-lengths 8,5 "${ladder[@]}" -o ladder_09_key-padding.h5
+"$attncheck" golden make "${base[@]}" --sliding-window 3 "${ladder[@]}" -o ladder_10_sliding-window.h5
+"$attncheck" golden make "${base[@]}" --softcap 1 "${ladder[@]}" -o ladder_11_softcap.h5
+"$attncheck" golden make "${base[@]}" --attention-sinks "${ladder[@]}" -o ladder_12_sinks.h5
+"$attncheck" golden make "${base[@]}" --decode 4,1,3 "${ladder[@]}" -o ladder_13_kv-cache-decode.h5
+"$attncheck" golden make "${base[@]}" --tp 2 "${ladder[@]}" -o ladder_14_tp2-rank-gradients.h5
+"$attncheck" golden make --hf-config configs/ladder_latent.json "${ladder[@]}" -o ladder_15_latent-attention.h5
+
 # Store each golden's yardsticks for low-precision candidates (SCHEMA.md, "Stored yardsticks"), so that
 # checking one reads them instead of running the naive layer twelve times: fp32 with float32 and float64
 # angles everywhere (torch-cpu-fp32 declares float64, transformers-style workers float32); bf16 and fp16

@@ -6,7 +6,9 @@ import io
 import itertools
 import os
 import re
+import json
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -273,6 +275,43 @@ class Protocol(unittest.TestCase):
                           "error ValueError: boom", "error expected 'run CASE CANDIDATE', got 'hello'"])
 
 
+class Capabilities(unittest.TestCase):
+    def test_statement_is_checked_and_written_as_json(self):
+        stated = attncheck.Capabilities(["gqa", "causal", "rope-half-split", "backward"], head_dim_multiple_of=8,
+                                        precisions=["bf16"])
+        self.assertEqual(json.loads(stated.to_json()),
+                         {"features": ["gqa", "causal", "rope-half-split", "backward"], "head_dim_multiple_of": 8,
+                          "precisions": ["bf16"]})
+        self.assertTrue(stated.supports("gqa"))
+        self.assertFalse(stated.supports("softcap"))
+        everything_but = attncheck.Capabilities("all", without=["latent"])
+        self.assertTrue(everything_but.supports("softcap"))
+        self.assertFalse(everything_but.supports("latent"))
+        with self.assertRaisesRegex(attncheck.BadInput, "unknown feature 'soft-cap'; valid: gqa, "):
+            attncheck.Capabilities(["soft-cap"])
+        with self.assertRaisesRegex(attncheck.BadInput, "max_seq 0"):
+            attncheck.Capabilities("all", max_seq=0)
+        with self.assertRaisesRegex(attncheck.BadInput, "precisions"):
+            attncheck.Capabilities("all", precisions=["fp8"])
+
+    def test_feature_names_are_attnchecks(self):
+        cli = os.environ.get("ATTNCHECK_CLI")
+        if not cli:
+            self.skipTest("ATTNCHECK_CLI (the attncheck command) not given")
+        listed = subprocess.run([cli, "capabilities", "--json"], check=True, capture_output=True, text=True).stdout
+        self.assertEqual(tuple(feature["name"] for feature in json.loads(listed)["features"]), attncheck.FEATURES)
+
+    def test_protocol_2_greets_then_states(self):
+        requests = io.StringIO("run ok.h5 c.h5\n")
+        protocol = io.StringIO()
+        attncheck.serve(lambda case, candidate: None, "test layer", stdin=requests, protocol=protocol,
+                        supports=["causal", "rope-half-split", "backward"])
+        lines = protocol.getvalue().splitlines()
+        self.assertEqual(lines[0], "attncheck-worker 2 test layer")
+        self.assertEqual(lines[1], 'supports {"features":["causal","rope-half-split","backward"]}')
+        self.assertEqual(lines[2:], ["ok"])
+
+
 def doubling_rank(case, context):
     """A toy layer for the pool: out = x · (ranks in its group, by an all-reduce over context.group); each
     held gradient is twice the rank's weight shard."""
@@ -309,11 +348,14 @@ class ShardedWorker(unittest.TestCase):
                                    ("qwen3-0.6b_tp4.h5", 4)]:
                     case_path = os.path.join(GOLDENS, golden)
                     path = os.path.join(folder, "candidate.h5")
-                    distributed.run_case_sharded(pool, case_path, path, "toy", "megatron-equal-block", None)
+                    distributed.run_case_sharded(pool, case_path, path, "toy", "megatron-equal-block", None,
+                                                 {"precision": "bf16", "rope_angles": "float64"})
                     case = attncheck.read_case(case_path)
                     with h5py.File(path) as h5:
                         result = h5["result"]
                         self.assertEqual(result.attrs["tp_size"], tp)
+                        self.assertEqual(result.attrs["precision"], "bf16")  # every precision, as declared
+                        self.assertEqual(result.attrs["rope_angles"], "float64")
                         np.testing.assert_array_equal(result["out"][()], case.x * tp)
                         np.testing.assert_array_equal(result["grads/k_proj"][()], 2 * case.weights["k_proj"])
                         self.assertEqual("ranks" in result, tp > 1)
