@@ -706,13 +706,6 @@ CaseOutline read_case_outline(const std::string& path) {
   });
 }
 
-void verify_file_integrity(const std::string& path) {
-  translating_hdf5_errors(path, "read failed", [&] {
-    const H5::H5File file = open_for_reading(path, DeclaredData::counted_by_caller);
-    verify_integrity(file, path);
-  });
-}
-
 Case read_case(const std::string& path) {
   return translating_hdf5_errors(path, "read failed", [&] {
     const H5::H5File file = open_for_reading(path, DeclaredData::counted_by_caller);  // require_room_for_reading
