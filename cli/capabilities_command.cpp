@@ -31,8 +31,8 @@ int run_capabilities(const CapabilitiesOptions& options, std::ostream& out) {
       return kExitOk;
     }
     for (const FeatureInfo& feature : all_features()) {
-      out << fmt::format("{:<22} {:<12} {}\n", feature.name,
-                         feature.kind == FeatureKind::part ? "part" : "requirement", feature.meaning);
+      out << fmt::format("{:<22} {:<12} {}\n", feature.name, feature.kind == FeatureKind::part ? "part" : "requirement",
+                         feature.meaning);
     }
     return kExitOk;
   }

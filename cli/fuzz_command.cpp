@@ -14,8 +14,8 @@
 #include "cli/flag_validators.hpp"
 #include "cli/golden_command.hpp"
 #include "cli/html_report.hpp"
-#include "core/errors/input_error.hpp"
 #include "core/capabilities/capabilities_json.hpp"
+#include "core/errors/input_error.hpp"
 #include "impl/narrowed_implementation.hpp"
 #include "impl/registry.hpp"
 #include "mutants/catalog.hpp"
@@ -213,8 +213,10 @@ std::string mutant_failure_lines(const properties::Counterexample& failure, bool
 // "exercised (of N judged): gqa 512, explicit-head-dim 401, ...": how often each feature was judged.
 std::string exercised_line(const properties::FuzzReport& report) {
   std::vector<std::string> counts;
-  for (const auto& [feature, count] : report.exercised) counts.push_back(fmt::format("{} {}", to_string(feature), count));
-  return fmt::format("exercised (of {} judged): {}", report.judged(), counts.empty() ? "nothing" : fmt::format("{}", fmt::join(counts, ", ")));
+  for (const auto& [feature, count] : report.exercised)
+    counts.push_back(fmt::format("{} {}", to_string(feature), count));
+  return fmt::format("exercised (of {} judged): {}", report.judged(),
+                     counts.empty() ? "nothing" : fmt::format("{}", fmt::join(counts, ", ")));
 }
 
 }  // namespace
@@ -278,7 +280,8 @@ FuzzCommands add_fuzz_commands(CLI::App& app, FuzzCommandOptions& options) {
   commands.mutants->add_option("--seed", options.seed, "seed of the case sequence")
       ->check(unsigned_validator())
       ->default_val(1);
-  commands.mutants->add_option("--repro-dir", options.mutants_repro_dir, "folder for the repro files (made when one is written)")
+  commands.mutants
+      ->add_option("--repro-dir", options.mutants_repro_dir, "folder for the repro files (made when one is written)")
       ->default_val("attncheck-mutants");
   add_shrink_options(*commands.mutants, options, "; fewer for a few expensive mutants");
   commands.mutants->add_flag("--json", options.json, "one JSON object instead of the table");
@@ -476,7 +479,8 @@ std::string sequence_entry_line(std::size_t position, const std::string& file, c
   }
   for (const char* key : {"not_stated", "not_checked"}) {
     if (entry.contains(key)) {
-      return fmt::format("  {}. {}: {}: {}\n", position, name, entry.value("verdict", key), entry[key].get<std::string>());
+      return fmt::format("  {}. {}: {}: {}\n", position, name, entry.value("verdict", key),
+                         entry[key].get<std::string>());
     }
   }
   if (entry.contains("error")) {

@@ -400,9 +400,9 @@ int run_golden_run(const GoldenOptions& options, std::ostream& out, std::ostream
 
 int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostream& err) {
   int failed_count = 0;
-  std::vector<std::string> declined;     // goldens the implementation declined (impl::Unsupported), with why
-  std::vector<std::string> outside;      // goldens outside its stated capabilities: never run
-  std::vector<std::string> unchecked;    // goldens that did not fit in memory: never run
+  std::vector<std::string> declined;   // goldens the implementation declined (impl::Unsupported), with why
+  std::vector<std::string> outside;    // goldens outside its stated capabilities: never run
+  std::vector<std::string> unchecked;  // goldens that did not fit in memory: never run
   nlohmann::json files = nlohmann::json::array();
   check_html_path(options.html);
   const auto implementation = impl::open_implementation(options.implementation);
@@ -523,7 +523,8 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostre
   } else {
     std::vector<std::string> apart;
     if (!declined.empty()) apart.push_back(fmt::format("{} declined (unsupported: not a pass)", declined.size()));
-    if (!outside.empty()) apart.push_back(fmt::format("{} not stated (outside its capabilities: not run)", outside.size()));
+    if (!outside.empty())
+      apart.push_back(fmt::format("{} not stated (outside its capabilities: not run)", outside.size()));
     if (!unchecked.empty()) {
       apart.push_back(fmt::format("{} NOT CHECKED (not enough memory: not a pass)", unchecked.size()));
     }
@@ -532,7 +533,9 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostre
     for (const std::string& line : unchecked) out << "not checked: " << line << '\n';
     if (checked_nothing) {
       out << fmt::format("FAIL {}: {} all {} golden files; nothing was checked\n", options.implementation,
-                         outside.empty() ? "declined" : declined.empty() ? "does not state" : "declined or does not state",
+                         outside.empty()    ? "declined"
+                         : declined.empty() ? "does not state"
+                                            : "declined or does not state",
                          total);
     }
   }

@@ -47,8 +47,9 @@ PairVerdict::Kind verdict_kind(impl::CandidateRun::Kind kind) {
 
 }  // namespace
 
-GoldenPair judge_golden_pair(const std::string& path, const golden::Golden& golden, impl::Implementation& implementation,
-                             const Admission& admission, std::ostream* yardstick_log, const HeatmapOptions* drawing) {
+GoldenPair judge_golden_pair(const std::string& path, const golden::Golden& golden,
+                             impl::Implementation& implementation, const Admission& admission,
+                             std::ostream* yardstick_log, const HeatmapOptions* drawing) {
   const auto started = std::chrono::steady_clock::now();
   GoldenPair pair;
   PairVerdict& verdict = pair.verdict;

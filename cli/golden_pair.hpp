@@ -19,10 +19,10 @@
 namespace attncheck::cli {
 
 struct GoldenPair {
-  PairVerdict verdict;               // judged: its report; otherwise why not
-  SourcedYardstick yardstick;        // judged below fp64: which yardstick set the tolerance
-  std::vector<std::string> notes;    // on its per-rank gradients and its yardstick, for reports
-  std::vector<Heatmap> maps;         // with drawing only
+  PairVerdict verdict;             // judged: its report; otherwise why not
+  SourcedYardstick yardstick;      // judged below fp64: which yardstick set the tolerance
+  std::vector<std::string> notes;  // on its per-rank gradients and its yardstick, for reports
+  std::vector<Heatmap> maps;       // with drawing only
 };
 
 // The verdict of a pair that was not run because the golden is outside the implementation's capabilities.
@@ -32,7 +32,8 @@ PairVerdict not_checked(const std::string& golden, const std::string& implementa
 
 // The pair for a golden read in full whose outline `admission` admitted. yardstick_log: where a yardstick being
 // computed prints its progress lines, or nullptr; drawing: --html's heatmap options, or nullptr.
-GoldenPair judge_golden_pair(const std::string& path, const golden::Golden& golden, impl::Implementation& implementation,
-                             const Admission& admission, std::ostream* yardstick_log, const HeatmapOptions* drawing);
+GoldenPair judge_golden_pair(const std::string& path, const golden::Golden& golden,
+                             impl::Implementation& implementation, const Admission& admission,
+                             std::ostream* yardstick_log, const HeatmapOptions* drawing);
 
 }  // namespace attncheck::cli

@@ -93,8 +93,8 @@ std::string summary_table(const HtmlReport& report) {
     html += fmt::format(
         "<tr class=\"{}\"><td><a href=\"#pair-{}\">{}</a></td><td>{}</td><td class=\"result-{}\">{}</td><td>{}</td>"
         "<td>{}</td><td>{}</td></tr>\n",
-        failed(verdict) ? "fail" : "", i, html_escape(verdict.golden),
-        html_escape(verdict.implementation), result == "pass*" ? "pass" : result, result, worst, ulps, failing);
+        failed(verdict) ? "fail" : "", i, html_escape(verdict.golden), html_escape(verdict.implementation),
+        result == "pass*" ? "pass" : result, result, worst, ulps, failing);
   }
   return html + "</table>\n";
 }

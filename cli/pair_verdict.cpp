@@ -39,8 +39,8 @@ std::string verdict_word(PairVerdict::Kind kind) {
 
 nlohmann::json verdict_json(const PairVerdict& verdict) {
   const bool judged = verdict.kind == PairVerdict::Kind::judged;
-  const std::string word = !judged                       ? verdict_word(verdict.kind)
-                           : !verdict.report.passed()    ? "FAIL"
+  const std::string word = !judged                               ? verdict_word(verdict.kind)
+                           : !verdict.report.passed()            ? "FAIL"
                            : verdict.report.declined_count() > 0 ? "pass*"
                                                                  : "pass";
   nlohmann::json json{{"golden", verdict.golden},

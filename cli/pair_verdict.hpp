@@ -38,7 +38,15 @@ struct PairVerdict {
   std::string golden;          // file name
   std::string implementation;  // registered name or exec:COMMAND
   double seconds = 0.0;        // running the implementation and comparing
-  enum class Kind { judged, unsupported, raised, no_answer, not_stated, broken_promise, not_checked } kind = Kind::judged;
+  enum class Kind {
+    judged,
+    unsupported,
+    raised,
+    no_answer,
+    not_stated,
+    broken_promise,
+    not_checked
+  } kind = Kind::judged;
   std::string message;    // unsupported / raised / no_answer: the reason
   CompareReport report;   // judged only
   std::string yardstick;  // judged below fp64: which yardstick set the tolerance (cli/yardstick_source.hpp)

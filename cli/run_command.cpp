@@ -18,11 +18,11 @@
 
 #include "cli/exit_codes.hpp"
 #include "cli/golden_command.hpp"
+#include "cli/golden_pair.hpp"
 #include "cli/heartbeat.hpp"
 #include "cli/html_report.hpp"
 #include "cli/junit_report.hpp"
 #include "cli/progress_line.hpp"
-#include "cli/golden_pair.hpp"
 #include "cli/support_matrix.hpp"
 #include "cli/yardstick_source.hpp"
 #include "core/capabilities/capabilities_json.hpp"
@@ -116,7 +116,8 @@ PairVerdict rung_verdict(PairVerdict verdict, const FeatureSet& uses, const Capa
       return t.name.starts_with(prefix) && t.status != TensorStatus::declined;
     });
   };
-  for (const auto& [feature, prefix] : {std::pair{Feature::decode, "decode/"}, std::pair{Feature::tensor_parallel, "ranks/"}}) {
+  for (const auto& [feature, prefix] :
+       {std::pair{Feature::decode, "decode/"}, std::pair{Feature::tensor_parallel, "ranks/"}}) {
     if (!uses.contains(feature) || judged(prefix)) continue;
     const bool stated = capabilities.stated && !capabilities.features.contains(feature);
     verdict.kind = stated ? PairVerdict::Kind::not_stated : PairVerdict::Kind::unsupported;
@@ -181,9 +182,10 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
                    "many would not fit in the memory available (each pair is held to 3x its layer's bytes + 64 MiB)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  command->add_flag("--json", options.json,
-                    "print one JSON object (docs/JSON.md: the support matrix, every pair's verdict, each implementation's "
-                    "capabilities) instead of the tables");
+  command->add_flag(
+      "--json", options.json,
+      "print one JSON object (docs/JSON.md: the support matrix, every pair's verdict, each implementation's "
+      "capabilities) instead of the tables");
   command->add_flag("--list", options.list,
                     "print every implementation and its kind (default, device, mutant); run nothing");
   return command;
@@ -227,9 +229,10 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
   std::stable_partition(goldens.begin(), goldens.end(), [](const std::string& path) {
     return is_ladder_golden(std::filesystem::path(path).filename().string());
   });
-  const std::size_t ladder_goldens = static_cast<std::size_t>(std::count_if(goldens.begin(), goldens.end(), [](const std::string& path) {
-    return is_ladder_golden(std::filesystem::path(path).filename().string());
-  }));
+  const std::size_t ladder_goldens =
+      static_cast<std::size_t>(std::count_if(goldens.begin(), goldens.end(), [](const std::string& path) {
+        return is_ladder_golden(std::filesystem::path(path).filename().string());
+      }));
   // A live line on a terminal (stderr); each pair's row is printed and flushed as it ends either way.
   ProgressLine progress(err, options.progress, static_cast<int>(goldens.size() * opened.size()), "pairs");
   int failures = 0;
@@ -326,32 +329,35 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
     for (std::size_t i = 0; i < opened.size(); ++i) {
       if (!admissions[i].admitted()) continue;
       pairs.emplace_back(i, std::async(std::launch::async, [&, i, implementation = opened[i].get()] {
-        slots.acquire();
-        {
-          const std::lock_guard lock(running_mutex);
-          running.push_back(implementation->name());
-          show_running();
-        }
-        // Each pair's OpenMP loops get their share of the cores (a team per pair would oversubscribe them).
-        omp_set_num_threads(std::max(1, threads_to_share / jobs));
-        std::exception_ptr problem;
-        PairOutcome outcome;
-        try {
-          const std::optional<ResidentMemory> start = measure_each_pair ? measure_from() : std::nullopt;
-          outcome = judge_pair(path, *golden, *implementation, admissions[i], options.html.empty() ? nullptr : &drawing);
-          if (measure_each_pair) outcome.verdict.memory = measured_since(start, 1);
-        } catch (...) {
-          problem = std::current_exception();
-        }
-        {
-          const std::lock_guard lock(running_mutex);
-          running.erase(std::find(running.begin(), running.end(), implementation->name()));
-          show_running();
-        }
-        slots.release();
-        if (problem) std::rethrow_exception(problem);
-        return outcome;
-      }));
+                           slots.acquire();
+                           {
+                             const std::lock_guard lock(running_mutex);
+                             running.push_back(implementation->name());
+                             show_running();
+                           }
+                           // Each pair's OpenMP loops get their share of the cores (a team per pair would oversubscribe
+                           // them).
+                           omp_set_num_threads(std::max(1, threads_to_share / jobs));
+                           std::exception_ptr problem;
+                           PairOutcome outcome;
+                           try {
+                             const std::optional<ResidentMemory> start =
+                                 measure_each_pair ? measure_from() : std::nullopt;
+                             outcome = judge_pair(path, *golden, *implementation, admissions[i],
+                                                  options.html.empty() ? nullptr : &drawing);
+                             if (measure_each_pair) outcome.verdict.memory = measured_since(start, 1);
+                           } catch (...) {
+                             problem = std::current_exception();
+                           }
+                           {
+                             const std::lock_guard lock(running_mutex);
+                             running.erase(std::find(running.begin(), running.end(), implementation->name()));
+                             show_running();
+                           }
+                           slots.release();
+                           if (problem) std::rethrow_exception(problem);
+                           return outcome;
+                         }));
     }
     std::exception_ptr first_problem;  // bad input (exit 2): raised once every pair of this golden is done
     std::optional<PairMemory> shared_memory;  // their rows wait for the batch's peak
@@ -446,7 +452,8 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
                         {"pairs", pairs}};
     if (!matrix.rungs.empty()) json["support_matrix"] = render_json(matrix);
     nlohmann::json capabilities = nlohmann::json::object();
-    for (const auto& implementation : opened) capabilities[implementation->name()] = to_json(implementation->capabilities());
+    for (const auto& implementation : opened)
+      capabilities[implementation->name()] = to_json(implementation->capabilities());
     json["capabilities"] = capabilities;
     out << json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   } else {
@@ -455,7 +462,9 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
         "in fp64; below fp64, {} x (outputs) / {} x (gradients) the error of a naive implementation of the layer in "
         "the same precision, + {} ulps\n",
         passing, runs, unsupported,
-        not_stated_pairs == 0 ? "" : fmt::format(", {} not stated (outside the implementation's capabilities: not run)", not_stated_pairs),
+        not_stated_pairs == 0
+            ? ""
+            : fmt::format(", {} not stated (outside the implementation's capabilities: not run)", not_stated_pairs),
         unchecked_pairs == 0 ? "" : fmt::format(", {} NOT CHECKED (not enough memory: not a pass)", unchecked_pairs),
         pairs_with_declined == 0
             ? ""

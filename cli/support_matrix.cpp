@@ -51,7 +51,8 @@ std::string render_text(const SupportMatrix& matrix) {
     return row + '\n';
   };
   std::string header = fmt::format("{:<{}}", "rung", name_width);
-  for (std::size_t i = 0; i < widths.size(); ++i) header += fmt::format("  {:<{}}", matrix.implementations[i], widths[i]);
+  for (std::size_t i = 0; i < widths.size(); ++i)
+    header += fmt::format("  {:<{}}", matrix.implementations[i], widths[i]);
   std::string text = "support matrix (the conformance ladder, docs/LADDER.md):\n" + line(header);
   for (const SupportMatrix::Rung& rung : matrix.rungs) {
     std::string row = fmt::format("{:<{}}", fmt::format("{}  {}", rung.number, rung.name), name_width);
@@ -60,8 +61,9 @@ std::string render_text(const SupportMatrix& matrix) {
     }
     text += line(row);
   }
-  text += "(pass* judged on what it computed, some parts declined; not stated: outside its stated capabilities, "
-          "not run; the table below has the reasons)\n\n";
+  text +=
+      "(pass* judged on what it computed, some parts declined; not stated: outside its stated capabilities, "
+      "not run; the table below has the reasons)\n\n";
   return text;
 }
 

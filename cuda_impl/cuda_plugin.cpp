@@ -37,7 +37,6 @@ extern "C" attncheck::impl::Implementation* attncheck_plugin_open(const char* na
   }
   capabilities.precisions = {options.precision};
   // Angles from an fp64 table (rope_table), cos/sin then rounded to the element type.
-  return impl::function_implementation(name, options.sharded, run, options.precision, RopeAngles::float64,
-                                       capabilities)
+  return impl::function_implementation(name, options.sharded, run, options.precision, RopeAngles::float64, capabilities)
       .release();
 }

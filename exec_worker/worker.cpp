@@ -168,10 +168,9 @@ class Worker : public Implementation {
     // impl/candidate_run.hpp, never get here with one); inside, the case file holds the parts it states.
     const Admission admission = admit(capabilities_, outline_of(test_case));
     if (!admission.admitted()) throw Unsupported(name_, admission.reason());
-    const golden::CaseFileParts parts{
-        .tensor_parallel = test_case.plan.tp_size == 1 || admission.per_rank_gradients,
-        .decode = !admission.parts_not_stated.contains("decode"),
-        .context_parallel = admission.context_parallel};
+    const golden::CaseFileParts parts{.tensor_parallel = test_case.plan.tp_size == 1 || admission.per_rank_gradients,
+                                      .decode = !admission.parts_not_stated.contains("decode"),
+                                      .context_parallel = admission.context_parallel};
     // The case as a case file (a golden without /expected): a worker never sees the answers. Its candidate is
     // read by the names the case's geometry gives: attncheck computes nothing for a worker's case.
     std::error_code ignored;

@@ -497,7 +497,8 @@ std::optional<CpSpec> read_context_parallel(const H5::H5File& file, const std::s
 
 }  // namespace
 
-void write_case_part(H5::H5File& file, const Case& test_case, const CasePartHeader& golden, const CaseFileParts& parts) {
+void write_case_part(H5::H5File& file, const Case& test_case, const CasePartHeader& golden,
+                     const CaseFileParts& parts) {
   write_attribute(file, "schema_version", schema_version_for(test_case.geometry()));
   write_attribute(file, "generator", golden.generator);
   write_attribute(file, "seed", static_cast<std::int64_t>(golden.seed));

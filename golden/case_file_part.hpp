@@ -15,7 +15,8 @@ namespace attncheck::golden {
 
 // /geometry, /inputs and /weights: everything but the answers. The case is written as `parts` narrows it
 // (a case file for an implementation that does not state some of its parts); goldens write it whole.
-struct CasePartHeader {  // the root attributes, and how inputs and weights are stored (Golden's fields of the same names)
+struct CasePartHeader {  // the root attributes, and how inputs and weights are stored (Golden's fields of the same
+                         // names)
   std::string generator;
   std::uint64_t seed = 0;
   bool weights_by_generator = false;

@@ -12,7 +12,8 @@ bool operator==(const CaseSpec& a, const CaseSpec& b) {
   return a.geometry == b.geometry && x.seed == y.seed && x.batch == y.batch && x.seq == y.seq &&
          x.activations == y.activations && x.position_offset == y.position_offset &&
          x.position_gaps == y.position_gaps && x.pad_keys == y.pad_keys && x.key_lengths == y.key_lengths &&
-         x.every_query_sees_a_key == y.every_query_sees_a_key && x.decode == y.decode && x.tp_size == y.tp_size && x.context_parallel == y.context_parallel;
+         x.every_query_sees_a_key == y.every_query_sees_a_key && x.decode == y.decode && x.tp_size == y.tp_size &&
+         x.context_parallel == y.context_parallel;
 }
 
 Case make_case(const CaseSpec& spec) {

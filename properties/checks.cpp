@@ -49,7 +49,8 @@ std::optional<CheckOutcome> unjudged(const impl::CandidateRun& run, const std::s
     case Kind::out_of_memory:
       break;
   }
-  return CheckOutcome{.verdict = Verdict::fail, .property = property, .detail = fmt::format("{} raised: {}", name, run.message)};
+  return CheckOutcome{
+      .verdict = Verdict::fail, .property = property, .detail = fmt::format("{} raised: {}", name, run.message)};
 }
 
 // The oracle, from the answer given or computed now; the implementation has run and answered.

@@ -137,7 +137,8 @@ TEST(LatentAttention, EveryImplementationRunsItRightOrRefusesItByName) {
     // in words (a device implementation without its device refuses for that first).
     const auto refusal = [&](const std::string& reason) {
       if (registered.kind != impl::ImplementationKind::device) {
-        EXPECT_TRUE(reason.find("latent attention") != std::string::npos || reason.find(": latent") != std::string::npos)
+        EXPECT_TRUE(reason.find("latent attention") != std::string::npos ||
+                    reason.find(": latent") != std::string::npos)
             << reason;
       }
       ++refused;

@@ -87,7 +87,8 @@ GenLimits GenLimits::within(const Capabilities& stated, const std::string& imple
   ViolationList violations;
   const std::string who = fmt::format("--impl {}", implementation);
   if (profile == SizeProfile::latent_attention && !stated.features.contains(Feature::latent)) {
-    violations.add("--profile", "latent", fmt::format("draws multi-head latent attention, which {} does not state", implementation),
+    violations.add("--profile", "latent",
+                   fmt::format("draws multi-head latent attention, which {} does not state", implementation),
                    "short or long");
   }
   if (profile != SizeProfile::latent_attention) {
@@ -99,10 +100,10 @@ GenLimits GenLimits::within(const Capabilities& stated, const std::string& imple
     }
     // A hidden_size that must equal the query width (no explicit-head-dim) needs room for one head of that step.
     if (stated.max_hidden_size && *stated.max_hidden_size < step) {
-      violations.add(who, fmt::format("max_hidden_size {}", *stated.max_hidden_size),
-                     fmt::format("must admit one head of an even head_dim that is a multiple of {}",
-                                 stated.head_dim_multiple_of),
-                     std::to_string(step));
+      violations.add(
+          who, fmt::format("max_hidden_size {}", *stated.max_hidden_size),
+          fmt::format("must admit one head of an even head_dim that is a multiple of {}", stated.head_dim_multiple_of),
+          std::to_string(step));
     }
   }
   const FeatureSet& features = stated.features;
@@ -271,16 +272,17 @@ Gen<Features> features(std::int64_t head_dim, const Gen<std::optional<std::int64
                       flag_if_stated(capabilities, qkv_bias, gen::arbitrary<bool>()),
                       flag_if_stated(capabilities, out_bias, gen::arbitrary<bool>()),
                       if_stated(capabilities, custom_scale,
-                                weighted_one_of<std::optional<double>>({{4, gen::just(std::optional<double>())},
-                                                                        {1, gen::map(element(2.0, 0.5),
-                                                                                     [head_dim](double f) {
-                                                                                       return std::optional<double>(
-                                                                                           f * static_cast<double>(head_dim));
-                                                                                     })}})),
-                      if_stated(capabilities, softcap,
                                 weighted_one_of<std::optional<double>>(
-                                    {{3, gen::just(std::optional<double>())},
-                                     {1, gen::map(element(5.0, 30.0), [](double c) { return std::optional<double>(c); })}})),
+                                    {{4, gen::just(std::optional<double>())},
+                                     {1, gen::map(element(2.0, 0.5),
+                                                  [head_dim](double f) {
+                                                    return std::optional<double>(f * static_cast<double>(head_dim));
+                                                  })}})),
+                      if_stated(
+                          capabilities, softcap,
+                          weighted_one_of<std::optional<double>>(
+                              {{3, gen::just(std::optional<double>())},
+                               {1, gen::map(element(5.0, 30.0), [](double c) { return std::optional<double>(c); })}})),
                       if_stated(capabilities, sliding_window, windows), causal_masks(capabilities),
                       element(10000.0, 1e6)),
                   [](const auto& t) {
@@ -363,12 +365,13 @@ Gen<GeometrySpec> with_scaling(const GeometrySpec& built, const Capabilities& ca
                  gen::container<std::vector<double>>(static_cast<std::size_t>(pairs), element(1.0, 1.05, 1.25)),
                  gen::container<std::vector<double>>(static_cast<std::size_t>(pairs), element(1.5, 4.0, 16.0, 40.0)));
   const Gen<RopeScalingType> types =
-      pairs == 0 ? gen::just(RopeScalingType::none)
-                 : allowed_elements<RopeScalingType>(capabilities, {{8, RopeScalingType::none, std::nullopt},
-                                                                    {1, RopeScalingType::linear, rope_scaling_linear},
-                                                                    {1, RopeScalingType::llama3, rope_scaling_llama3},
-                                                                    {1, RopeScalingType::yarn, rope_scaling_yarn},
-                                                                    {1, RopeScalingType::longrope, rope_scaling_longrope}});
+      pairs == 0
+          ? gen::just(RopeScalingType::none)
+          : allowed_elements<RopeScalingType>(capabilities, {{8, RopeScalingType::none, std::nullopt},
+                                                             {1, RopeScalingType::linear, rope_scaling_linear},
+                                                             {1, RopeScalingType::llama3, rope_scaling_llama3},
+                                                             {1, RopeScalingType::yarn, rope_scaling_yarn},
+                                                             {1, RopeScalingType::longrope, rope_scaling_longrope}});
   const Gen<std::optional<double>> multipliers =
       built.query_pre_attn_scalar || !has(capabilities, custom_scale)
           ? gen::just(std::optional<double>())
@@ -449,7 +452,8 @@ Gen<GeometrySpec> geometries(const GenLimits& limits, int size) {
         const bool hidden_is_query_width = omit_head_dim || !has(capabilities, Feature::explicit_head_dim);
         fit_heads(capabilities, hidden_is_query_width, step, kv, group, head_dim);
         const std::int64_t query_width = kv * group * head_dim;
-        Gen<std::int64_t> hidden = hidden_is_query_width ? gen::just(query_width) : hidden_sizes(query_width, max_hidden);
+        Gen<std::int64_t> hidden =
+            hidden_is_query_width ? gen::just(query_width) : hidden_sizes(query_width, max_hidden);
         if (const auto widest = capabilities.max_hidden_size; widest && !hidden_is_query_width) {
           hidden = gen::map(hidden, [widest = *widest](std::int64_t h) { return std::min(h, widest); });
         }
@@ -460,10 +464,9 @@ Gen<GeometrySpec> geometries(const GenLimits& limits, int size) {
         // The long profile hunts kernel bugs past the first key tile, which RoPE scaling does not touch:
         // drawn as before, its case sequence (and the long mutants' kill times) stay as they were.
         if (long_profile) return gen::map(widths_and_features, build);
-        return gen::mapcat(widths_and_features,
-                           [=](const std::tuple<std::int64_t, Features>& rest) {
-                             return with_scaling(build(rest), capabilities);
-                           });
+        return gen::mapcat(widths_and_features, [=](const std::tuple<std::int64_t, Features>& rest) {
+          return with_scaling(build(rest), capabilities);
+        });
       });
 }
 
@@ -514,27 +517,29 @@ Gen<InputOptions> input_options(const GeometrySpec& geometry, std::int64_t tp_si
                                    gen::container<std::vector<std::int64_t>>(gen::inRange<std::int64_t>(0, 64))),
                         [](const DecodeCodes& codes) { return std::optional<DecodeCodes>(codes); })}}));
   const bool every_query_sees_a_key = !has(capabilities, Feature::keyless_rows);
-  return gen::map(gen::tuple(gen::noShrink(gen::arbitrary<std::uint64_t>()), batch, seq,
-                             element(ActivationDistribution::uniform, ActivationDistribution::heavy_tailed,
-                                     ActivationDistribution::outliers),
-                             offset, flag_if_stated(capabilities, Feature::position_gaps, weighted_element<bool>({{2, false}, {1, true}})),
-                             flag_if_stated(capabilities, Feature::key_padding, gen::arbitrary<bool>()), decode),
-                  [tp_size, causal = geometry.causal, every_query_sees_a_key](const auto& t) {
-                    InputOptions options{.seed = std::get<0>(t),
-                                         .batch = std::get<1>(t),
-                                         .seq = std::get<2>(t),
-                                         .activations = std::get<3>(t),
-                                         .position_offset = std::get<4>(t),
-                                         .position_gaps = std::get<5>(t),
-                                         .pad_keys = std::get<6>(t),
-                                         .every_query_sees_a_key = every_query_sees_a_key,
-                                         .decode = {},
-                                         .tp_size = tp_size};
-                    if (const auto& codes = std::get<7>(t); codes && causal) {
-                      options.decode = schedule_from(options.seq, std::get<0>(*codes), std::get<1>(*codes));
-                    }
-                    return options;
-                  });
+  return gen::map(
+      gen::tuple(gen::noShrink(gen::arbitrary<std::uint64_t>()), batch, seq,
+                 element(ActivationDistribution::uniform, ActivationDistribution::heavy_tailed,
+                         ActivationDistribution::outliers),
+                 offset,
+                 flag_if_stated(capabilities, Feature::position_gaps, weighted_element<bool>({{2, false}, {1, true}})),
+                 flag_if_stated(capabilities, Feature::key_padding, gen::arbitrary<bool>()), decode),
+      [tp_size, causal = geometry.causal, every_query_sees_a_key](const auto& t) {
+        InputOptions options{.seed = std::get<0>(t),
+                             .batch = std::get<1>(t),
+                             .seq = std::get<2>(t),
+                             .activations = std::get<3>(t),
+                             .position_offset = std::get<4>(t),
+                             .position_gaps = std::get<5>(t),
+                             .pad_keys = std::get<6>(t),
+                             .every_query_sees_a_key = every_query_sees_a_key,
+                             .decode = {},
+                             .tp_size = tp_size};
+        if (const auto& codes = std::get<7>(t); codes && causal) {
+          options.decode = schedule_from(options.seq, std::get<0>(*codes), std::get<1>(*codes));
+        }
+        return options;
+      });
 }
 
 // The TP sizes to draw for a geometry: the valid ones, 1 first (shrinking goes there), P > H_kv replicating KV
@@ -582,35 +587,38 @@ Gen<GeometrySpec> latent_geometries(const Capabilities& capabilities) {
   const Gen<std::optional<std::int64_t>> q_lora_rank = weighted_one_of<std::optional<std::int64_t>>(
       {{1, gen::just(std::optional<std::int64_t>())},
        {2, gen::map(gen::inRange<std::int64_t>(1, 9), [](std::int64_t r) { return std::optional<std::int64_t>(r); })}});
-  const Gen<RopeScaling> scaling = !has(capabilities, Feature::rope_scaling_yarn) ? gen::just(RopeScaling{}) : weighted_one_of<RopeScaling>(
-      {{2, gen::just(RopeScaling{})},
-       {1, gen::map(gen::element(0.707, 1.0), [](double mscale) {
-          return RopeScaling{.type = RopeScalingType::yarn,
-                             .factor = 40.0,
-                             .original_max_position_embeddings = 4096,
-                             .beta_fast = 32.0,
-                             .beta_slow = 1.0,
-                             .mscale = mscale,
-                             .mscale_all_dim = mscale};
-        })}});
-  const Gen<std::optional<double>> softcap = if_stated(
-      capabilities, Feature::softcap,
-      weighted_one_of<std::optional<double>>(
-          {{3, gen::just(std::optional<double>())}, {1, gen::just(std::optional<double>(2.0))}}));
+  const Gen<RopeScaling> scaling =
+      !has(capabilities, Feature::rope_scaling_yarn)
+          ? gen::just(RopeScaling{})
+          : weighted_one_of<RopeScaling>(
+                {{2, gen::just(RopeScaling{})}, {1, gen::map(gen::element(0.707, 1.0), [](double mscale) {
+                                                   return RopeScaling{.type = RopeScalingType::yarn,
+                                                                      .factor = 40.0,
+                                                                      .original_max_position_embeddings = 4096,
+                                                                      .beta_fast = 32.0,
+                                                                      .beta_slow = 1.0,
+                                                                      .mscale = mscale,
+                                                                      .mscale_all_dim = mscale};
+                                                 })}});
+  const Gen<std::optional<double>> softcap =
+      if_stated(capabilities, Feature::softcap,
+                weighted_one_of<std::optional<double>>(
+                    {{3, gen::just(std::optional<double>())}, {1, gen::just(std::optional<double>(2.0))}}));
   const Gen<std::optional<std::int64_t>> window = if_stated(
       capabilities, Feature::sliding_window,
-      weighted_one_of<std::optional<std::int64_t>>(
-          {{3, gen::just(std::optional<std::int64_t>())},
-           {1, gen::map(gen::inRange<std::int64_t>(1, 6), [](std::int64_t w) { return std::optional<std::int64_t>(w); })}}));
+      weighted_one_of<std::optional<std::int64_t>>({{3, gen::just(std::optional<std::int64_t>())},
+                                                    {1, gen::map(gen::inRange<std::int64_t>(1, 6), [](std::int64_t w) {
+                                                       return std::optional<std::int64_t>(w);
+                                                     })}}));
   // The RoPE part's pairs: none only with no-rope, some only with a pairing.
   const bool pairing = has(capabilities, Feature::rope_half_split) || has(capabilities, Feature::rope_interleaved);
-  const Gen<std::int64_t> rope_pair_counts = !pairing                        ? gen::just(std::int64_t{0})
-                                       : has(capabilities, Feature::no_rope)    ? gen::inRange<std::int64_t>(0, 5)
-                                                                       : gen::inRange<std::int64_t>(1, 5);
-  const Gen<RopeStyle> styles =
-      !has(capabilities, Feature::rope_interleaved) ? gen::just(RopeStyle::half_split)
-      : !has(capabilities, Feature::rope_half_split) ? gen::just(RopeStyle::interleaved)
-                                            : gen::element(RopeStyle::interleaved, RopeStyle::half_split);
+  const Gen<std::int64_t> rope_pair_counts = !pairing                              ? gen::just(std::int64_t{0})
+                                             : has(capabilities, Feature::no_rope) ? gen::inRange<std::int64_t>(0, 5)
+                                                                                   : gen::inRange<std::int64_t>(1, 5);
+  const Gen<RopeStyle> styles = !has(capabilities, Feature::rope_interleaved) ? gen::just(RopeStyle::half_split)
+                                : !has(capabilities, Feature::rope_half_split)
+                                    ? gen::just(RopeStyle::interleaved)
+                                    : gen::element(RopeStyle::interleaved, RopeStyle::half_split);
   const bool causal = has(capabilities, Feature::causal);
   const std::int64_t multiple = capabilities.head_dim_multiple_of;
   return gen::map(
@@ -671,13 +679,13 @@ Gen<GeometrySpec> with_logit_scale(const GeometrySpec& geometry, ActivationDistr
                                    const Capabilities& capabilities) {
   return gen::map(flag_if_stated(capabilities, Feature::custom_scale, weighted_element<bool>({{3, false}, {1, true}})),
                   [geometry, activations](bool large) {
-    GeometrySpec spec = geometry;
-    if (large && activations == ActivationDistribution::uniform) {
-      spec.query_pre_attn_scalar.reset();
-      spec.attention_multiplier = 100.0;
-    }
-    return spec;
-  });
+                    GeometrySpec spec = geometry;
+                    if (large && activations == ActivationDistribution::uniform) {
+                      spec.query_pre_attn_scalar.reset();
+                      spec.attention_multiplier = 100.0;
+                    }
+                    return spec;
+                  });
 }
 
 }  // namespace
@@ -690,19 +698,21 @@ rc::Gen<CaseSpec> context_parallel_case_specs(const GenLimits& context_parallel_
     return gen::mapcat(gen::pair(gen::element(CpScheme::ring, CpScheme::ulysses),
                                  with_logit_scale(drawn_spec.geometry, drawn_spec.inputs.activations, capabilities)),
                        [drawn_spec](const auto& scheme_and_geometry) {
-      CaseSpec spec = drawn_spec;
-      const CpScheme scheme = scheme_and_geometry.first;
-      spec.geometry = scheme_and_geometry.second;
-      const TpPlan plan = make_tp_plan(resolve_geometry(spec.geometry), spec.inputs.tp_size);
-      std::vector<std::int64_t> sizes = valid_cp_sizes(plan, scheme, 8);
-      if (sizes.size() > 1) sizes.erase(sizes.begin());  // CP 1 only where the heads admit nothing else
-      return gen::map(gen::pair(element_of(sizes), gen::arbitrary<bool>()), [spec, scheme](const auto& drawn) {
-        CaseSpec with_layout = spec;
-        with_layout.inputs.context_parallel =
-            CpSpec{.cp_size = drawn.first, .scheme = scheme, .load_balanced = drawn.second};
-        return with_layout;
-      });
-    });
+                         CaseSpec spec = drawn_spec;
+                         const CpScheme scheme = scheme_and_geometry.first;
+                         spec.geometry = scheme_and_geometry.second;
+                         const TpPlan plan = make_tp_plan(resolve_geometry(spec.geometry), spec.inputs.tp_size);
+                         std::vector<std::int64_t> sizes = valid_cp_sizes(plan, scheme, 8);
+                         if (sizes.size() > 1)
+                           sizes.erase(sizes.begin());  // CP 1 only where the heads admit nothing else
+                         return gen::map(
+                             gen::pair(element_of(sizes), gen::arbitrary<bool>()), [spec, scheme](const auto& drawn) {
+                               CaseSpec with_layout = spec;
+                               with_layout.inputs.context_parallel =
+                                   CpSpec{.cp_size = drawn.first, .scheme = scheme, .load_balanced = drawn.second};
+                               return with_layout;
+                             });
+                       });
   });
 }
 

@@ -131,44 +131,49 @@ Gen<InputOptions> input_options(const GeometrySpec& geometry, std::int64_t tp_si
       const Gen<KeyLengths> key_lengths =
           !has(Feature::key_padding)
               ? gen::just(KeyLengths())
-              : weighted_one_of<KeyLengths>({{2, gen::just(KeyLengths())},
-                                             {1, gen::map(padded_key_lengths(batch, seq), [](std::vector<std::int64_t> rows) {
-                                                return KeyLengths(rows);
-                                              })}});
+              : weighted_one_of<KeyLengths>(
+                    {{2, gen::just(KeyLengths())},
+                     {1, gen::map(padded_key_lengths(batch, seq),
+                                  [](std::vector<std::int64_t> rows) { return KeyLengths(rows); })}});
       using StepCodes = std::optional<std::vector<std::int64_t>>;
-      const Gen<StepCodes> decode = !has(Feature::decode) ? gen::just(StepCodes()) : weighted_one_of<StepCodes>(
-          {{1, gen::just(StepCodes())},
-           {1, gen::map(gen::container<std::vector<std::int64_t>>(gen::inRange<std::int64_t>(0, 64)),
-                        [](std::vector<std::int64_t> codes) { return StepCodes(std::move(codes)); })}});
-      const Gen<std::optional<std::int64_t>> offset = !has(Feature::position_offsets) ? gen::just(std::optional<std::int64_t>(0)) : weighted_one_of<std::optional<std::int64_t>>(
-          {{2, gen::just(std::optional<std::int64_t>())},
-           {2, gen::just(std::optional<std::int64_t>(0))},
-           {1, gen::map(gen::inRange<std::int64_t>(0, 100001),
-                        [](std::int64_t o) { return std::optional<std::int64_t>(o); })}});
-      return gen::map(gen::tuple(gen::noShrink(gen::arbitrary<std::uint64_t>()),
-                                 element(ActivationDistribution::uniform, ActivationDistribution::heavy_tailed,
-                                         ActivationDistribution::outliers),
-                                 offset,
-                                 has(Feature::position_gaps) ? weighted_element<bool>({{2, false}, {1, true}})
-                                                             : gen::just(false),
-                                 key_lengths, decode),
-                      [=](const auto& t) {
-                        InputOptions options{.seed = std::get<0>(t),
-                                             .batch = batch,
-                                             .seq = seq,
-                                             .activations = std::get<1>(t),
-                                             .position_offset = std::get<2>(t),
-                                             .position_gaps = std::get<3>(t),
-                                             .pad_keys = false,
-                                             .key_lengths = std::get<4>(t).value_or(std::vector<std::int64_t>()),
-                                             .every_query_sees_a_key = !has(Feature::keyless_rows),
-                                             .decode = {},
-                                             .tp_size = tp_size};
-                        // KV-cache decoding is causal by nature (validate_case refuses it otherwise).
-                        if (const auto& codes = std::get<5>(t); codes && causal)
-                          options.decode = schedule_from(seq, *codes);
-                        return options;
-                      });
+      const Gen<StepCodes> decode =
+          !has(Feature::decode)
+              ? gen::just(StepCodes())
+              : weighted_one_of<StepCodes>(
+                    {{1, gen::just(StepCodes())},
+                     {1, gen::map(gen::container<std::vector<std::int64_t>>(gen::inRange<std::int64_t>(0, 64)),
+                                  [](std::vector<std::int64_t> codes) { return StepCodes(std::move(codes)); })}});
+      const Gen<std::optional<std::int64_t>> offset =
+          !has(Feature::position_offsets)
+              ? gen::just(std::optional<std::int64_t>(0))
+              : weighted_one_of<std::optional<std::int64_t>>(
+                    {{2, gen::just(std::optional<std::int64_t>())},
+                     {2, gen::just(std::optional<std::int64_t>(0))},
+                     {1, gen::map(gen::inRange<std::int64_t>(0, 100001),
+                                  [](std::int64_t o) { return std::optional<std::int64_t>(o); })}});
+      return gen::map(
+          gen::tuple(gen::noShrink(gen::arbitrary<std::uint64_t>()),
+                     element(ActivationDistribution::uniform, ActivationDistribution::heavy_tailed,
+                             ActivationDistribution::outliers),
+                     offset,
+                     has(Feature::position_gaps) ? weighted_element<bool>({{2, false}, {1, true}}) : gen::just(false),
+                     key_lengths, decode),
+          [=](const auto& t) {
+            InputOptions options{.seed = std::get<0>(t),
+                                 .batch = batch,
+                                 .seq = seq,
+                                 .activations = std::get<1>(t),
+                                 .position_offset = std::get<2>(t),
+                                 .position_gaps = std::get<3>(t),
+                                 .pad_keys = false,
+                                 .key_lengths = std::get<4>(t).value_or(std::vector<std::int64_t>()),
+                                 .every_query_sees_a_key = !has(Feature::keyless_rows),
+                                 .decode = {},
+                                 .tp_size = tp_size};
+            // KV-cache decoding is causal by nature (validate_case refuses it otherwise).
+            if (const auto& codes = std::get<5>(t); codes && causal) options.decode = schedule_from(seq, *codes);
+            return options;
+          });
     });
   });
 }

@@ -68,7 +68,8 @@ TEST(StatedGeneration, EveryCaseDrawnIsWithinTheStatement) {
 }
 
 TEST(StatedGeneration, AStatementThatLeavesNoCaseIsRefusedByName) {
-  const Capabilities plain = parse_capabilities_text(R"({"features": ["causal", "rope-half-split"], "max_seq": 20})", "test");
+  const Capabilities plain =
+      parse_capabilities_text(R"({"features": ["causal", "rope-half-split"], "max_seq": 20})", "test");
   try {
     (void)GenLimits::for_profile(SizeProfile::latent_attention).within(plain, "plain");
     FAIL() << "the latent profile was accepted for a layer without latent attention";

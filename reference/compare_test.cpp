@@ -172,7 +172,7 @@ TEST(Compare, WorstValuesPrintRoundTripExactBesideTheirUlps) {
   EXPECT_EQ(text.substr(0, got), "expected 0.1234567");
   const std::string actual_text = text.substr(got + 6, text.find(' ', got + 6) - (got + 6));
   EXPECT_EQ(std::stod(actual_text), actual) << text;  // reads back as itself
-  EXPECT_NE(actual_text, "0.1234567") << text;  // six significant digits would print the two alike
+  EXPECT_NE(actual_text, "0.1234567") << text;        // six significant digits would print the two alike
   EXPECT_TRUE(text.ends_with("(2.5 ulps)")) << text;
 }
 

@@ -25,8 +25,7 @@ const impl::BackendRegistration kRegistration(0, [] {
       {"reference", impl::ImplementationKind::default_run,
        [] {
          return impl::function_implementation(
-             "reference", false, [](const Case& c) { return run_reference(c); }, Precision::fp64,
-             RopeAngles::float32,
+             "reference", false, [](const Case& c) { return run_reference(c); }, Precision::fp64, RopeAngles::float32,
              stated_without({Feature::tensor_parallel, Feature::kv_replication, Feature::context_parallel}));
        }},
       {"reference-tp", impl::ImplementationKind::default_run,

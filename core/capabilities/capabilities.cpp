@@ -17,11 +17,13 @@ std::string describe(const Capabilities& capabilities) {
   std::vector<std::string> parts;
   // Whichever is shorter: the features, or every one but those missing.
   const FeatureSet missing = FeatureSet::all().minus(capabilities.features);
-  parts.push_back(missing.empty()                                           ? std::string("every feature")
-                  : missing.list().size() < capabilities.features.list().size() ? "every feature but " + to_string(missing)
-                                                                            : to_string(capabilities.features));
+  parts.push_back(missing.empty() ? std::string("every feature")
+                  : missing.list().size() < capabilities.features.list().size()
+                      ? "every feature but " + to_string(missing)
+                      : to_string(capabilities.features));
   std::vector<std::string> head_dim;
-  if (capabilities.head_dim_multiple_of > 1) head_dim.push_back(fmt::format("a multiple of {}", capabilities.head_dim_multiple_of));
+  if (capabilities.head_dim_multiple_of > 1)
+    head_dim.push_back(fmt::format("a multiple of {}", capabilities.head_dim_multiple_of));
   if (capabilities.max_head_dim) head_dim.push_back(fmt::format("at most {}", *capabilities.max_head_dim));
   if (!head_dim.empty()) parts.push_back(fmt::format("head_dim {}", fmt::join(head_dim, ", ")));
   for (const auto& [name, limit] :
@@ -30,7 +32,8 @@ std::string describe(const Capabilities& capabilities) {
         std::pair{"tp_size", capabilities.max_tp_size}}) {
     if (limit) parts.push_back(fmt::format("{} at most {}", name, *limit));
   }
-  if (capabilities.tp_convention) parts.push_back(fmt::format("tp_convention {}", to_string(*capabilities.tp_convention)));
+  if (capabilities.tp_convention)
+    parts.push_back(fmt::format("tp_convention {}", to_string(*capabilities.tp_convention)));
   if (!capabilities.precisions.empty()) {
     std::vector<std::string_view> names;
     for (const Precision precision : capabilities.precisions.list()) names.push_back(to_string(precision));
@@ -71,10 +74,12 @@ Admission admit(const Capabilities& capabilities, const CaseOutline& outline) {
     }
   }
   for (const auto& [name, value, limit] :
-       {std::tuple{"seq", outline.seq, capabilities.max_seq}, std::tuple{"batch", outline.batch, capabilities.max_batch},
+       {std::tuple{"seq", outline.seq, capabilities.max_seq},
+        std::tuple{"batch", outline.batch, capabilities.max_batch},
         std::tuple{"num_heads", geometry.num_heads(), capabilities.max_num_heads},
         std::tuple{"hidden_size", geometry.hidden_size(), capabilities.max_hidden_size}}) {
-    if (limit && value > *limit) admission.outside.push_back(fmt::format("{} {} (at most {} stated)", name, value, *limit));
+    if (limit && value > *limit)
+      admission.outside.push_back(fmt::format("{} {} (at most {} stated)", name, value, *limit));
   }
   // Parts: left out, the rest judged.
   const bool backward = stated.contains(Feature::backward);
@@ -83,11 +88,11 @@ Admission admit(const Capabilities& capabilities, const CaseOutline& outline) {
     admission.parts_not_stated["decode"] = "decode is not among its stated capabilities";
   }
   const std::int64_t tp = outline.plan.tp_size;
-  admission.per_rank_gradients = tp > 1 && backward && stated.contains(Feature::tensor_parallel) &&
-                                 (!capabilities.max_tp_size || tp <= *capabilities.max_tp_size) &&
-                                 (tp <= geometry.num_kv_heads() || stated.contains(Feature::kv_replication)) &&
-                                 (!capabilities.tp_convention ||
-                                  partition_problem(outline.plan, *capabilities.tp_convention).empty());
+  admission.per_rank_gradients =
+      tp > 1 && backward && stated.contains(Feature::tensor_parallel) &&
+      (!capabilities.max_tp_size || tp <= *capabilities.max_tp_size) &&
+      (tp <= geometry.num_kv_heads() || stated.contains(Feature::kv_replication)) &&
+      (!capabilities.tp_convention || partition_problem(outline.plan, *capabilities.tp_convention).empty());
   // A layout over a TP plan the implementation does not run would not be a layout of the case it is given.
   admission.context_parallel = outline.context_parallel.has_value() && stated.contains(Feature::context_parallel) &&
                                (tp == 1 || admission.per_rank_gradients);

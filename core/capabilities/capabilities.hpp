@@ -53,13 +53,13 @@ struct Capabilities {
   std::optional<std::int64_t> max_head_dim;
   std::optional<std::int64_t> max_seq;
   std::optional<std::int64_t> max_batch;
-  std::optional<std::int64_t> max_num_heads;    // query heads
+  std::optional<std::int64_t> max_num_heads;  // query heads
   std::optional<std::int64_t> max_hidden_size;
-  std::optional<std::int64_t> max_tp_size;      // with tensor-parallel: the largest TP plan it runs
+  std::optional<std::int64_t> max_tp_size;  // with tensor-parallel: the largest TP plan it runs
   // With tensor-parallel: how its per-rank gradients are held; a plan this convention cannot partition
   // (core/tp/tp_convention.hpp) is run as one process.
   std::optional<TpConvention> tp_convention;
-  PrecisionSet precisions;                       // its candidates declare one of these (empty: any)
+  PrecisionSet precisions;  // its candidates declare one of these (empty: any)
   // Whether the implementation stated these (a promise), or they are assumed because it stated nothing.
   bool stated = false;
 
@@ -85,7 +85,8 @@ struct Admission {
   // tensors declined by attncheck on the implementation's behalf.
   DeclinedParts parts_not_stated;
   // Whether its per-rank gradients are judged: TP above 1, and the statement runs this plan (tensor-parallel,
-  // within max_tp_size, kv-replication where the plan needs it, a plan its tp_convention partitions). Otherwise the case is run as one process (TP 1).
+  // within max_tp_size, kv-replication where the plan needs it, a plan its tp_convention partitions). Otherwise the
+  // case is run as one process (TP 1).
   bool per_rank_gradients = false;
   // Whether the case's context-parallel layout is handed to the implementation (it states context-parallel).
   bool context_parallel = false;

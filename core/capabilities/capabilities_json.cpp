@@ -54,9 +54,10 @@ Capabilities parse_capabilities(const nlohmann::json& statement, const std::stri
     violations.add("statement", shown(statement), "must be one JSON object", R"({"features": ["causal", ...]})");
     violations.throw_if_any(source);
   }
-  static const std::set<std::string> kKeys{"features",      "without", "head_dim_multiple_of", "max_head_dim",
-                                           "max_seq",       "max_batch", "max_num_heads",      "max_hidden_size",
-                                           "max_tp_size",   "precisions", "tp_convention", "stated"};  // "stated": to_json's, ignored
+  static const std::set<std::string> kKeys{
+      "features",    "without",    "head_dim_multiple_of", "max_head_dim",
+      "max_seq",     "max_batch",  "max_num_heads",        "max_hidden_size",
+      "max_tp_size", "precisions", "tp_convention",        "stated"};  // "stated": to_json's, ignored
   for (const auto& [key, value] : statement.items()) {
     if (!kKeys.contains(key)) {
       violations.add(key, shown(value), "is not a key of a capability statement",
@@ -76,7 +77,8 @@ Capabilities parse_capabilities(const nlohmann::json& statement, const std::stri
     capabilities.features = read_feature_list(features, "features", violations);
   }
   if (statement.contains("without")) {
-    capabilities.features = capabilities.features.minus(read_feature_list(statement.at("without"), "without", violations));
+    capabilities.features =
+        capabilities.features.minus(read_feature_list(statement.at("without"), "without", violations));
   }
   if (const auto multiple = read_positive(statement, "head_dim_multiple_of", violations)) {
     capabilities.head_dim_multiple_of = *multiple;
@@ -91,7 +93,8 @@ Capabilities parse_capabilities(const nlohmann::json& statement, const std::stri
     const nlohmann::json& value = statement.at("tp_convention");
     const auto convention = value.is_string() ? parse_tp_convention(value.get<std::string>()) : std::nullopt;
     if (!convention) {
-      violations.add("tp_convention", shown(value), "must name a TP convention", "replicated-kv or megatron-equal-block");
+      violations.add("tp_convention", shown(value), "must name a TP convention",
+                     "replicated-kv or megatron-equal-block");
     } else {
       capabilities.tp_convention = *convention;
     }
@@ -138,8 +141,9 @@ Capabilities parse_capabilities_text(std::string_view text, const std::string& s
   try {
     statement = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& error) {
-    throw InputError(source, {{"statement", std::string(text.substr(0, 100)), fmt::format("must be JSON ({})", error.what()),
-                               R"({"features": ["causal", "rope-half-split", "backward"]})"}});
+    throw InputError(source,
+                     {{"statement", std::string(text.substr(0, 100)), fmt::format("must be JSON ({})", error.what()),
+                       R"({"features": ["causal", "rope-half-split", "backward"]})"}});
   }
   return parse_capabilities(statement, source);
 }
@@ -152,13 +156,15 @@ nlohmann::json to_json(const Capabilities& capabilities) {
   for (const auto& [key, limit] :
        {std::pair{"max_head_dim", capabilities.max_head_dim}, std::pair{"max_seq", capabilities.max_seq},
         std::pair{"max_batch", capabilities.max_batch}, std::pair{"max_num_heads", capabilities.max_num_heads},
-        std::pair{"max_hidden_size", capabilities.max_hidden_size}, std::pair{"max_tp_size", capabilities.max_tp_size}}) {
+        std::pair{"max_hidden_size", capabilities.max_hidden_size},
+        std::pair{"max_tp_size", capabilities.max_tp_size}}) {
     if (limit) json[key] = *limit;
   }
   if (capabilities.tp_convention) json["tp_convention"] = std::string(to_string(*capabilities.tp_convention));
   if (!capabilities.precisions.empty()) {
     nlohmann::json precisions = nlohmann::json::array();
-    for (const Precision precision : capabilities.precisions.list()) precisions.push_back(std::string(to_string(precision)));
+    for (const Precision precision : capabilities.precisions.list())
+      precisions.push_back(std::string(to_string(precision)));
     json["precisions"] = precisions;
   }
   return json;

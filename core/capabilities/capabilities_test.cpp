@@ -21,8 +21,8 @@ CaseOutline outline(const GeometrySpec& spec, InputOptions options = {}) {
 }
 
 Capabilities plain_layer() {
-  return parse_capabilities_text(R"({"features": ["gqa", "explicit-head-dim", "rope-half-split", "causal", "backward"]})",
-                            "test");
+  return parse_capabilities_text(
+      R"({"features": ["gqa", "explicit-head-dim", "rope-half-split", "causal", "backward"]})", "test");
 }
 
 TEST(FeatureNames, TableIsInDeclarationOrderAndNamesRoundTrip) {
@@ -54,9 +54,11 @@ TEST(CaseFeatures, EachFeatureIsSeen) {
   spec.sliding_window = 2;
   spec.attention_sinks = true;
   spec.query_pre_attn_scalar = 20.0;
-  const FeatureSet features = features_of(outline(
-      spec, {.position_offset = 7, .position_gaps = true, .key_lengths = {6, 1}, .decode = {.prefill = 4, .steps = {2}},
-             .tp_size = 4}));
+  const FeatureSet features = features_of(outline(spec, {.position_offset = 7,
+                                                         .position_gaps = true,
+                                                         .key_lengths = {6, 1},
+                                                         .decode = {.prefill = 4, .steps = {2}},
+                                                         .tp_size = 4}));
   for (const Feature expected :
        {Feature::partial_rope, Feature::rope_interleaved, Feature::qk_norm_rms, Feature::qkv_bias, Feature::softcap,
         Feature::sliding_window, Feature::sinks, Feature::custom_scale, Feature::position_offsets,
@@ -123,7 +125,8 @@ TEST(Admission, PerRankGradientsOnlyWithinTheStatedPlan) {
 TEST(Admission, EverythingAdmitsEveryCase) {
   GeometrySpec spec = plain_spec();
   spec.softcap = 5.0;
-  const Admission admission = admit(Capabilities::everything(), outline(spec, {.decode = {.prefill = 5, .steps = {1}}, .tp_size = 4}));
+  const Admission admission =
+      admit(Capabilities::everything(), outline(spec, {.decode = {.prefill = 5, .steps = {1}}, .tp_size = 4}));
   EXPECT_TRUE(admission.admitted());
   EXPECT_TRUE(admission.parts_not_stated.empty());
   EXPECT_TRUE(admission.per_rank_gradients);
@@ -147,7 +150,8 @@ TEST(CapabilityStatement, ReadsEveryKeyAndRoundTrips) {
 
 TEST(CapabilityStatement, RefusesEveryProblemAtOnce) {
   try {
-    parse_capabilities_text(R"({"features": ["causal", "soft-cap"], "max_seq": 0, "colour": "blue"})", "worker statement");
+    parse_capabilities_text(R"({"features": ["causal", "soft-cap"], "max_seq": 0, "colour": "blue"})",
+                            "worker statement");
     FAIL() << "accepted";
   } catch (const InputError& error) {
     EXPECT_TRUE(error.names_field("colour"));

@@ -40,7 +40,7 @@ void add_rope_features(const Geometry& geometry, FeatureSet& features) {
     return;
   }
   features.insert(geometry.rope_style() == RopeStyle::half_split ? Feature::rope_half_split
-                                                                  : Feature::rope_interleaved);
+                                                                 : Feature::rope_interleaved);
   if (!geometry.is_latent() && rotated < geometry.head_dim()) features.insert(Feature::partial_rope);
   switch (geometry.rope_scaling().type) {
     case RopeScalingType::none:

@@ -64,7 +64,7 @@ enum class FeatureKind { requirement, part };
 
 struct FeatureInfo {
   Feature feature;
-  std::string_view name;     // "explicit-head-dim"
+  std::string_view name;  // "explicit-head-dim"
   FeatureKind kind;
   std::string_view meaning;  // one line, for listings and messages
 };

@@ -276,8 +276,9 @@ Inputs generate_inputs(const Geometry& geometry, const InputOptions& options) {
 
   // The last query (index seq - 1) sees keys from seq - window on: it needs that many plus one.
   const std::optional<std::int64_t> window = geometry.sliding_window();
-  const std::int64_t fewest_keys =
-      !options.every_query_sees_a_key ? 0 : window ? std::max<std::int64_t>(1, options.seq - *window + 1) : 1;
+  const std::int64_t fewest_keys = !options.every_query_sees_a_key ? 0
+                                   : window ? std::max<std::int64_t>(1, options.seq - *window + 1)
+                                            : 1;
   Stream position_stream(options.seed, "positions");
   Stream length_stream(options.seed, "key_lengths");
   Stream gap_stream(options.seed, "position_gaps");
@@ -295,8 +296,7 @@ Inputs generate_inputs(const Geometry& geometry, const InputOptions& options) {
     }
     const bool padded = options.pad_keys && b > 0;
     const std::int64_t drawn = padded ? 1 + length_stream.uniform_below(options.seq) : options.seq;
-    inputs.key_lengths.push_back(
-        std::max(fewest_keys, options.key_lengths.empty() ? drawn : options.key_lengths[b]));
+    inputs.key_lengths.push_back(std::max(fewest_keys, options.key_lengths.empty() ? drawn : options.key_lengths[b]));
   }
   inputs.decode = options.decode;
   return inputs;

@@ -88,10 +88,10 @@ void require_memory(const std::string& what, std::uint64_t estimate,
   const MemoryRoom room = memory_room();
   if (estimate <= room.bytes) return;
   throw NotEnoughMemory("not enough memory",
-                   {{what, fmt::format("an estimated {} at peak", describe_bytes(estimate)),
-                     fmt::format("must fit in the {} this process may still take (limited by {})",
-                                 describe_bytes(room.bytes), room.limited_by),
-                     suggestion(room.bytes)}});
+                        {{what, fmt::format("an estimated {} at peak", describe_bytes(estimate)),
+                          fmt::format("must fit in the {} this process may still take (limited by {})",
+                                      describe_bytes(room.bytes), room.limited_by),
+                          suggestion(room.bytes)}});
 }
 
 }  // namespace attncheck

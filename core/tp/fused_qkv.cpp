@@ -95,13 +95,15 @@ std::vector<FusedRowSegment> fused_qkv_segments(const TpPlan& plan, int rank_id,
   const std::int64_t local_group = rank.q_heads.size() / rank.kv_heads.size();
 
   SegmentWriter writer;
+  // [Q | K | V] of the rank's own heads.
+  const auto add_stacked = [&] {
+    for (std::int64_t h = rank.q_heads.begin; h < rank.q_heads.end; ++h) writer.add(Projection::q, h, whole_head(h));
+    for (std::int64_t g = rank.kv_heads.begin; g < rank.kv_heads.end; ++g) writer.add(Projection::k, g, whole_head(g));
+    for (std::int64_t g = rank.kv_heads.begin; g < rank.kv_heads.end; ++g) writer.add(Projection::v, g, whole_head(g));
+  };
   switch (layout) {
     case FusedQkvLayout::stacked:
-      for (std::int64_t h = rank.q_heads.begin; h < rank.q_heads.end; ++h) writer.add(Projection::q, h, whole_head(h));
-      for (std::int64_t g = rank.kv_heads.begin; g < rank.kv_heads.end; ++g)
-        writer.add(Projection::k, g, whole_head(g));
-      for (std::int64_t g = rank.kv_heads.begin; g < rank.kv_heads.end; ++g)
-        writer.add(Projection::v, g, whole_head(g));
+      add_stacked();
       break;
     case FusedQkvLayout::grouped:
       for (std::int64_t g = rank.kv_heads.begin; g < rank.kv_heads.end; ++g) {
@@ -121,12 +123,7 @@ std::vector<FusedRowSegment> fused_qkv_segments(const TpPlan& plan, int rank_id,
         }
         break;
       }
-      // grouped-query: the rank's [Q | K | V], as torch.split(local query width, local KV width, local KV width)
-      for (std::int64_t h = rank.q_heads.begin; h < rank.q_heads.end; ++h) writer.add(Projection::q, h, whole_head(h));
-      for (std::int64_t g = rank.kv_heads.begin; g < rank.kv_heads.end; ++g)
-        writer.add(Projection::k, g, whole_head(g));
-      for (std::int64_t g = rank.kv_heads.begin; g < rank.kv_heads.end; ++g)
-        writer.add(Projection::v, g, whole_head(g));
+      add_stacked();  // grouped-query: the rank's [Q | K | V], as torch.split(local query, KV, KV widths)
       break;
     case FusedQkvLayout::neox_before_1315: {
       const std::int64_t slice = head_dim / local_group;  // rows of K (and of V) per query head
