@@ -22,6 +22,7 @@
 #include "core/tp/tp_convention.hpp"
 #include "golden/golden_file.hpp"
 #include "golden/integrity.hpp"
+#include "impl/candidate_run.hpp"
 #include "impl/registry.hpp"
 #include "reference/memory_estimate.hpp"
 #include "reference/reference.hpp"
@@ -380,19 +381,26 @@ int run_golden_run(const GoldenOptions& options, std::ostream& out, std::ostream
   refuse_overwriting_input(options.output, options.golden_file);
   const Case test_case = golden::read_case(options.golden_file);  // a golden or a case file
   const auto implementation = impl::open_implementation(options.implementation);
-  NamedTensors result;
+  // The one run step (impl/candidate_run.hpp): the parts its capabilities lack are declined in the candidate on its
+  // behalf, as `golden check` judges them, so that `compare` of this candidate says what `golden check` says.
+  const Admission admission = admit(implementation->capabilities(), outline_of(test_case));
+  impl::CandidateRun run;
   {
     const Heartbeat heartbeat(err, fmt::format("golden run: {} on {}", options.implementation, options.golden_file),
                               reference::estimated_reference_seconds(test_case));
-    result = implementation->run(test_case);  // before sharded()/precision(): a worker answers those for the
-                                              // case it ran
+    run = impl::run_candidate(*implementation, test_case, admission);
   }
-  golden::write_candidate(options.output, result,
-                          {.precision = implementation->precision(),
-                           .tp_size = implementation->sharded() ? test_case.plan.tp_size : 1,
-                           .rope_angles = implementation->rope_angles(),
-                           .tp_convention = implementation->tp_convention(),
-                           .declined = implementation->declined()},
+  using Kind = impl::CandidateRun::Kind;
+  if (run.kind == Kind::not_stated || run.kind == Kind::declined) {
+    throw impl::Unsupported(options.implementation, run.reason);  // bad input for this command: exit 2
+  }
+  if (run.kind != Kind::answered) throw std::runtime_error(run.message);
+  golden::write_candidate(options.output, run.tensors,
+                          {.precision = run.precision,
+                           .tp_size = run.per_rank_gradients ? test_case.plan.tp_size : 1,
+                           .rope_angles = run.rope_angles,
+                           .tp_convention = run.tp_convention,
+                           .declined = run.declined},
                           options.implementation);
   out << fmt::format("wrote {}: {} on {}\n", options.output, options.implementation, options.golden_file);
   return kExitOk;

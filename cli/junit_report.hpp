@@ -10,7 +10,7 @@
 //         <error message="broken promise: ..." type="broken-promise"/>  it declined what it states it supports
 //         <skipped message="unsupported: REASON"/>           it cannot express the golden
 //         <skipped message="not stated: REASON"/>            outside its stated capabilities: not run
-//         <skipped message="not checked: WHY"/>              the golden did not fit in memory: not run
+//         <error message="not checked: WHY" type="not-checked"/>  the golden did not fit in memory: not run
 //         <system-out>declined tensors with their reasons</system-out>   passed what it computed, declined some
 //         <properties><property name="yardstick" value="yardstick fp32...: stored ..."/></properties>  below fp64
 //     <testsuite name="support-matrix">   with ladder goldens: a testcase per rung and implementation,

@@ -108,21 +108,26 @@ PairOutcome judge_pair(const std::string& path, const golden::Golden& golden, im
 
 // A rung's cell: the pair's verdict, except where the rung's own part was not judged though the rest passed (a
 // decode rung run without its schedule, a TP rung run as one process): that rung was not climbed, so the cell says
-// why, "not stated" (its capabilities lack the part) or "declined" (it declined it), never "pass".
-PairVerdict rung_verdict(PairVerdict verdict, const FeatureSet& uses, const Capabilities& capabilities) {
+// why, never "pass": "declined" where the implementation itself declined the part, "not stated" where it never
+// ran it (its capabilities left it out, or it runs no TP plan).
+PairVerdict rung_verdict(PairVerdict verdict, const FeatureSet& uses) {
   if (verdict.kind != PairVerdict::Kind::judged || !verdict.report.passed()) return verdict;
-  const auto judged = [&](std::string_view prefix) {
-    return std::any_of(verdict.report.tensors.begin(), verdict.report.tensors.end(), [&](const TensorReport& t) {
-      return t.name.starts_with(prefix) && t.status != TensorStatus::declined;
-    });
+  const auto tensors = [&](std::string_view prefix, auto&& which) {
+    return std::any_of(verdict.report.tensors.begin(), verdict.report.tensors.end(),
+                       [&](const TensorReport& t) { return t.name.starts_with(prefix) && which(t); });
   };
   for (const auto& [feature, prefix] :
        {std::pair{Feature::decode, "decode/"}, std::pair{Feature::tensor_parallel, "ranks/"}}) {
-    if (!uses.contains(feature) || judged(prefix)) continue;
-    const bool stated = capabilities.stated && !capabilities.features.contains(feature);
-    verdict.kind = stated ? PairVerdict::Kind::not_stated : PairVerdict::Kind::unsupported;
+    if (!uses.contains(feature) || tensors(prefix, [](const TensorReport& t) { return t.status != TensorStatus::declined; })) {
+      continue;
+    }
+    // attncheck's own reason for a part left out ends so (core/capabilities/capabilities.cpp).
+    const bool declined_itself = tensors(prefix, [](const TensorReport& t) {
+      return t.status == TensorStatus::declined && !t.declined_reason.ends_with("is not among its stated capabilities");
+    });
+    verdict.kind = declined_itself ? PairVerdict::Kind::unsupported : PairVerdict::Kind::not_stated;
     verdict.message = fmt::format("{} {}; the rest of the rung passed", to_string(feature),
-                                  stated ? "is not among its stated capabilities" : "was not judged (declined)");
+                                  declined_itself ? "was declined" : "was not run (not among what it states or runs)");
     verdict.report = {};
     break;
   }
@@ -415,7 +420,7 @@ int run_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
     std::vector<PairOutcome> outcomes = judge_golden(goldens[g], description, uses);
     SupportMatrix::Rung rung = ladder_rung(std::filesystem::path(goldens[g]).filename().string(), to_string(uses));
     for (std::size_t i = 0; i < outcomes.size(); ++i) {
-      rung.verdicts.push_back(rung_verdict(outcomes[i].verdict, uses, opened[i]->capabilities()));
+      rung.verdicts.push_back(rung_verdict(outcomes[i].verdict, uses));
     }
     matrix.rungs.push_back(std::move(rung));
     ladder_outcomes.emplace_back(std::move(outcomes), description);

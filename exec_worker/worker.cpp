@@ -292,7 +292,11 @@ class Worker : public Implementation {
     const int protocol = greeting.end == WorkerLine::End::line ? greeting_protocol(greeting.text) : 0;
     if (protocol != 0) {
       sharded_ = greets_sharded(greeting.text);  // until a candidate declares its tp_size
-      if (protocol == 1) return "";
+      if (protocol == 1) {
+        // A restarted worker speaks as it did at first: one that stated capabilities cannot drop them silently.
+        return statement_read_ ? "it greeted with protocol 1 when restarted, having stated its capabilities at first"
+                               : "";
+      }
       std::string problem = read_statement();
       if (!problem.empty()) session_->process.stop();
       return problem;

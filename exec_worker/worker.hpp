@@ -17,7 +17,10 @@
 //                                                          case files (no decode schedule; tp_size 1 when it
 //                                                          does not run the plan), and declining anything it
 //                                                          states is its failure (a broken promise). A
-//                                                          statement that is not valid is bad input (exit 2).
+//                                                          statement that is not valid is bad input (exit 2)
+//                                                          at start; a worker restarted after a case ended it
+//                                                          must greet and state as it did at first, or that
+//                                                          case fails.
 //   attncheck -> worker   "run CASE.h5 CANDIDATE.h5"        per case: CASE.h5 is a case file (a golden file,
 //                                                          golden/SCHEMA.md, without /expected: a worker
 //                                                          never sees the answers); the worker writes

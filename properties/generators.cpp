@@ -70,6 +70,14 @@ GenLimits GenLimits::scaled(double factor) const {
   return limits;
 }
 
+namespace {
+
+bool features_allow_no_rope(const Capabilities& capabilities) {
+  return capabilities.features.contains(Feature::no_rope);
+}
+
+}  // namespace
+
 std::int64_t head_dim_step(const Capabilities& capabilities) {
   return std::lcm<std::int64_t>(2, capabilities.head_dim_multiple_of);
 }
@@ -90,6 +98,22 @@ GenLimits GenLimits::within(const Capabilities& stated, const std::string& imple
     violations.add("--profile", "latent",
                    fmt::format("draws multi-head latent attention, which {} does not state", implementation),
                    "short or long");
+  }
+  if (profile == SizeProfile::latent_attention && stated.max_head_dim) {
+    // A latent q/k head is a multiple of head_dim_multiple_of at most max_head_dim, and holds a RoPE pair unless
+    // no-rope is stated.
+    const std::int64_t widest = *stated.max_head_dim / stated.head_dim_multiple_of * stated.head_dim_multiple_of;
+    if (widest < (features_allow_no_rope(stated) ? 1 : 2)) {
+      violations.add(who, fmt::format("max_head_dim {}", *stated.max_head_dim),
+                     fmt::format("must admit a latent head that is a multiple of {}{}", stated.head_dim_multiple_of,
+                                 features_allow_no_rope(stated) ? "" : " and holds a RoPE pair"),
+                     std::to_string(std::max<std::int64_t>(2, stated.head_dim_multiple_of)));
+    }
+  }
+  if (profile == SizeProfile::context_parallel && !stated.features.contains(Feature::context_parallel)) {
+    violations.add("--profile", "context-parallel",
+                   fmt::format("draws context-parallel layouts, which {} does not state", implementation),
+                   "short (the layout changes no expected tensor)");
   }
   if (profile != SizeProfile::latent_attention) {
     const std::int64_t step = head_dim_step(stated);
@@ -549,7 +573,8 @@ Gen<InputOptions> input_options(const GeometrySpec& geometry, std::int64_t tp_si
 std::vector<std::int64_t> stated_tp_sizes(const GeometrySpec& spec, const Capabilities& capabilities) {
   const Geometry geometry = resolve_geometry(spec);
   std::vector<std::int64_t> sizes = valid_tp_sizes(geometry);
-  if (!has(capabilities, Feature::tensor_parallel)) return {1};
+  // Per-rank gradients need both parts: a plan it would not run per rank is drawn as TP 1.
+  if (!has(capabilities, Feature::tensor_parallel) || !has(capabilities, Feature::backward)) return {1};
   std::erase_if(sizes, [&](std::int64_t size) {
     if (size == 1) return false;
     if (capabilities.max_tp_size && size > *capabilities.max_tp_size) return true;
@@ -621,15 +646,21 @@ Gen<GeometrySpec> latent_geometries(const Capabilities& capabilities) {
                                     : gen::element(RopeStyle::interleaved, RopeStyle::half_split);
   const bool causal = has(capabilities, Feature::causal);
   const std::int64_t multiple = capabilities.head_dim_multiple_of;
+  // The statement's limits, applied to what is drawn (without them, these are no-ops): head widths at most the
+  // widest multiple of `multiple` it allows, heads and hidden_size at most its maxima.
+  constexpr std::int64_t kUnlimited = std::int64_t{1} << 30;
+  const std::int64_t widest = capabilities.max_head_dim ? *capabilities.max_head_dim / multiple * multiple : kUnlimited;
+  const std::int64_t most_heads = capabilities.max_num_heads.value_or(kUnlimited);
+  const std::int64_t widest_hidden = capabilities.max_hidden_size.value_or(kUnlimited);
   return gen::map(
       gen::tuple(gen::inRange<std::int64_t>(1, 5), gen::inRange<std::int64_t>(1, 17), q_lora_rank,
                  gen::inRange<std::int64_t>(1, 9), gen::inRange<std::int64_t>(0, 9), rope_pair_counts,
                  gen::inRange<std::int64_t>(1, 9), styles, scaling, softcap, window,
                  flag_if_stated(capabilities, Feature::sinks, weighted_element<bool>({{3, false}, {1, true}}))),
-      [causal, multiple](const auto& t) {
-        const auto& [heads, hidden, q_lora, kv_lora, nope, rope_pairs, v_dim, style, rope_scaling, cap, slide, sinks] =
+      [causal, multiple, widest, most_heads, widest_hidden](const auto& t) {
+        const auto& [heads, hidden, q_lora, kv_lora, nope, drawn_pairs, v_dim, style, rope_scaling, cap, slide, sinks] =
             t;
-        GeometrySpec spec{.hidden_size = hidden, .num_heads = heads};
+        GeometrySpec spec{.hidden_size = std::min(hidden, widest_hidden), .num_heads = std::min(heads, most_heads)};
         spec.causal = causal;
         spec.rope_style = style;
         spec.rope_scaling = rope_scaling;
@@ -637,15 +668,18 @@ Gen<GeometrySpec> latent_geometries(const Capabilities& capabilities) {
         spec.sliding_window = slide;
         spec.attention_sinks = sinks;
         // A q/k head needs a channel: with no RoPE part, at least one no-RoPE channel. Under a head_dim multiple,
-        // the no-RoPE part and the value heads grow to the next width it allows.
+        // the no-RoPE part and the value heads grow to the next width it allows, and under a maximum they are cut to
+        // the widest (the RoPE part first keeping the pair it needs, GenLimits::within checks one fits).
         const auto rounded_up = [multiple](std::int64_t width) { return (width + multiple - 1) / multiple * multiple; };
-        std::int64_t nope_dim = rope_pairs == 0 ? std::max<std::int64_t>(nope, 1) : nope;
-        nope_dim = rounded_up(nope_dim + 2 * rope_pairs) - 2 * rope_pairs;
+        const std::int64_t qk_width =
+            std::min(rounded_up((drawn_pairs == 0 ? std::max<std::int64_t>(nope, 1) : nope) + 2 * drawn_pairs), widest);
+        const std::int64_t rope_pairs = std::min(drawn_pairs, qk_width / 2);  // >= 1 whenever no-rope is not stated
+        const std::int64_t nope_dim = qk_width - 2 * rope_pairs;
         spec.latent = LatentAttentionSpec{.q_lora_rank = q_lora,
                                           .kv_lora_rank = kv_lora,
                                           .qk_nope_head_dim = nope_dim,
                                           .qk_rope_head_dim = 2 * rope_pairs,
-                                          .v_head_dim = rounded_up(v_dim)};
+                                          .v_head_dim = std::min(rounded_up(v_dim), widest)};
         return spec;
       });
 }

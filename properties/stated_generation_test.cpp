@@ -61,6 +61,11 @@ TEST(StatedGeneration, EveryCaseDrawnIsWithinTheStatement) {
       {"latent attention, head widths multiples of 4, no sinks",
        R"({"features": "all", "without": ["sinks", "rope-scaling-yarn"], "head_dim_multiple_of": 4})",
        SizeProfile::latent_attention},
+      {"latent attention within size limits",
+       R"({"features": "all", "max_head_dim": 8, "max_num_heads": 2, "max_hidden_size": 8})",
+       SizeProfile::latent_attention},
+      {"tensor-parallel stated without backward: drawn at TP 1",
+       R"({"features": ["gqa", "rope-half-split", "causal", "tensor-parallel", "kv-replication"]})"},
   };
   for (const Statement& statement : statements) {
     expect_every_case_within(statement, statement.profile == SizeProfile::long_sequences ? 30 : 300);
@@ -81,6 +86,8 @@ TEST(StatedGeneration, AStatementThatLeavesNoCaseIsRefusedByName) {
   // --without every mask.
   const Capabilities no_mask = plain.narrowed({}, {Feature::causal});
   EXPECT_THROW((void)GenLimits{}.within(no_mask, "narrowed"), InputError);
+  // Context-parallel layouts for a layer that does not run them.
+  EXPECT_THROW((void)GenLimits::for_profile(SizeProfile::context_parallel).within(plain, "plain"), InputError);
 }
 
 }  // namespace

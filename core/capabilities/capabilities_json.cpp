@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <numeric>
 #include <set>
 
 #include "core/errors/input_error.hpp"
@@ -126,10 +127,24 @@ Capabilities parse_capabilities(const nlohmann::json& statement, const std::stri
                      "must include rope-half-split, rope-interleaved or no-rope: every case has a RoPE form",
                      "add \"rope-half-split\"");
     }
-    if (capabilities.max_head_dim && *capabilities.max_head_dim < capabilities.head_dim_multiple_of) {
+    // A plain layer's head_dim is even (RoPE pairs its channels) and a multiple of head_dim_multiple_of; without
+    // explicit-head-dim, hidden_size holds at least one such head. Latent heads need only the multiple.
+    const std::int64_t multiple = capabilities.head_dim_multiple_of;
+    const std::int64_t plain_step = std::lcm<std::int64_t>(2, multiple);
+    const bool latent_only = features.contains(Feature::latent) && capabilities.max_head_dim &&
+                             *capabilities.max_head_dim >= multiple;
+    if (capabilities.max_head_dim && *capabilities.max_head_dim < plain_step && !latent_only) {
       violations.add("max_head_dim", std::to_string(*capabilities.max_head_dim),
-                     fmt::format("must admit a head_dim that is a multiple of {}", capabilities.head_dim_multiple_of),
-                     std::to_string(capabilities.head_dim_multiple_of));
+                     fmt::format("must admit an even head_dim that is a multiple of {}", multiple),
+                     std::to_string(plain_step));
+    }
+    if (capabilities.max_hidden_size && *capabilities.max_hidden_size < plain_step &&
+        !features.contains(Feature::explicit_head_dim) && !features.contains(Feature::latent)) {
+      violations.add("max_hidden_size", std::to_string(*capabilities.max_hidden_size),
+                     fmt::format("must hold one head of an even head_dim that is a multiple of {} (without "
+                                 "explicit-head-dim, hidden_size is num_heads x head_dim)",
+                                 multiple),
+                     std::to_string(plain_step));
     }
   }
   violations.throw_if_any(source);

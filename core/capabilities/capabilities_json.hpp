@@ -11,8 +11,8 @@
 //
 // "features" is required (a statement that names none is refused, never read as "all"); an unknown key,
 // an unknown feature or precision, a value of the wrong type or a statement under which no case exists
-// (no mask: neither causal nor bidirectional; no RoPE form: neither pairing nor no-rope) is bad input,
-// every problem named at once.
+// (no mask: neither causal nor bidirectional; no RoPE form: neither pairing nor no-rope; no head_dim, or no
+// hidden_size, that its limits allow) is bad input, every problem named at once.
 #pragma once
 
 #include <string>

@@ -164,6 +164,16 @@ TEST(CapabilityStatement, RefusesEveryProblemAtOnce) {
   // A statement under which no case exists: no RoPE form.
   EXPECT_THROW(parse_capabilities_text(R"({"features": ["causal", "backward"]})", "test"), InputError);
   EXPECT_THROW(parse_capabilities_text("not json", "test"), InputError);
+  // No head_dim its limits allow: even and a multiple of 3 is at least 6; one head must fit in hidden_size.
+  EXPECT_THROW(parse_capabilities_text(R"({"features": ["causal", "rope-half-split"], "max_head_dim": 1})", "t"),
+               InputError);
+  EXPECT_THROW(parse_capabilities_text(
+                   R"({"features": ["causal", "rope-half-split"], "head_dim_multiple_of": 3, "max_head_dim": 5})", "t"),
+               InputError);
+  EXPECT_THROW(parse_capabilities_text(R"({"features": ["causal", "rope-half-split"], "max_hidden_size": 1})", "t"),
+               InputError);
+  EXPECT_NO_THROW(parse_capabilities_text(
+      R"({"features": ["causal", "rope-half-split", "explicit-head-dim"], "max_hidden_size": 1})", "t"));
   EXPECT_THROW(parse_capabilities_text(R"(["causal"])", "test"), InputError);
 }
 
