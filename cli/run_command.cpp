@@ -118,7 +118,8 @@ PairVerdict rung_verdict(PairVerdict verdict, const FeatureSet& uses) {
   };
   for (const auto& [feature, prefix] :
        {std::pair{Feature::decode, "decode/"}, std::pair{Feature::tensor_parallel, "ranks/"}}) {
-    if (!uses.contains(feature) || tensors(prefix, [](const TensorReport& t) { return t.status != TensorStatus::declined; })) {
+    if (!uses.contains(feature) ||
+        tensors(prefix, [](const TensorReport& t) { return t.status != TensorStatus::declined; })) {
       continue;
     }
     // attncheck's own reason for a part left out ends so (core/capabilities/capabilities.cpp).

@@ -131,8 +131,8 @@ Capabilities parse_capabilities(const nlohmann::json& statement, const std::stri
     // explicit-head-dim, hidden_size holds at least one such head. Latent heads need only the multiple.
     const std::int64_t multiple = capabilities.head_dim_multiple_of;
     const std::int64_t plain_step = std::lcm<std::int64_t>(2, multiple);
-    const bool latent_only = features.contains(Feature::latent) && capabilities.max_head_dim &&
-                             *capabilities.max_head_dim >= multiple;
+    const bool latent_only =
+        features.contains(Feature::latent) && capabilities.max_head_dim && *capabilities.max_head_dim >= multiple;
     if (capabilities.max_head_dim && *capabilities.max_head_dim < plain_step && !latent_only) {
       violations.add("max_head_dim", std::to_string(*capabilities.max_head_dim),
                      fmt::format("must admit an even head_dim that is a multiple of {}", multiple),
