@@ -97,9 +97,12 @@ bool greets_sharded(const std::string& line) {
 class TemporaryFolder {
  public:
   TemporaryFolder() {
-    char folder_template[] = "/tmp/attncheck-worker-XXXXXX";
-    if (mkdtemp(folder_template) == nullptr) {
-      throw std::runtime_error(fmt::format("cannot create a folder in /tmp ({})", std::strerror(errno)));
+    // Under $TMPDIR (default /tmp), as every temporary file of attncheck's.
+    const char* root = std::getenv("TMPDIR");
+    const std::string parent = root != nullptr && *root != '\0' ? root : "/tmp";
+    std::string folder_template = parent + "/attncheck-worker-XXXXXX";
+    if (mkdtemp(folder_template.data()) == nullptr) {
+      throw std::runtime_error(fmt::format("cannot create a folder in {} ({})", parent, std::strerror(errno)));
     }
     path_ = folder_template;
   }

@@ -31,8 +31,12 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
+
+# Where attncheck makes a worker's folder: $TMPDIR, as tempfile reads it (default /tmp).
+WORKER_FOLDER_PREFIX = os.path.join(tempfile.gettempdir(), "attncheck-worker-")
 
 attncheck, folder, scenario = sys.argv[1], sys.argv[2], sys.argv[3]
 here = os.path.dirname(os.path.abspath(__file__))
@@ -90,7 +94,7 @@ def check_bad_candidate(mode):
             fail(f"{command}: no FAIL naming the worker", result)
         if "is not a valid candidate file" not in output or reason not in output:
             fail(f"{command}: the message does not say the candidate is not valid because '{reason}'", result)
-        if "/tmp/attncheck-worker-" in output or "golden make" in output:
+        if WORKER_FOLDER_PREFIX in output or "golden make" in output:
             fail(f"{command}: the message names the temporary path or advises `golden make`", result)
     print(f"PASS: a {mode} candidate is the worker's failure in golden check and run")
 
@@ -242,7 +246,7 @@ def check_tree_after_sigkill():
     time.sleep(0.2)  # the request line is complete on disk
     with open(state) as request:
         worker_folder = os.path.dirname(request.read().split()[1])
-    if not worker_folder.startswith("/tmp/attncheck-worker-") or not os.path.isdir(worker_folder):
+    if not worker_folder.startswith(WORKER_FOLDER_PREFIX) or not os.path.isdir(worker_folder):
         fail(f"unexpected case folder '{worker_folder}'")
     process.send_signal(signal.SIGKILL)
     process.wait()
@@ -271,7 +275,7 @@ def check_between_cases(mode):
         # The end between cases is noticed before the next case is sent, or the request it left unread goes to a
         # fresh worker: a fresh worker judges the second golden (it was exit 2
         # naming the removed folder's case file, the supervisor having removed the folder).
-        if result.returncode != 0 or "2 of 2 golden files pass" not in output or "/tmp/attncheck-worker-" in output:
+        if result.returncode != 0 or "2 of 2 golden files pass" not in output or WORKER_FOLDER_PREFIX in output:
             fail("a worker that exits after answering: expected both goldens judged by fresh workers, exit 0", result)
         print("PASS: a worker that ends between cases is restarted for the next case")
     else:
