@@ -122,9 +122,8 @@ PairVerdict rung_verdict(PairVerdict verdict, const FeatureSet& uses) {
         tensors(prefix, [](const TensorReport& t) { return t.status != TensorStatus::declined; })) {
       continue;
     }
-    // attncheck's own reason for a part left out ends so (core/capabilities/capabilities.cpp).
     const bool declined_itself = tensors(prefix, [](const TensorReport& t) {
-      return t.status == TensorStatus::declined && !t.declined_reason.ends_with("is not among its stated capabilities");
+      return t.status == TensorStatus::declined && !t.declined_reason.ends_with(kNotStatedPart);
     });
     verdict.kind = declined_itself ? PairVerdict::Kind::unsupported : PairVerdict::Kind::not_stated;
     verdict.message = fmt::format("{} {}; the rest of the rung passed", to_string(feature),

@@ -78,6 +78,14 @@ bool features_allow_no_rope(const Capabilities& capabilities) {
 
 }  // namespace
 
+rc::Gen<std::optional<std::int64_t>> position_offsets(const Capabilities& capabilities) {
+  if (!capabilities.features.contains(Feature::position_offsets)) return gen::just(std::optional<std::int64_t>(0));
+  return weighted_one_of<std::optional<std::int64_t>>(
+      {{2, gen::just(std::optional<std::int64_t>())},
+       {2, gen::just(std::optional<std::int64_t>(0))},
+       {1, gen::map(gen::inRange<std::int64_t>(0, 100001), [](std::int64_t o) { return std::optional<std::int64_t>(o); })}});
+}
+
 std::int64_t head_dim_step(const Capabilities& capabilities) {
   return std::lcm<std::int64_t>(2, capabilities.head_dim_multiple_of);
 }
@@ -522,15 +530,7 @@ Gen<InputOptions> input_options(const GeometrySpec& geometry, std::int64_t tp_si
   const Gen<std::int64_t> seq =
       weighted_one_of<std::int64_t>({{6, gen::inRange<std::int64_t>(3, max_seq + 1)},
                                      {1, gen::just(std::clamp<std::int64_t>(head_dim, 3, max_seq))}});
-  // Without position-offsets every row starts at position 0.
-  const Gen<std::optional<std::int64_t>> offset =
-      !has(capabilities, Feature::position_offsets)
-          ? gen::just(std::optional<std::int64_t>(0))
-          : weighted_one_of<std::optional<std::int64_t>>(
-                {{2, gen::just(std::optional<std::int64_t>())},
-                 {2, gen::just(std::optional<std::int64_t>(0))},
-                 {1, gen::map(gen::inRange<std::int64_t>(0, 100001),
-                              [](std::int64_t o) { return std::optional<std::int64_t>(o); })}});
+  const Gen<std::optional<std::int64_t>> offset = position_offsets(capabilities);
   using DecodeCodes = std::tuple<std::int64_t, std::vector<std::int64_t>>;
   // KV-cache decoding is causal by nature (validate_case refuses it otherwise).
   const Gen<std::optional<DecodeCodes>> decode = if_stated(

@@ -62,6 +62,10 @@ struct GenLimits {
   GenLimits within(const Capabilities& stated, const std::string& implementation) const;
 };
 
+// Each row's first position id as InputOptions::position_offset takes it (both profiles draw it so): the
+// generator's default offsets (absent), 0, or anywhere in [0, 1e5]; always 0 without position-offsets.
+rc::Gen<std::optional<std::int64_t>> position_offsets(const Capabilities& capabilities);
+
 // The step of head_dims drawn for these capabilities: even (RoPE pairs channels), and their multiple.
 std::int64_t head_dim_step(const Capabilities& capabilities);
 

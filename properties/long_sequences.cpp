@@ -143,14 +143,7 @@ Gen<InputOptions> input_options(const GeometrySpec& geometry, std::int64_t tp_si
                     {{1, gen::just(StepCodes())},
                      {1, gen::map(gen::container<std::vector<std::int64_t>>(gen::inRange<std::int64_t>(0, 64)),
                                   [](std::vector<std::int64_t> codes) { return StepCodes(std::move(codes)); })}});
-      const Gen<std::optional<std::int64_t>> offset =
-          !has(Feature::position_offsets)
-              ? gen::just(std::optional<std::int64_t>(0))
-              : weighted_one_of<std::optional<std::int64_t>>(
-                    {{2, gen::just(std::optional<std::int64_t>())},
-                     {2, gen::just(std::optional<std::int64_t>(0))},
-                     {1, gen::map(gen::inRange<std::int64_t>(0, 100001),
-                                  [](std::int64_t o) { return std::optional<std::int64_t>(o); })}});
+      const Gen<std::optional<std::int64_t>> offset = position_offsets(capabilities);
       return gen::map(
           gen::tuple(gen::noShrink(gen::arbitrary<std::uint64_t>()),
                      element(ActivationDistribution::uniform, ActivationDistribution::heavy_tailed,

@@ -83,9 +83,9 @@ Admission admit(const Capabilities& capabilities, const CaseOutline& outline) {
   }
   // Parts: left out, the rest judged.
   const bool backward = stated.contains(Feature::backward);
-  if (!backward) admission.parts_not_stated["grads"] = "backward is not among its stated capabilities";
+  if (!backward) admission.parts_not_stated["grads"] = fmt::format("backward {}", kNotStatedPart);
   if (!outline.decode.empty() && !stated.contains(Feature::decode)) {
-    admission.parts_not_stated["decode"] = "decode is not among its stated capabilities";
+    admission.parts_not_stated["decode"] = fmt::format("decode {}", kNotStatedPart);
   }
   const std::int64_t tp = outline.plan.tp_size;
   admission.per_rank_gradients =

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/capabilities/case_outline.hpp"
@@ -75,6 +76,10 @@ struct Capabilities {
 // One line: "gqa, explicit-head-dim, ...; head_dim a multiple of 8, at most 256; seq at most 4096" (or
 // "everything (stated nothing)").
 std::string describe(const Capabilities& capabilities);
+
+// How the reason of a part attncheck leaves out ends ("decode is not among its stated capabilities"): what tells
+// it apart from a part the implementation declined itself (cli's support matrix).
+inline constexpr std::string_view kNotStatedPart = "is not among its stated capabilities";
 
 // What a case is for an implementation.
 struct Admission {
