@@ -258,13 +258,6 @@ class DecodeRun {
 
 }  // namespace
 
-ContextParallelSteps::MergeWeights ContextParallelSteps::rank_merge_weights(double total, double partial) const {
-  if (partial == kNegativeInfinity) return {.total = 1.0, .partial = 0.0, .merged = total};
-  if (total == kNegativeInfinity) return {.total = 0.0, .partial = 1.0, .merged = partial};
-  const double merged = merged_log_sum_exp(total, partial);
-  return {.total = std::exp(total - merged), .partial = std::exp(partial - merged), .merged = merged};
-}
-
 Tensor run_context_parallel_decode(const Case& test_case, const ParallelLayout& layout,
                                    const ContextParallelSteps& steps) {
   // Every call attends every cached run of keys: at most calls x (chunks + step tokens + CP) blocks per batch

@@ -20,13 +20,9 @@
 #include "core/model/case.hpp"
 #include "core/model/parallel_layout.hpp"
 #include "core/model/tensor.hpp"
-#include "reference/context_parallel.hpp"
+#include "reference/context_parallel_steps.hpp"
 
 namespace attncheck::reference {
-
-// The most (query block, key block) attention blocks a context-parallel run takes on (the ring's forward, or
-// decoding): a bound on work, never on time.
-inline constexpr std::int64_t kMaxContextParallelBlocks = std::int64_t{1} << 24;
 
 // decode/out [batch, decode.total(), hidden] of the case's schedule under `layout`. InputError when the
 // schedule would take more than kMaxContextParallelBlocks blocks.
