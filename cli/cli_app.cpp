@@ -77,6 +77,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     }
     if (golden.coverage->parsed()) return run_golden_coverage(golden_options, out);
     if (golden.yardstick->parsed()) return run_golden_yardstick(golden_options, out, err);
+    if (golden.draw->parsed()) return run_golden_draw(golden_options, out);
+    if (golden.admit->parsed()) return run_golden_admit(golden_options, out);
     if (golden.compare->parsed()) return run_compare(golden_options, out, err);
     if (fuzz.fuzz->parsed()) return run_fuzz(fuzz_options, out);
     if (fuzz.mutants->parsed()) return run_mutants(fuzz_options, out);

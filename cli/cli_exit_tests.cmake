@@ -250,9 +250,9 @@ attncheck_cli_case(tp_convention_inspect 0 "per-rank gradients held as megatron-
 attncheck_cli_case(tp_convention_reference_candidate 0 "wrote" "^$"
                    golden run ${golden_dir}/megatron.h5 --impl reference-tp -o ${golden_dir}/megatron_reference_candidate.h5)
 attncheck_cli_case(tp_convention_replicated_candidate_regrouped 0
-                   "judged as the candidate holds them, replicated-kv; the golden's megatron-equal-block ones regrouped.*ranks/0/grads/k_proj +ok.*PASS: 83 tensors"
+                   "judged as the candidate holds them, replicated-kv; the expected megatron-equal-block ones regrouped.*ranks/0/grads/k_proj +ok.*PASS: 83 tensors"
                    "^$" compare ${golden_dir}/megatron.h5 ${golden_dir}/megatron_reference_candidate.h5)
-attncheck_cli_case(tp_convention_golden_check 0 "judged as replicated-kv holds them.*1 of 1 golden files pass with reference-tp" "^$"
+attncheck_cli_case(tp_convention_golden_check 0 "judged as reference-tp holds them, replicated-kv.*1 of 1 golden files pass with reference-tp" "^$"
                    golden check ${golden_dir}/megatron.h5 --impl reference-tp)
 add_test(NAME cli.tp_convention_megatron_candidate
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/tp_convention_candidate.py ${golden_dir}/megatron.h5
@@ -382,6 +382,12 @@ set_tests_properties(cli.hostile_yardstick PROPERTIES LABELS unit)
 add_test(NAME cli.golden_check_verdicts
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/golden_check_verdicts_test.py $<TARGET_FILE:attncheck>)
 set_tests_properties(cli.golden_check_verdicts PROPERTIES LABELS unit)
+# Every --json output holds to its schema in docs/json/ (jsonschema); the schemas' enums are the one vocabulary
+# of verdict and status words (docs/JSON.md). Label python: it runs torch-cpu-fp32, which the ASan build lacks.
+add_test(NAME cli.json_schemas
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/json_schemas_test.py $<TARGET_FILE:attncheck>
+                 ${PROJECT_SOURCE_DIR}/docs/json ${PROJECT_SOURCE_DIR}/golden/data)
+set_tests_properties(cli.json_schemas PROPERTIES LABELS python ENVIRONMENT "PYTHONPATH=${PROJECT_SOURCE_DIR}/python")
 # Reading a golden is one memory estimate, generated tensors included, checked before anything large is
 # allocated; the measured peak stays below it (peak resident sizes: left out of the ASan stage, ci/test).
 add_test(NAME cli.reading_memory

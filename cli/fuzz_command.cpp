@@ -52,6 +52,7 @@ std::pair<std::int64_t, std::int64_t> parse_shard(const std::string& text) {
 // a repro is written (properties/repro.cpp), so a clean run leaves no empty folder behind: here it must be a
 // writable folder, or not exist yet under a writable one.
 void check_repro_dir(const std::string& directory, ViolationList& violations) {
+  if (directory.empty()) return;  // a fresh temporary folder, made when a repro is written
   namespace fs = std::filesystem;
   std::error_code error;
   fs::path probe = fs::absolute(directory.empty() ? fs::path(".") : fs::path(directory), error);
@@ -244,8 +245,9 @@ FuzzCommands add_fuzz_commands(CLI::App& app, FuzzCommandOptions& options) {
   commands.fuzz->add_option("--max-size", options.max_size, "scale every size bound by this factor")
       ->check(finite_number_validator())
       ->default_val(1.0);
-  commands.fuzz->add_option("--repro-dir", options.repro_dir, "folder for the repro file (made when one is written)")
-      ->default_val(".");
+  commands.fuzz->add_option("--repro-dir", options.repro_dir,
+                            "folder for the repro file (made when one is written; default: a fresh "
+                            "$TMPDIR/attncheck-repro-XXXXXX, its path printed)");
   commands.fuzz
       ->add_option("--only", options.only,
                    "draw only cases within these features (the implementation's capabilities narrowed to them: list "
@@ -281,8 +283,9 @@ FuzzCommands add_fuzz_commands(CLI::App& app, FuzzCommandOptions& options) {
       ->check(unsigned_validator())
       ->default_val(1);
   commands.mutants
-      ->add_option("--repro-dir", options.mutants_repro_dir, "folder for the repro files (made when one is written)")
-      ->default_val("attncheck-mutants");
+      ->add_option("--repro-dir", options.mutants_repro_dir,
+                   "folder for the repro files (made when one is written; default: a fresh "
+                   "$TMPDIR/attncheck-repro-XXXXXX, its path printed)");
   add_shrink_options(*commands.mutants, options, "; fewer for a few expensive mutants");
   commands.mutants->add_flag("--json", options.json, "one JSON object instead of the table");
 
@@ -354,7 +357,9 @@ int run_mutants(const FuzzCommandOptions& options, std::ostream& out) {
   check_repro_dir(options.mutants_repro_dir, violations);
   violations.throw_if_any("invalid option");
   FuzzCommandOptions with_folder = options;
-  with_folder.repro_dir = options.mutants_repro_dir;
+  // Every mutant that is killed writes its repro: one fresh temporary folder for the run when none is named.
+  with_folder.repro_dir =
+      options.mutants_repro_dir.empty() ? properties::repro_folder("") : options.mutants_repro_dir;
   properties::FuzzOptions fuzz = fuzz_options(with_folder);
   fuzz.progress_seconds = 0;
   fuzz.time_limit_seconds = options.time_limit;
@@ -489,8 +494,10 @@ std::string sequence_entry_line(std::size_t position, const std::string& file, c
   }
   std::vector<std::string> tensors;
   for (const nlohmann::json& tensor : entry.value("tensors", nlohmann::json::array())) {
-    const std::string status = tensor.value("status", "");
-    if (status == "pass" || status == "declined") continue;
+    // The JSON's word (docs/JSON.md) back to the table's ("mismatch" -> "MISMATCH").
+    const std::optional<TensorStatus> parsed = tensor_status_from_json(tensor.value("status", ""));
+    if (parsed == TensorStatus::ok || parsed == TensorStatus::declined) continue;
+    const std::string status = parsed ? std::string(to_string(*parsed)) : tensor.value("status", "?");
     const nlohmann::json& ulps = tensor.value("error_ulps", nlohmann::json());
     tensors.push_back(ulps.is_number()
                           ? fmt::format("{} {} ({:.3g} ulps)", tensor.value("name", "?"), status, ulps.get<double>())

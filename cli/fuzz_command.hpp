@@ -32,7 +32,7 @@ struct FuzzCommandOptions {
   std::string shard = "0/1";
   std::string profile = "short";  // properties::SizeProfile by name
   double max_size = 1.0;
-  std::string repro_dir = ".";  // fuzz's; made only when a repro is written
+  std::string repro_dir;  // fuzz's; made only when a repro is written; empty: $TMPDIR/attncheck-repro-XXXXXX
   // fuzz: narrow the implementation's capabilities (core/capabilities): FEATURE names.
   std::vector<std::string> only;
   std::vector<std::string> without;
@@ -43,7 +43,7 @@ struct FuzzCommandOptions {
   // mutants
   std::vector<std::string> mutants;  // default: the whole catalog
   // Its own variable: one shared with fuzz took mutants' default, and a clean `fuzz` made ./attncheck-mutants/.
-  std::string mutants_repro_dir = "attncheck-mutants";
+  std::string mutants_repro_dir;  // empty: one fresh $TMPDIR/attncheck-repro-XXXXXX for the run
   double time_limit = 600.0;         // per mutant, a runaway stop
   bool json = false;
   // replay

@@ -87,7 +87,7 @@ with tempfile.TemporaryDirectory() as folder:
     expect("1 of 2 golden files pass" in stuck.stdout, "the next golden is judged by a fresh worker, and passes")
     as_json = json.loads(run("golden", "check", goldens[48], "--impl", implementation, "--json", code=1,
                              timeout_seconds=3).stdout)
-    expect(as_json["files"][0].get("verdict") == "NO ANSWER", f"JSON verdict: {as_json['files'][0]}")
+    expect(as_json["files"][0].get("verdict") == "no_answer", f"JSON verdict: {as_json['files'][0]}")
 
     table_folder = folder / "table"
     table_folder.mkdir()

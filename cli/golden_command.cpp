@@ -16,6 +16,7 @@
 #include "cli/yardstick_source.hpp"
 #include "core/compare/compare.hpp"
 #include "core/compare/heatmap.hpp"
+#include "core/compare/judge.hpp"
 #include "core/errors/input_error.hpp"
 #include "core/generation/input_generation.hpp"
 #include "core/resources/memory_room.hpp"
@@ -182,6 +183,7 @@ GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
                               "also fail unless every feature attncheck knows bites in some golden given");
 
   add_golden_yardstick_command(*golden, commands, options);
+  add_golden_draw_commands(*golden, commands, options);
 
   commands.compare = app.add_subcommand("compare", "Compare a candidate file with a golden file");
   commands.compare->add_option("golden", options.golden_file, "golden file")->required();
@@ -189,17 +191,6 @@ GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
   commands.compare->add_flag("--json", options.json, "print one JSON object instead of a table");
   add_html_options(*commands.compare, options.html, options.html_all);
   return commands;
-}
-
-std::vector<std::string> rank_gradient_notes(const golden::Golden& golden, const std::string& implementation,
-                                             bool sharded, TpConvention convention) {
-  if (golden.test_case.plan.tp_size <= 1) return {};
-  if (!sharded) return {fmt::format("rank gradients not compared: {} is unsharded", implementation)};
-  if (convention != golden.tp_convention) {
-    return {fmt::format("rank gradients judged as {} holds them, the golden's {} ones regrouped", to_string(convention),
-                        to_string(golden.tp_convention))};
-  }
-  return {};
 }
 
 namespace {
@@ -395,12 +386,13 @@ int run_golden_run(const GoldenOptions& options, std::ostream& out, std::ostream
     throw impl::Unsupported(options.implementation, run.reason);  // bad input for this command: exit 2
   }
   if (run.kind != Kind::answered) throw std::runtime_error(run.message);
-  golden::write_candidate(options.output, run.tensors,
-                          {.precision = run.precision,
-                           .tp_size = run.per_rank_gradients ? test_case.plan.tp_size : 1,
-                           .rope_angles = run.rope_angles,
-                           .tp_convention = run.tp_convention,
-                           .declined = run.declined},
+  const Candidate& candidate = run.candidate;
+  golden::write_candidate(options.output, candidate.tensors,
+                          {.precision = candidate.precision,
+                           .tp_size = candidate.sharded ? test_case.plan.tp_size : 1,
+                           .rope_angles = candidate.rope_angles,
+                           .tp_convention = candidate.tp_convention,
+                           .declined = candidate.declined},
                           options.implementation);
   out << fmt::format("wrote {}: {} on {}\n", options.output, options.implementation, options.golden_file);
   return kExitOk;
@@ -474,7 +466,7 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostre
                              {"implementation", options.implementation},
                              {"passed", false},
                              {"integrity", integrity},
-                             {"verdict", verdict_word(verdict.kind)}};
+                             {"verdict", json_verdict(verdict)}};
         const char* key = verdict.kind == PairVerdict::Kind::unsupported   ? "declined"
                           : verdict.kind == PairVerdict::Kind::not_stated  ? "not_stated"
                           : verdict.kind == PairVerdict::Kind::not_checked ? "not_checked"
@@ -500,6 +492,7 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostre
     }
     if (options.json) {
       nlohmann::json entry = render_json(report);
+      entry["verdict"] = json_verdict(report);
       entry["golden"] = file;
       entry["implementation"] = options.implementation;
       entry["integrity"] = integrity;
@@ -558,30 +551,40 @@ int run_compare(const GoldenOptions& options, std::ostream& out, std::ostream& e
   const golden::CandidateDeclaration declared = golden::read_candidate_declaration(options.candidate);
   // Only a candidate that declares itself unsharded (/result@tp_size = 1) is excused from the per-rank
   // gradients; leaving them out without saying so is a failure, not a way around the check.
-  const bool skip_ranks = declared.tp_size == 1 && golden.test_case.plan.tp_size > 1;
-  const bool regrouped =
-      !skip_ranks && golden.test_case.plan.tp_size > 1 && declared.tp_convention != golden.tp_convention;
-  // The golden's per-rank tensors as the candidate declares it holds its own (SCHEMA.md, "TP conventions").
-  NamedTensors expected;
+  const bool sharded = !(declared.tp_size && *declared.tp_size == 1);
+  // The golden's answers as the candidate declares it holds its own (SCHEMA.md, "TP conventions"): its
+  // tensors are read by these names.
+  NamedTensors answers;
   try {
-    expected = golden::expected_tensors(golden, !skip_ranks, declared.tp_convention);
+    answers = answers_as_held(golden::expected_tensors(golden), golden.test_case.plan, golden.tp_convention, sharded,
+                              declared.tp_convention);
   } catch (const InputError& error) {
     throw InputError(fmt::format("candidate '{}': /result@tp_convention: {}", options.candidate, error.context()),
                      error.violations());
   }
-  const golden::Candidate candidate = golden::read_candidate(options.candidate, expected);
-  const SourcedYardstick yardstick = golden_yardstick(options.golden_file, golden, expected, candidate.precision,
-                                                      candidate.rope_angles, candidate.tp_convention, &err);
-  const CompareReport report = compare(golden.test_case, expected, candidate.tensors, candidate.precision,
-                                       &yardstick.errors, candidate.rope_angles, candidate.tp_convention,
-                                       candidate.declined);
-  std::vector<std::string> notes;
+  golden::Candidate read = golden::read_candidate(options.candidate, answers);
+  const Candidate candidate{.tensors = std::move(read.tensors),
+                            .precision = read.precision,
+                            .rope_angles = read.rope_angles,
+                            .tp_convention = read.tp_convention,
+                            .sharded = sharded,
+                            .declined = std::move(read.declined)};
+  Judgement judgement =
+      judge({.test_case = golden.test_case,
+             .answers = std::move(answers),
+             .held_as = golden.tp_convention,
+             .yardstick =
+                 [&](const NamedTensors& expected, const Candidate& judged) {
+                   return golden_yardstick(options.golden_file, golden, expected, judged.precision,
+                                           judged.rope_angles, judged.tp_convention, &err);
+                 },
+             .already_held = true},
+            candidate, "the candidate");
+  const CompareReport& report = judgement.report;
+  const SourcedYardstick& yardstick = judgement.yardstick;
+  const NamedTensors& expected = judgement.expected;
+  std::vector<std::string> notes = judgement.notes;
   if (const std::string line = describe(yardstick); !line.empty()) notes.push_back(line);
-  if (skip_ranks) notes.push_back("rank gradients not compared: the candidate declares tp_size 1");
-  if (regrouped) {
-    notes.push_back(fmt::format("rank gradients judged as the candidate holds them, {}; the golden's {} ones regrouped",
-                                to_string(declared.tp_convention), to_string(golden.tp_convention)));
-  }
   if (!options.html.empty()) {
     write_html_report(
         options.html,
@@ -596,7 +599,9 @@ int run_compare(const GoldenOptions& options, std::ostream& out, std::ostream& e
   }
   if (options.json) {
     nlohmann::json json = render_json(report);
-    json["rank_gradients_compared"] = !skip_ranks;
+    json["verdict"] = json_verdict(report);
+    json["notes"] = notes;
+    json["rank_gradients_compared"] = sharded || golden.test_case.plan.tp_size == 1;
     json["golden_tp_convention"] = to_string(golden.tp_convention);
     json["yardstick"] = yardstick_json(yardstick);
     json["integrity"] = golden.integrity == golden::Integrity::verified ? "verified" : "absent";

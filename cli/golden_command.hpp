@@ -6,6 +6,8 @@
 //   golden run      run an implementation on a golden's inputs and write a candidate file
 //   golden check    run an implementation on goldens' inputs and compare with their expected values
 //   golden yardstick  compute and store (or --verify) goldens' yardsticks for low-precision candidates
+//   golden draw     write the cases `fuzz --seed S` draws for a statement of capabilities as goldens
+//   golden admit    what each golden is for a statement of capabilities (JSON)
 //   compare         compare a candidate file (any implementation, any language) with a golden
 // Exit codes: 0 pass, 1 mismatch, 2 bad input.
 #pragma once
@@ -61,6 +63,10 @@ struct GoldenOptions {
   std::vector<std::string> yardstick_conventions;  // default: the golden's own
   bool verify = false;
   bool progress = false;  // check: a live progress line on stderr (cli/progress_line.hpp)
+  // draw, admit (cli/golden_draw_command.cpp)
+  std::int64_t draw_cases = 0;
+  std::string draw_profile = "short";
+  std::string supports_file;  // a statement of capabilities (JSON); draw: empty for everything
 };
 
 struct GoldenCommands {
@@ -73,6 +79,8 @@ struct GoldenCommands {
   CLI::App* compare = nullptr;
   CLI::App* coverage = nullptr;
   CLI::App* yardstick = nullptr;
+  CLI::App* draw = nullptr;
+  CLI::App* admit = nullptr;
 };
 
 GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options);
@@ -82,11 +90,6 @@ std::string integrity_note(const golden::Golden& golden, const std::string& path
 
 // A geometry in one line, as the check and compare reports head each golden.
 std::string describe_geometry(const Geometry& geometry);
-
-// What a golden's check says about its per-rank gradients beside the table (none compared: the
-// implementation is unsharded; regrouped: it holds them under another TP convention); empty for TP 1.
-std::vector<std::string> rank_gradient_notes(const golden::Golden& golden, const std::string& implementation,
-                                             bool sharded, TpConvention convention);
 
 // Each returns the exit code; InputError propagates (exit 2).
 // Progress of a long reference run (a line every 30 s) goes to err.
@@ -101,5 +104,9 @@ int run_golden_coverage(const GoldenOptions& options, std::ostream& out);  // cl
 // cli/golden_yardstick_command.cpp: `golden yardstick` (stored yardsticks, golden/stored_yardstick.hpp)
 void add_golden_yardstick_command(CLI::App& golden, GoldenCommands& commands, GoldenOptions& options);
 int run_golden_yardstick(const GoldenOptions& options, std::ostream& out, std::ostream& err);
+// cli/golden_draw_command.cpp
+void add_golden_draw_commands(CLI::App& golden, GoldenCommands& commands, GoldenOptions& options);
+int run_golden_draw(const GoldenOptions& options, std::ostream& out);
+int run_golden_admit(const GoldenOptions& options, std::ostream& out);
 
 }  // namespace attncheck::cli

@@ -56,7 +56,7 @@ std::vector<reference::AlternativeAnswer> latent_alternatives(const Case& test_c
     alternatives.push_back({.feature = feature.feature,
                             .claim = feature.claim,
                             .off = mutants::find_mutant(feature.mutant)->bug,
-                            .answer = implementation->run(test_case)});
+                            .answer = implementation->run(test_case).tensors});
   }
   return alternatives;
 }

@@ -6,6 +6,7 @@
 
 #include "cli/golden_command.hpp"
 #include "core/resources/memory_room.hpp"
+#include "core/compare/judge.hpp"
 #include "impl/candidate_run.hpp"
 #include "reference/memory_estimate.hpp"
 
@@ -76,19 +77,29 @@ GoldenPair judge_golden_pair(const std::string& path, const golden::Golden& gold
     verdict.message = run.message;
     return finish();
   }
-  const TpConvention convention = run.tp_convention;
-  const NamedTensors expected = golden::expected_tensors(golden, run.per_rank_gradients, convention);
-  pair.yardstick = golden_yardstick(path, golden, expected, run.precision, run.rope_angles, convention, yardstick_log);
+  const Candidate& candidate = run.candidate;
+  Judgement judgement = judge(
+      {.test_case = test_case,
+       .answers = golden::expected_tensors(golden),
+       .held_as = golden.tp_convention,
+       .yardstick =
+           [&](const NamedTensors& expected, const Candidate& judged) {
+             return golden_yardstick(path, golden, expected, judged.precision, judged.rope_angles,
+                                     judged.tp_convention, yardstick_log);
+           }},
+      candidate, implementation.name());
+  verdict.report = std::move(judgement.report);
+  pair.yardstick = std::move(judgement.yardstick);
   verdict.yardstick = describe(pair.yardstick);
-  verdict.report = compare(test_case, expected, run.tensors, run.precision, &pair.yardstick.errors, run.rope_angles,
-                           convention, run.declined);
-  pair.notes = rank_gradient_notes(golden, implementation.name(), run.per_rank_gradients, convention);
-  if (test_case.plan.tp_size > 1 && !admission.per_rank_gradients && !pair.notes.empty()) {
-    pair.notes.back() = fmt::format("rank gradients not compared: {} does not state tensor-parallel for this plan",
-                                    implementation.name());
+  pair.notes = std::move(judgement.notes);
+  if (test_case.plan.tp_size > 1 && !admission.per_rank_gradients) {
+    pair.notes = {fmt::format("rank gradients not compared: {} does not state tensor-parallel for this plan",
+                              implementation.name())};
   }
   if (!verdict.yardstick.empty()) pair.notes.push_back(verdict.yardstick);
-  if (drawing != nullptr) pair.maps = error_heatmaps(test_case, expected, run.tensors, verdict.report, *drawing);
+  if (drawing != nullptr) {
+    pair.maps = error_heatmaps(test_case, judgement.expected, candidate.tensors, verdict.report, *drawing);
+  }
   return finish();
 }
 

@@ -37,15 +37,36 @@ std::string verdict_word(PairVerdict::Kind kind) {
   return "judged";
 }
 
+std::string json_verdict(const CompareReport& report) {
+  if (!report.passed()) return "fail";
+  return report.declined_count() > 0 ? "pass_with_declined" : "pass";
+}
+
+std::string json_verdict(const PairVerdict& verdict) {
+  switch (verdict.kind) {
+    case PairVerdict::Kind::judged:
+      return json_verdict(verdict.report);
+    case PairVerdict::Kind::unsupported:
+      return "declined";
+    case PairVerdict::Kind::raised:
+      return "raised";
+    case PairVerdict::Kind::no_answer:
+      return "no_answer";
+    case PairVerdict::Kind::not_stated:
+      return "not_stated";
+    case PairVerdict::Kind::broken_promise:
+      return "broken_promise";
+    case PairVerdict::Kind::not_checked:
+      return "not_checked";
+  }
+  return "raised";
+}
+
 nlohmann::json verdict_json(const PairVerdict& verdict) {
   const bool judged = verdict.kind == PairVerdict::Kind::judged;
-  const std::string word = !judged                               ? verdict_word(verdict.kind)
-                           : !verdict.report.passed()            ? "FAIL"
-                           : verdict.report.declined_count() > 0 ? "pass*"
-                                                                 : "pass";
   nlohmann::json json{{"golden", verdict.golden},
                       {"implementation", verdict.implementation},
-                      {"verdict", word},
+                      {"verdict", json_verdict(verdict)},
                       {"passed", judged && verdict.report.passed()},
                       {"seconds", verdict.seconds}};
   if (judged) {

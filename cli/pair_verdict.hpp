@@ -61,7 +61,14 @@ PairVerdict::Kind failure_kind(const std::exception& error);
 // "not stated", "FAIL: broken promise", "NOT CHECKED".
 std::string verdict_word(PairVerdict::Kind kind);
 
-// {"golden", "implementation", "verdict" (verdict_word, or pass / pass* / FAIL when judged), "passed", "seconds",
+// The verdict as every --json output states it (docs/JSON.md; lower case, one word): "pass",
+// "pass_with_declined" (passed what it computed, some parts declined), "fail", "declined", "not_stated",
+// "broken_promise", "raised", "no_answer", "not_checked".
+std::string json_verdict(const PairVerdict& verdict);
+// The same for a judged report alone (`compare`): "pass", "pass_with_declined" or "fail".
+std::string json_verdict(const CompareReport& report);
+
+// {"golden", "implementation", "verdict" (json_verdict), "passed", "seconds",
 // "message" (not judged), "report" (judged: render_json), "memory" (when measured)}: `run --json`'s pair.
 nlohmann::json verdict_json(const PairVerdict& verdict);
 

@@ -73,7 +73,7 @@ nlohmann::json render_json(const SupportMatrix& matrix) {
     nlohmann::json status = nlohmann::json::object(), why = nlohmann::json::object();
     for (std::size_t i = 0; i < matrix.implementations.size(); ++i) {
       const PairVerdict& verdict = rung.verdicts.at(i);
-      status[matrix.implementations[i]] = matrix_status(verdict);
+      status[matrix.implementations[i]] = json_verdict(verdict);
       if (!verdict.message.empty()) why[matrix.implementations[i]] = verdict.message;
     }
     rungs.push_back({{"golden", rung.golden},

@@ -16,37 +16,6 @@
 
 namespace attncheck::cli {
 
-std::string_view source_name(YardstickSource source) {
-  switch (source) {
-    case YardstickSource::none:
-      return "none";
-    case YardstickSource::stored:
-      return "stored";
-    case YardstickSource::recomputed:
-      return "recomputed";
-    case YardstickSource::computed:
-      return "computed";
-  }
-  return "none";
-}
-
-std::string describe(const SourcedYardstick& yardstick) {
-  switch (yardstick.source) {
-    case YardstickSource::none:
-      return "";
-    case YardstickSource::stored:
-      return fmt::format("yardstick {}: stored in the golden, bound to its integrity digest", yardstick.contract);
-    case YardstickSource::recomputed:
-      return fmt::format(
-          "yardstick {}: computed now; the golden's stored one is not bound to a verified integrity digest, and "
-          "equals this recomputation",
-          yardstick.contract);
-    case YardstickSource::computed:
-      return fmt::format("yardstick {}: computed now (none current stored in the golden)", yardstick.contract);
-  }
-  return "";
-}
-
 SourcedYardstick golden_yardstick(const std::string& golden_path, const golden::Golden& golden,
                                   const NamedTensors& expected, Precision precision, RopeAngles angles,
                                   TpConvention convention, std::ostream* heartbeat) {

@@ -10,28 +10,10 @@
 #include <string>
 
 #include "core/compare/compare.hpp"
+#include "core/compare/sourced_yardstick.hpp"
 #include "golden/golden_file.hpp"
 
 namespace attncheck::cli {
-
-enum class YardstickSource {
-  none,        // fp64: the tolerance is in ulps, no yardstick
-  stored,      // read from the golden, its binding matching the file's verified integrity digest
-  recomputed,  // stored without a binding that counts, recomputed and equal: the recomputation is used
-  computed,    // nothing current stored: computed now
-};
-
-struct SourcedYardstick {
-  YardstickErrors errors;  // empty for fp64, which needs none
-  YardstickSource source = YardstickSource::none;
-  std::string contract;  // "fp32.float32.replicated-kv"; empty for fp64
-};
-
-// "stored", "recomputed", "computed" or "none" (not to_string: it would hide attncheck::to_string here).
-std::string_view source_name(YardstickSource source);
-// One line for reports: "yardstick fp32.float32.replicated-kv: stored in the golden, bound to its integrity
-// digest"; "" for fp64.
-std::string describe(const SourcedYardstick& yardstick);
 
 // expected: what the candidate is held to (golden::expected_tensors under `convention`); every name in it
 // must be in a stored yardstick for that one to be used. InputError when a stored yardstick that is not bound

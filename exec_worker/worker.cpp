@@ -83,16 +83,6 @@ NamedTensors candidate_names(const Case& test_case, const golden::CaseFileParts&
   return names;
 }
 
-// Whether the greeting's free text holds the word "sharded".
-bool greets_sharded(const std::string& line) {
-  std::istringstream words(line);
-  std::string word;
-  while (words >> word) {
-    if (word == "sharded") return true;
-  }
-  return false;
-}
-
 // The worker's temporary folder (case and candidate files), removed with everything in it.
 class TemporaryFolder {
  public:
@@ -155,18 +145,10 @@ class Worker : public Implementation {
   const std::string& name() const override { return name_; }
   // What its `supports` line stated (protocol 2), or everything, unstated (protocol 1).
   const Capabilities& capabilities() const override { return capabilities_; }
-  // Asked after run(): whether this case's candidate declared per-rank gradients (see run()).
-  bool sharded() const override { return sharded_; }
-  // The contract its latest candidate declared (checks ask after run()): fp64 before any.
-  Precision precision() const override { return precision_; }
-  RopeAngles rope_angles() const override { return rope_angles_; }
-  TpConvention tp_convention() const override { return tp_convention_; }
-  const DeclinedParts& declined() const override { return declined_; }
-
-  NamedTensors run(const Case& test_case) override {
+  // The case's candidate, as its candidate file declares it (SCHEMA.md, "Candidate files").
+  Candidate run(const Case& test_case) override {
     // A case that ended the worker (no answer in time, an exit, garbage on its output) is that case's verdict;
     // the next case gets a fresh worker rather than a failure it did not earn.
-    declined_.clear();  // this case's, once its candidate is read
     // What the case is for this worker: outside its statement, refused by name (callers that admit cases first,
     // impl/candidate_run.hpp, never get here with one); inside, the case file holds the parts it states.
     const Admission admission = admit(capabilities_, outline_of(test_case));
@@ -246,8 +228,7 @@ class Worker : public Implementation {
     std::filesystem::remove(candidate_path, ignored);
     // The candidate file declares its precision contract (SCHEMA.md): the worker is judged by it, as
     // `attncheck compare` judges the same file.
-    precision_ = candidate.precision;
-    rope_angles_ = candidate.rope_angles;
+    Candidate answer{.precision = candidate.precision, .rope_angles = candidate.rope_angles};
     // One rule with `attncheck compare` (SCHEMA.md, "Candidate files"): the candidate's /result@tp_size
     // decides whether its per-rank gradients are checked — 1: excused; absent or the case's tp_size:
     // checked; anything else: a wrong TP layout, a failure.
@@ -256,21 +237,22 @@ class Worker : public Implementation {
       throw std::runtime_error(fmt::format("{}: its candidate declares tp_size {} for a case of tp_size {}", name_,
                                            *candidate.tp_size, case_tp));
     }
-    sharded_ = case_tp > 1 && candidate.tp_size.value_or(case_tp) == case_tp;
+    answer.sharded = case_tp > 1 && candidate.tp_size.value_or(case_tp) == case_tp;
     // Its per-rank gradients are held as its /result@tp_convention says (the oracle's are regrouped to
     // it); a convention that cannot partition this case's plan is a candidate that disagrees with itself.
-    tp_convention_ = candidate.tp_convention;
+    answer.tp_convention = candidate.tp_convention;
     // read_candidate refused malformed parts, `out`, and parts also supplied; the reasons are the
     // worker's text, repeated in reports: bounded and escaped.
     for (auto& [part, reason] : candidate.declined) reason = echoable(reason);
-    declined_ = std::move(candidate.declined);
-    if (sharded_) {
-      if (const std::string problem = partition_problem(test_case.plan, tp_convention_); !problem.empty()) {
+    answer.declined = std::move(candidate.declined);
+    if (answer.sharded) {
+      if (const std::string problem = partition_problem(test_case.plan, answer.tp_convention); !problem.empty()) {
         throw std::runtime_error(fmt::format("{}: its candidate declares tp_convention {}, which {}", name_,
-                                             to_string(tp_convention_), problem));
+                                             to_string(answer.tp_convention), problem));
       }
     }
-    return std::move(candidate.tensors);
+    answer.tensors = std::move(candidate.tensors);
+    return answer;
   }
 
  private:
@@ -294,7 +276,6 @@ class Worker : public Implementation {
     const WorkerLine greeting = read_line();
     const int protocol = greeting.end == WorkerLine::End::line ? greeting_protocol(greeting.text) : 0;
     if (protocol != 0) {
-      sharded_ = greets_sharded(greeting.text);  // until a candidate declares its tp_size
       if (protocol == 1) {
         // A restarted worker speaks as it did at first: one that stated capabilities cannot drop them silently.
         return statement_read_ ? "it greeted with protocol 1 when restarted, having stated its capabilities at first"
@@ -444,11 +425,6 @@ class Worker : public Implementation {
   std::optional<WorkerSession> session_;  // the running worker (a new one after a case ended the last)
   Capabilities capabilities_;             // protocol 2's statement; everything, unstated, for protocol 1
   bool statement_read_ = false;
-  bool sharded_ = false;                  // what its latest candidate declared (the greeting before any)
-  Precision precision_ = Precision::fp64;
-  RopeAngles rope_angles_ = RopeAngles::float32;
-  TpConvention tp_convention_ = TpConvention::replicated_kv;
-  DeclinedParts declined_;
   std::string line_;           // the line being read: its first kLongestWorkerLine bytes
   std::size_t line_cut_ = 0;   // and how many more it had
   std::string unread_;         // bytes read after the last line's newline

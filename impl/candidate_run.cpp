@@ -63,7 +63,7 @@ CandidateRun run_candidate(Implementation& implementation, const Case& test_case
   }
   CandidateRun run;
   try {
-    run.tensors = implementation.run(test_case);
+    run.candidate = implementation.run(test_case);
   } catch (const Unavailable& error) {  // nothing about the case: it cannot run here at all
     return failed(CandidateRun::Kind::declined, error.what(), reason_of(error));
   } catch (const Unsupported& error) {
@@ -80,22 +80,22 @@ CandidateRun run_candidate(Implementation& implementation, const Case& test_case
   } catch (const std::exception& error) {
     return failed(CandidateRun::Kind::raised, error.what());
   }
-  // Asked after the run: an exec: worker answers for the case it ran, from its candidate.
-  run.precision = implementation.precision();
-  run.rope_angles = implementation.rope_angles();
-  run.tp_convention = implementation.tp_convention();
-  run.per_rank_gradients = admission.per_rank_gradients && implementation.sharded();
+  Candidate& candidate = run.candidate;
+  const bool reported_ranks = candidate.sharded;
+  // Its per-rank gradients are judged only where its statement admits the case's plan.
+  candidate.sharded = admission.per_rank_gradients && reported_ranks;
   const Capabilities& capabilities = implementation.capabilities();
   if (admission.stated) {
     std::vector<std::string> broken;
-    for (const auto& [part, reason] : implementation.declined()) {
+    for (const auto& [part, reason] : candidate.declined) {
       if (!left_out(part, admission)) broken.push_back(fmt::format("it declined {} ({})", part, reason));
     }
-    if (admission.per_rank_gradients && !implementation.sharded()) {
+    if (admission.per_rank_gradients && !reported_ranks) {
       broken.push_back(fmt::format("it returned no per-rank gradients for TP {}", test_case.plan.tp_size));
     }
-    if (!capabilities.precisions.empty() && !capabilities.precisions.contains(run.precision)) {
-      broken.push_back(fmt::format("its candidate declares {}, not a precision it states", to_string(run.precision)));
+    if (!capabilities.precisions.empty() && !capabilities.precisions.contains(candidate.precision)) {
+      broken.push_back(
+          fmt::format("its candidate declares {}, not a precision it states", to_string(candidate.precision)));
     }
     if (!broken.empty()) {
       std::string message = fmt::format("{} broke its stated capabilities: ", name);
@@ -103,10 +103,9 @@ CandidateRun run_candidate(Implementation& implementation, const Case& test_case
       return failed(CandidateRun::Kind::broken_promise, message);
     }
   }
-  run.declined = implementation.declined();
   for (const auto& [part, reason] : admission.parts_not_stated) {
-    run.declined[part] = reason;
-    std::erase_if(run.tensors, [&part](const auto& entry) { return within(entry.first, part); });
+    candidate.declined[part] = reason;
+    std::erase_if(candidate.tensors, [&part](const auto& entry) { return within(entry.first, part); });
   }
   return run;
 }

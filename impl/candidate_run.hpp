@@ -1,8 +1,7 @@
 // One implementation run on one case, the one way every command runs it (golden check, run, fuzz, mutants,
 // the property suite): the case admitted by the implementation's capabilities first (core/capabilities), then
-// run, its refusals and failures told apart, its stated promises checked, and what it declares about its
-// answer (precision contract, TP layout, declined parts) gathered for the judge. The caller judges the tensors
-// against its expected ones (a golden's, or the oracle's) with compare().
+// run, its refusals and failures told apart, and its stated promises checked. The caller judges the candidate
+// against a golden's or the oracle's answers with judge() (core/compare/judge.hpp).
 #pragma once
 
 #include <string>
@@ -25,16 +24,10 @@ struct CandidateRun {
   Kind kind = Kind::answered;
   std::string message;  // all but answered: why
   std::string reason;   // not_stated and declined: the reason alone (what `fuzz` tallies), without the name
-  // answered: its tensors under golden names, less any inside a part attncheck declined on its behalf.
-  NamedTensors tensors;
-  // answered: what it declares, asked after the run (an exec: worker answers from its candidate).
-  Precision precision = Precision::fp64;
-  RopeAngles rope_angles = RopeAngles::float32;
-  TpConvention tp_convention = TpConvention::replicated_kv;
-  // Whether its per-rank gradients are judged: the admission runs the case's plan and it reported them.
-  bool per_rank_gradients = false;
-  // Parts not judged, with reasons: those it declined and those its statement lacks (Admission::parts_not_stated).
-  DeclinedParts declined;
+  // answered: what it returned (core/compare/candidate.hpp), less any tensor inside a part attncheck declined on
+  // its behalf (Admission::parts_not_stated, added to its declined parts with their reasons); `sharded` only
+  // where the admission judges the case's per-rank gradients and it reported them.
+  Candidate candidate;
 };
 
 // "answered", "not stated", "declined", "broken promise", "raised", "no answer", "out of memory".

@@ -16,18 +16,18 @@ class FunctionImplementation : public Implementation {
         capabilities_(std::move(capabilities)) {}
   const std::string& name() const override { return name_; }
   const Capabilities& capabilities() const override { return capabilities_; }
-  bool sharded() const override { return sharded_; }
-  Precision precision() const override { return precision_; }
-  RopeAngles rope_angles() const override { return rope_angles_; }
-  const DeclinedParts& declined() const override { return declined_; }
-  NamedTensors run(const Case& test_case) override {
-    declined_.clear();
+  Candidate run(const Case& test_case) override {
     if (const Admission admission = admit(capabilities_, outline_of(test_case)); !admission.admitted()) {
       throw Unsupported(name_, admission.reason());
     }
     Result result = run_(test_case);
-    declined_ = std::move(result.declined);  // what this case's Result declined, asked after run()
-    return named_tensors(std::move(result));
+    DeclinedParts declined = std::move(result.declined);
+    return {.tensors = named_tensors(std::move(result)),
+            .precision = precision_,
+            .rope_angles = rope_angles_,
+            .tp_convention = TpConvention::replicated_kv,  // attncheck's own layers shard as the reference does
+            .sharded = sharded_,
+            .declined = std::move(declined)};
   }
 
  private:
@@ -37,7 +37,6 @@ class FunctionImplementation : public Implementation {
   Precision precision_;
   RopeAngles rope_angles_;
   Capabilities capabilities_;
-  DeclinedParts declined_;
 };
 
 }  // namespace

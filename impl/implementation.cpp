@@ -17,9 +17,4 @@ const Capabilities& Implementation::capabilities() const {
   return everything;
 }
 
-const DeclinedParts& Implementation::declined() const {
-  static const DeclinedParts nothing;
-  return nothing;
-}
-
 }  // namespace attncheck::impl

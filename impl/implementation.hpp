@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/capabilities/capabilities.hpp"
+#include "core/compare/candidate.hpp"
 #include "core/compare/compare.hpp"
 #include "core/errors/input_error.hpp"
 #include "core/model/case.hpp"
@@ -55,28 +56,13 @@ class Implementation {
   // one is a promise (impl/candidate_run.hpp: declining what it states is its failure). Everything, unstated,
   // unless it says otherwise; an exec: worker states its own in the protocol (exec_worker/worker.hpp).
   virtual const Capabilities& capabilities() const;
-  // Whether it reports per-rank gradients (runs the case's TP plan). One that does not is compared on
-  // out, decode/out and the full gradients only. Asked after run(): an exec: worker answers for the
-  // case it just ran, from its candidate's /result@tp_size, as `attncheck compare` reads that file.
-  virtual bool sharded() const = 0;
-  // The precision it computes in; below fp64 it is held to the yardstick (core/compare/tolerance.hpp).
-  virtual Precision precision() const { return Precision::fp64; }
-  // How it forms RoPE angles below fp64, the rest of its precision contract (core/model/precision.hpp).
-  // float32 (transformers' way) unless it says otherwise: the looser yardstick.
-  virtual RopeAngles rope_angles() const { return RopeAngles::float32; }
-  // How its per-rank gradients are held (core/tp/tp_convention.hpp); the oracle's are regrouped to it.
-  // attncheck's own implementations shard as replicated-kv; an exec: worker answers, after run(), from
-  // its candidate's /result@tp_convention.
-  virtual TpConvention tp_convention() const { return TpConvention::replicated_kv; }
-  // The parts of the case it just ran that it declined, with reasons (DeclinedParts,
-  // core/model/result.hpp), asked after run(): reported as declined, never as passing. An exec: worker
-  // answers from its candidate's /result/declined, a function implementation from its Result.
-  virtual const DeclinedParts& declined() const;
-  // Forward, backward and decoding of the case, as tensors under their golden-file names ("out",
-  // "grads/q_proj", "decode/out", "ranks/1/grads/k_proj"; golden/SCHEMA.md). Unsupported when it
-  // cannot run the case; NoAnswer when it ran past its time limit; any other exception is the
+  // Forward, backward and decoding of the case, as a Candidate (core/compare/candidate.hpp): its tensors
+  // under their golden-file names ("out", "grads/q_proj", "decode/out", "ranks/1/grads/k_proj";
+  // golden/SCHEMA.md) with everything it declares about them (precision contract, whether it reports per-rank
+  // gradients and how it holds them, the parts it declined). Nothing is asked of it after the run. Unsupported
+  // when it cannot run the case; NoAnswer when it ran past its time limit; any other exception is the
   // implementation failing (a bad candidate from an exec: worker included: never an InputError).
-  virtual NamedTensors run(const Case& test_case) = 0;
+  virtual Candidate run(const Case& test_case) = 0;
 };
 
 }  // namespace attncheck::impl

@@ -10,12 +10,7 @@ class NarrowedImplementation : public Implementation {
       : inner_(std::move(inner)), capabilities_(std::move(capabilities)) {}
   const std::string& name() const override { return inner_->name(); }
   const Capabilities& capabilities() const override { return capabilities_; }
-  bool sharded() const override { return inner_->sharded(); }
-  Precision precision() const override { return inner_->precision(); }
-  RopeAngles rope_angles() const override { return inner_->rope_angles(); }
-  TpConvention tp_convention() const override { return inner_->tp_convention(); }
-  const DeclinedParts& declined() const override { return inner_->declined(); }
-  NamedTensors run(const Case& test_case) override { return inner_->run(test_case); }
+  Candidate run(const Case& test_case) override { return inner_->run(test_case); }
 
  private:
   std::unique_ptr<Implementation> inner_;

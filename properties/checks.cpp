@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "core/compare/rank_regroup.hpp"
+#include "core/compare/judge.hpp"
 #include "impl/candidate_run.hpp"
 #include "reference/reference.hpp"
 #include "reference/yardstick.hpp"
@@ -54,8 +54,8 @@ std::optional<CheckOutcome> unjudged(const impl::CandidateRun& run, const std::s
 }
 
 // The oracle, from the answer given or computed now; the implementation has run and answered.
-CheckOutcome judge(impl::Implementation& implementation, const Case& test_case, impl::CandidateRun run,
-                   const OracleAnswer& oracle) {
+CheckOutcome judged(impl::Implementation& implementation, const Case& test_case, const impl::CandidateRun& run,
+                    const OracleAnswer& oracle) {
   CheckOutcome outcome{.property = "matches-reference"};
   if (!oracle.tensors) {
     return {.verdict = Verdict::unsupported,
@@ -63,29 +63,29 @@ CheckOutcome judge(impl::Implementation& implementation, const Case& test_case, 
             .detail = fmt::format("no reference answer: {}", oracle.declined),
             .unsupported_reason = "no reference answer (the fp64 oracle declined the case)"};
   }
-  NamedTensors expected = *oracle.tensors;  // this check's copy: dropped and regrouped below for the implementation
-  NamedTensors& actual = run.tensors;
-  // What the run declared (a worker's candidate declares its TP layout and precision contract).
-  if (!run.per_rank_gradients) {
-    std::erase_if(expected, [](const auto& entry) { return entry.first.starts_with("ranks/"); });
-  }
-  // The oracle's per-rank gradients (replicated-kv) regrouped to how the implementation holds its own.
-  const TpConvention convention = run.tp_convention;
-  expected = regroup_rank_tensors(std::move(expected), test_case.plan, TpConvention::replicated_kv, convention);
-  const Precision precision = run.precision;
-  const RopeAngles angles = run.rope_angles;
-  YardstickErrors yardstick;
+  // The oracle's per-rank gradients are held replicated-kv; the judge regroups them to how it holds its own.
+  const YardstickFinder yardstick = [&test_case](const NamedTensors& expected, const Candidate& candidate) {
+    try {
+      return SourcedYardstick{.errors = reference::yardstick_errors(test_case, expected, candidate.precision,
+                                                                    candidate.rope_angles, candidate.tp_convention),
+                              .source = YardstickSource::computed};
+    } catch (const InputError& error) {  // a case the emulated yardstick cannot measure (longrope decode)
+      throw NoYardstick(error.what());
+    }
+  };
+  CompareReport report;
   try {
-    yardstick = reference::yardstick_errors(test_case, expected, precision, angles, convention);
-  } catch (const InputError& error) {  // a case the emulated yardstick cannot measure (longrope decode)
+    report = attncheck::judge({.test_case = test_case,
+                               .answers = *oracle.tensors,
+                               .held_as = TpConvention::replicated_kv,
+                               .yardstick = yardstick},
+                              run.candidate, implementation.name())
+                 .report;
+  } catch (const NoYardstick& error) {
     return {.verdict = Verdict::unsupported,
             .property = outcome.property,
             .detail = fmt::format("no yardstick: {}", error.what()),
             .unsupported_reason = "no yardstick (the emulated layer cannot measure the case)"};
-  }
-  CompareReport report;
-  try {
-    report = compare(test_case, expected, actual, precision, &yardstick, angles, convention, run.declined);
   } catch (const InputError& error) {  // declined parts that are malformed, `out`, or also supplied
     return {.verdict = Verdict::fail,
             .property = outcome.property,
@@ -115,7 +115,7 @@ CheckOutcome check_matches_reference(impl::Implementation& implementation, const
   impl::CandidateRun run =
       impl::run_candidate(implementation, test_case, admit(implementation.capabilities(), outline_of(test_case)));
   if (auto outcome = unjudged(run, implementation.name(), "matches-reference")) return *outcome;
-  return judge(implementation, test_case, std::move(run), oracle_answer(test_case));  // the oracle only now
+  return judged(implementation, test_case, run, oracle_answer(test_case));  // the oracle only now
 }
 
 CheckOutcome check_matches_reference(impl::Implementation& implementation, const Case& test_case,
@@ -123,7 +123,7 @@ CheckOutcome check_matches_reference(impl::Implementation& implementation, const
   impl::CandidateRun run =
       impl::run_candidate(implementation, test_case, admit(implementation.capabilities(), outline_of(test_case)));
   if (auto outcome = unjudged(run, implementation.name(), "matches-reference")) return *outcome;
-  return judge(implementation, test_case, std::move(run), oracle);
+  return judged(implementation, test_case, run, oracle);
 }
 
 }  // namespace attncheck::properties

@@ -45,7 +45,7 @@ struct FuzzOptions {
   std::int64_t shard_index = 0;
   std::int64_t shard_count = 1;
   GenLimits limits;
-  std::string repro_dir = ".";  // where the failing case is saved
+  std::string repro_dir;  // where the failing case is saved; empty: a fresh temporary folder (repro_folder())
   std::int64_t shrink_candidates = kDefaultShrinkCandidates;
   double shrink_time_limit_seconds = 300.0;  // a runaway stop for shrinking (0: none)
   std::int64_t sequence_cases = kDefaultSequenceCases;

@@ -25,10 +25,9 @@ namespace {
 class RecordingImplementation : public impl::Implementation {
  public:
   const std::string& name() const override { return name_; }
-  bool sharded() const override { return true; }
-  NamedTensors run(const Case& test_case) override {
+  Candidate run(const Case& test_case) override {
     seen.insert(fmt_case(test_case));
-    return named_tensors(reference::run_reference_tp(test_case));
+    return {.tensors = named_tensors(reference::run_reference_tp(test_case)), .sharded = true};
   }
   static std::string fmt_case(const Case& c) {
     return std::to_string(c.inputs.x.values.size()) + ":" + std::to_string(c.inputs.x.values.front()) + ":" +
@@ -58,14 +57,12 @@ class MegatronHeldImplementation : public impl::Implementation {
  public:
   explicit MegatronHeldImplementation(std::optional<int> perturbed_rank) : perturbed_rank_(perturbed_rank) {}
   const std::string& name() const override { return name_; }
-  bool sharded() const override { return true; }
-  TpConvention tp_convention() const override { return TpConvention::megatron_equal_block; }
-  NamedTensors run(const Case& test_case) override {
+  Candidate run(const Case& test_case) override {
     Result result = reference::run_reference_tp(test_case);
     result.rank_gradients = regroup_rank_gradients(result.rank_gradients, test_case.plan, TpConvention::replicated_kv,
                                                    TpConvention::megatron_equal_block);
     if (perturbed_rank_) result.rank_gradients.at(*perturbed_rank_).k_proj.values.front() += 1.0;
-    return named_tensors(result);
+    return {.tensors = named_tensors(result), .tp_convention = TpConvention::megatron_equal_block, .sharded = true};
   }
 
  private:
@@ -186,11 +183,10 @@ TEST(Fuzz, TheLongProfileReachesTileEdgesAndStaysWithinItsBudget) {
 class WrongPastOneTile : public impl::Implementation {
  public:
   const std::string& name() const override { return name_; }
-  bool sharded() const override { return true; }
-  NamedTensors run(const Case& test_case) override {
+  Candidate run(const Case& test_case) override {
     NamedTensors tensors = named_tensors(reference::run_reference_tp(test_case));
     if (test_case.inputs.seq > 64) tensors.at("out").values[0] += 1.0;
-    return tensors;
+    return {.tensors = std::move(tensors), .sharded = true};
   }
 
  private:
@@ -312,14 +308,13 @@ TEST(Fuzz, ARunStoppedByItsTimeLimitSaysSo) {
 class ShapeCachingImplementation : public impl::Implementation {
  public:
   const std::string& name() const override { return name_; }
-  bool sharded() const override { return true; }
-  NamedTensors run(const Case& test_case) override {
+  Candidate run(const Case& test_case) override {
     const auto key = std::make_pair(test_case.inputs.x.shape, test_case.weights.q_proj.shape);
     for (const auto& [cached_key, answer] : cache_) {
-      if (cached_key == key) return answer;
+      if (cached_key == key) return {.tensors = answer, .sharded = true};
     }
     cache_.emplace_back(key, named_tensors(reference::run_reference_tp(test_case)));
-    return cache_.back().second;
+    return {.tensors = cache_.back().second, .sharded = true};
   }
 
  private:
@@ -356,13 +351,12 @@ TEST(Fuzz, AFailureAfterEarlierCasesIsReportedWithItsSequence) {
 class NeedsTwoEarlierCases : public impl::Implementation {
  public:
   const std::string& name() const override { return name_; }
-  bool sharded() const override { return true; }
-  NamedTensors run(const Case& test_case) override {
+  Candidate run(const Case& test_case) override {
     NamedTensors tensors = named_tensors(reference::run_reference_tp(test_case));
     const auto size = static_cast<std::int64_t>(test_case.inputs.x.values.size());
     if (size == failing_size && saw(size_5) && saw(size_11)) tensors.at("out").values[0] += 1.0;
     seen_.push_back(size);
-    return tensors;
+    return {.tensors = std::move(tensors), .sharded = true};
   }
   static inline std::int64_t failing_size = 0, size_5 = 0, size_11 = 0;
 
@@ -406,11 +400,10 @@ class FailsOnceInTheFirstInstance : public impl::Implementation {
  public:
   FailsOnceInTheFirstInstance() : first_(instances_++ == 0) {}
   const std::string& name() const override { return name_; }
-  bool sharded() const override { return true; }
-  NamedTensors run(const Case& test_case) override {
+  Candidate run(const Case& test_case) override {
     NamedTensors tensors = named_tensors(reference::run_reference_tp(test_case));
     if (first_ && ++runs_ == 5) tensors.at("out").values[0] += 1.0;
-    return tensors;
+    return {.tensors = std::move(tensors), .sharded = true};
   }
   static inline int instances_ = 0;
 

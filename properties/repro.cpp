@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -49,12 +52,6 @@ std::string repro_stem(const Case& test_case, const std::string& implementation)
   return fmt::format("repro-{}-{:08x}", file_name_fragment(implementation), hash & 0xffffffffU);
 }
 
-void write_case(const Case& test_case, const std::string& path, const std::string& generator) {
-  const golden::Golden golden{
-      .test_case = test_case, .expected = reference::run_reference_tp(test_case), .generator = generator};
-  golden::write_golden(path, golden);
-}
-
 [[noreturn]] void refuse_sequence(const std::string& folder, const std::string& value, const std::string& problem) {
   ViolationList violations;
   violations.add(folder, value, problem,
@@ -67,24 +64,44 @@ void write_case(const Case& test_case, const std::string& path, const std::strin
 
 }  // namespace
 
-std::string write_repro(const Case& test_case, const std::string& directory, const std::string& implementation) {
-  std::filesystem::create_directories(directory);
+std::string repro_folder(const std::string& requested) {
+  if (!requested.empty()) {
+    std::filesystem::create_directories(requested);
+    return requested;
+  }
+  // mkdtemp: a fresh folder only this process made (0700), never one another process planted at a known path.
+  const char* root = std::getenv("TMPDIR");
+  std::string pattern = fmt::format("{}/attncheck-repro-XXXXXX", root != nullptr && *root != '\0' ? root : "/tmp");
+  if (mkdtemp(pattern.data()) == nullptr) {
+    throw std::runtime_error(fmt::format("cannot make a repro folder {}: {}", pattern, std::strerror(errno)));
+  }
+  return pattern;
+}
+
+void write_case_golden(const Case& test_case, const std::string& path, const std::string& generator) {
+  const golden::Golden golden{
+      .test_case = test_case, .expected = reference::run_reference_tp(test_case), .generator = generator};
+  golden::write_golden(path, golden);
+}
+
+std::string write_repro(const Case& test_case, const std::string& requested, const std::string& implementation) {
+  const std::string directory = repro_folder(requested);
   const std::string path = fmt::format("{}/{}.h5", directory, repro_stem(test_case, implementation));
-  write_case(test_case, path, fmt::format("attncheck fuzz ({} failed)", implementation));
+  write_case_golden(test_case, path, fmt::format("attncheck fuzz ({} failed)", implementation));
   return path;
 }
 
 std::string write_sequence_repro(const std::vector<SequenceCase>& cases, const std::string& comment,
-                                 const std::string& directory, const std::string& implementation) {
-  const std::string folder =
-      fmt::format("{}/{}-sequence", directory, repro_stem(cases.back().test_case, implementation));
+                                 const std::string& requested, const std::string& implementation) {
+  const std::string folder = fmt::format("{}/{}-sequence", repro_folder(requested),
+                                         repro_stem(cases.back().test_case, implementation));
   std::filesystem::create_directories(folder);
   std::ostringstream listing;
   std::istringstream comment_lines(comment);
   for (std::string line; std::getline(comment_lines, line);) listing << "# " << line << '\n';
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const bool last = i + 1 == cases.size();
-    write_case(cases[i].test_case, fmt::format("{}/{}.h5", folder, cases[i].name),
+    write_case_golden(cases[i].test_case, fmt::format("{}/{}.h5", folder, cases[i].name),
                last ? fmt::format("attncheck fuzz ({} failed after the cases before it in {})", implementation,
                                   kSequenceListing)
                     : fmt::format("attncheck fuzz (case {} of a sequence {} failed after)", i + 1, implementation));

@@ -312,6 +312,32 @@ std::string_view to_string(TensorStatus status) {
   return "?";
 }
 
+std::string_view json_word(TensorStatus status) {
+  switch (status) {
+    case TensorStatus::ok:
+      return "ok";
+    case TensorStatus::mismatch:
+      return "mismatch";
+    case TensorStatus::missing:
+      return "missing";
+    case TensorStatus::wrong_shape:
+      return "wrong_shape";
+    case TensorStatus::non_finite:
+      return "non_finite";
+    case TensorStatus::declined:
+      return "declined";
+  }
+  return "?";
+}
+
+std::optional<TensorStatus> tensor_status_from_json(std::string_view word) {
+  for (const TensorStatus status : {TensorStatus::ok, TensorStatus::mismatch, TensorStatus::missing,
+                                    TensorStatus::wrong_shape, TensorStatus::non_finite, TensorStatus::declined}) {
+    if (json_word(status) == word) return status;
+  }
+  return std::nullopt;
+}
+
 bool CompareReport::passed() const {
   return failed_count() == 0;
 }
@@ -514,7 +540,7 @@ nlohmann::json render_json(const CompareReport& report) {
   for (const TensorReport& t : report.tensors) {
     const bool finite_error = std::isfinite(t.max_error);
     tensors.push_back({{"name", t.name},
-                       {"status", to_string(t.status)},
+                       {"status", json_word(t.status)},
                        {"expected_shape", t.expected_shape},
                        {"actual_shape", t.actual_shape},
                        {"scale", t.scale},

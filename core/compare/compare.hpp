@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,7 +53,9 @@ void for_each_named_tensor(const Result& result, const std::function<void(const 
 // declined: the candidate declined the tensor (DeclinedParts, core/model/result.hpp), with a reason; it
 // is not judged, fails nothing, and is always reported.
 enum class TensorStatus { ok, mismatch, missing, wrong_shape, non_finite, declined };
-std::string_view to_string(TensorStatus status);
+std::string_view to_string(TensorStatus status);  // as tables print it: "ok", "MISMATCH", "WRONG SHAPE", ...
+std::string_view json_word(TensorStatus status);  // as --json states it: "ok", "mismatch", "wrong_shape", ...
+std::optional<TensorStatus> tensor_status_from_json(std::string_view word);  // json_word's inverse
 
 struct TensorReport {
   std::string name;
