@@ -37,8 +37,7 @@ def rotate(t, cos, sin):  # half-split RoPE over the whole head
     return torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)
 
 
-def run_case(case_path, candidate_path, layer_class=MyAttention):
-    case = attncheck.read_case(case_path)  # only cases within SUPPORTS arrive
+def layer_tensors(case, layer_class=MyAttention):  # what attncheck.check(layer, golden) calls: case -> tensors
     layer = layer_class(case.hidden_size, case.num_heads, case.num_kv_heads, case.head_dim)
     with torch.no_grad():
         for name, parameter in layer.named_parameters():
@@ -49,8 +48,12 @@ def run_case(case_path, candidate_path, layer_class=MyAttention):
     out.backward(torch.from_numpy(case.dout))
     tensors = {"out": out.detach(), "grads/x": x.grad}
     tensors.update({f"grads/{name.removesuffix('.weight')}": p.grad for name, p in layer.named_parameters()})
-    attncheck.write_candidate(candidate_path, {name: t.numpy() for name, t in tensors.items()},
-                              generator="my_attention_worker.py")
+    return {name: t.numpy() for name, t in tensors.items()}
+
+
+def run_case(case_path, candidate_path, layer_class=MyAttention):  # the worker's: files in, files out
+    tensors = layer_tensors(attncheck.read_case(case_path), layer_class)  # only cases within SUPPORTS arrive
+    attncheck.write_candidate(candidate_path, tensors, generator="my_attention_worker.py")
 
 
 if __name__ == "__main__":
