@@ -1,5 +1,5 @@
 // What golden/SCHEMA.md's precision contract allows, and what breaking it costs, against sequence
-// length: a measurement (README's table), not a benchmark. For a Qwen3-shaped head pair at the goldens'
+// length: a measurement (docs/PRECISION.md's table), not a benchmark. For a Qwen3-shaped head pair at the goldens'
 // large positions it prints, per seq, the largest error of out relative to out's scale for
 //   - one nearest-rounded run of the yardstick (reference/emulated_layer) in fp32 with float32 angles
 //     and with float64 angles, in bf16 and in fp16 (float64 angles): what the contract allows is k times

@@ -27,7 +27,7 @@ struct RunOptions {
   std::string junit;                         // also write the verdicts as JUnit XML here (cli/junit_report.hpp)
   std::string html;                          // also write the HTML report here (cli/html_report.hpp)
   bool html_all = false;                     // with html: every compared tensor's map, not only failing ones
-  int jobs = 1;                              // pairs of one golden run side by side (README: more is faster, not the same digits)
+  int jobs = 1;                              // pairs of one golden run side by side (docs/REPORTS.md: more is faster, not the same digits)
   bool progress = false;                     // a live progress line on `err` (cli/progress_line.hpp)
   bool json = false;                         // one JSON object on `out` instead of the tables
 };

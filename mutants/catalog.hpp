@@ -30,7 +30,7 @@ struct Mutant {
   // The precision it declares, which decides its tolerance (the yardstick's, below fp64).
   Precision precision = Precision::fp64;
   RopeAngles rope_angles = RopeAngles::float32;
-  // The real bug it re-plants, "owner/repository#number" (a PR, or the issue and its fix), as README's
+  // The real bug it re-plants, "owner/repository#number" (a PR, or the issue and its fix), as docs/MUTANTS.md's
   // mutant table shows it; empty for the bugs the team imagined.
   std::string source;
   // Shrink candidates `attncheck mutants` checks for it unless told otherwise (0: the fuzzer's default).

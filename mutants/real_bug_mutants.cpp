@@ -1,4 +1,4 @@
-// Bugs that real frameworks shipped (README's mutant table names each source), re-planted in
+// Bugs that real frameworks shipped (docs/MUTANTS.md names each source), re-planted in
 // attncheck's own terms: the mechanism, not anyone's code. Those whose mechanism is already one of the
 // catalog's mutants run that mutant (catalog.cpp names both); these are the ones with a mechanism of
 // their own. Geometry bugs run the reference with the geometry the framework built; bugs inside the

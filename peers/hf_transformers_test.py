@@ -54,7 +54,7 @@ def agreement(attncheck, work_dir, goldens):
         worst.append((os.path.basename(golden), module_of.get(os.path.basename(golden), "?"),
                       worst_ulps(compare.stdout)))
         os.remove(candidate)  # the 32B and NeoX-20B candidates are ~1 GB each
-    # The README's table (family -> module -> worst error) is read from here.
+    # docs/FRAMEWORKS.md's table (family -> module -> worst error) is read from here.
     print("golden | transformers module | worst error (ulps of the tensor's scale)")
     for name, module, ulps in worst:
         print(f"{name} | {module} | {ulps:.3g}")
@@ -177,7 +177,7 @@ def queries_without_keys(golden):
 # Committed goldens whose geometry no transformers module expresses, each with the reasons the adapter must
 # give (exit 2, no candidate). Named one by one, so that a golden the adapter starts refusing fails here.
 # narrow_bidirectional: an encoder-style layer (no causal mask) with q/k/v biases but none on o_proj, the
-# committed golden where fp16 accumulation of P.V shows (README).
+# committed golden where fp16 accumulation of P.V shows (docs/FRAMEWORKS.md).
 EXPECTED_REFUSALS = {"narrow_bidirectional_seq4096.h5": ["causal = 0", "qkv_bias != out_bias"],
                      # sinks take the gpt-oss module, which scales by head_dim^-0.5 only
                      "small_cp_ring_large_logits.h5": ["query_pre_attn_scalar"],

@@ -160,7 +160,7 @@ def refused(work_dir, golden, reason):
 
 
 # ---------------------------------------------------------------------------------------------
-# (6) what attncheck finds in Megatron-Core, shown as named failures (README gives the commands)
+# (6) what attncheck finds in Megatron-Core, shown as named failures (docs/FRAMEWORKS.md gives the commands)
 
 def failing_tensors(attncheck_cli, golden, candidate):
     status, report, _ = compare(attncheck_cli, golden, candidate)

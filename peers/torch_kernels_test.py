@@ -10,7 +10,7 @@ goldens, fixed fuzz seeds and case counts, never a time budget.
 
 The fp64 runs (--dtype fp64) hold the wrapper around each kernel (projections, QK-norm, RoPE, masks, KV
 cache) to the fp64 tolerance on the committed goldens: what fails below fp64 then fails in the kernel. The
-summary printed last (peer, dtype: goldens passed, worst error in ulps, fuzz cases) is what README's table
+summary printed last (peer, dtype: goldens passed, worst error in ulps, fuzz cases) is what docs/FRAMEWORKS.md's table
 is read from.
 """
 import json
@@ -27,7 +27,7 @@ FLEX = [sys.executable, "-m", "attncheck.adapters.torch_flex"]
 REPRO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "repro")
 
 failures = []
-summary = []  # (peer, what, verdict) rows for the README table
+summary = []  # (peer, what, verdict) rows for docs/FRAMEWORKS.md's table
 
 
 def expect(condition, message):

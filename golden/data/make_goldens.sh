@@ -39,7 +39,7 @@ long=(--weights generated --inputs generated --sketch-gradients --sketch-activat
 # row 0 sits at positions < 16 and row 1 past 2^16, beyond every original_max_position_embeddings, so
 # llama3's band, longrope's long factors (chosen per call) and linear scaling all bite; inputs named by
 # the generator and everything sketched, so each costs well under a megabyte. golden.hf_transformers runs
-# transformers' own module for each (README's table).
+# transformers' own module for each (docs/FRAMEWORKS.md's table).
 hf=../../core/config/hf_configs
 variants=(--weights generated --inputs generated --sketch-gradients --sketch-activations --batch 2 --seq 6 \
   --seed 2026 "${decode[@]}")
@@ -136,7 +136,7 @@ variants=(--weights generated --inputs generated --sketch-gradients --sketch-act
 "$attncheck" golden make --hidden 24 --heads 4 --kv-heads 2 --head-dim 6 --qk-norm rms --sliding-window 2 --tp 2 --cp 3 \
   --cp-scheme ring --batch 2 --seq 9 --decode 5,1,2,1 --seed 2026 -o small_cp_ring_decode.h5
 
-# Long goldens where a 16-bit accumulator's error shows (README, "Which goldens catch 16-bit accumulation"):
+# Long goldens where a 16-bit accumulator's error shows (docs/MUTANTS.md, "Which committed goldens carry the low-precision contract's teeth"):
 # Gemma 2's sliding layer with its real window (4096), softcap 50 and query_pre_attn_scalar 256, at reduced
 # width (configs/gemma-2-narrow.json: 2 query heads over 1 KV head of head_dim 256, hidden 256) so that a
 # sequence of 4160 fits: the window bites for the last 64 queries (gemma-2-2b_layer0_tp2.h5's 4096 at seq 6
