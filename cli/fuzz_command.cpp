@@ -14,6 +14,7 @@
 #include "cli/flag_validators.hpp"
 #include "cli/golden_command.hpp"
 #include "cli/html_report.hpp"
+#include "cli/pair_verdict.hpp"
 #include "core/capabilities/capabilities_json.hpp"
 #include "core/errors/input_error.hpp"
 #include "impl/narrowed_implementation.hpp"
@@ -55,7 +56,7 @@ void check_repro_dir(const std::string& directory, ViolationList& violations) {
   if (directory.empty()) return;  // a fresh temporary folder, made when a repro is written
   namespace fs = std::filesystem;
   std::error_code error;
-  fs::path probe = fs::absolute(directory.empty() ? fs::path(".") : fs::path(directory), error);
+  fs::path probe = fs::absolute(fs::path(directory), error);
   while (!error && !fs::exists(probe, error) && probe.has_parent_path() && probe.parent_path() != probe) {
     probe = probe.parent_path();
   }
@@ -284,8 +285,8 @@ FuzzCommands add_fuzz_commands(CLI::App& app, FuzzCommandOptions& options) {
       ->default_val(1);
   commands.mutants
       ->add_option("--repro-dir", options.mutants_repro_dir,
-                   "folder for the repro files (made when one is written; default: a fresh "
-                   "$TMPDIR/attncheck-repro-XXXXXX, its path printed)");
+                   "folder for the repro files (default: a fresh $TMPDIR/attncheck-repro-XXXXXX made at the start, "
+                   "its path printed with each repro)");
   add_shrink_options(*commands.mutants, options, "; fewer for a few expensive mutants");
   commands.mutants->add_flag("--json", options.json, "one JSON object instead of the table");
 
@@ -357,10 +358,11 @@ int run_mutants(const FuzzCommandOptions& options, std::ostream& out) {
   check_repro_dir(options.mutants_repro_dir, violations);
   violations.throw_if_any("invalid option");
   FuzzCommandOptions with_folder = options;
-  // Every mutant that is killed writes its repro: one fresh temporary folder for the run when none is named.
-  with_folder.repro_dir =
-      options.mutants_repro_dir.empty() ? properties::repro_folder("") : options.mutants_repro_dir;
+  with_folder.repro_dir = options.mutants_repro_dir;
   properties::FuzzOptions fuzz = fuzz_options(with_folder);
+  // Every mutant that is killed writes its repro: one fresh temporary folder for the run when none is named,
+  // made once the options are valid.
+  if (fuzz.repro_dir.empty()) fuzz.repro_dir = properties::repro_folder("");
   fuzz.progress_seconds = 0;
   fuzz.time_limit_seconds = options.time_limit;
   std::vector<std::string> names = options.mutants.empty() ? mutants::mutant_names() : options.mutants;
@@ -415,7 +417,7 @@ int run_mutants(const FuzzCommandOptions& options, std::ostream& out) {
                          {"profile", properties::to_string(mutant_fuzz.limits.profile)},
                          {"case_budget", budget},
                          {"killed", killed},
-                         {"verdict", report.stopped_by_time_limit ? "no verdict"
+                         {"verdict", report.stopped_by_time_limit ? "no_verdict"
                                      : killed                     ? "killed"
                                                                   : "survived"},
                          {"stopped_by_time_limit", report.stopped_by_time_limit},
@@ -484,12 +486,12 @@ std::string sequence_entry_line(std::size_t position, const std::string& file, c
   }
   for (const char* key : {"not_stated", "not_checked"}) {
     if (entry.contains(key)) {
-      return fmt::format("  {}. {}: {}: {}\n", position, name, entry.value("verdict", key),
+      return fmt::format("  {}. {}: {}: {}\n", position, name, table_word(entry.value("verdict", key)),
                          entry[key].get<std::string>());
     }
   }
   if (entry.contains("error")) {
-    return fmt::format("  {}. {}: {}: {}\n", position, name, entry.value("verdict", std::string("FAIL: raised")),
+    return fmt::format("  {}. {}: {}: {}\n", position, name, table_word(entry.value("verdict", std::string("raised"))),
                        entry["error"].get<std::string>());
   }
   std::vector<std::string> tensors;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <optional>
 
 #include "cli/exit_codes.hpp"
 #include "cli/flag_validators.hpp"
@@ -189,6 +190,9 @@ GoldenCommands add_golden_commands(CLI::App& app, GoldenOptions& options) {
   commands.compare->add_option("golden", options.golden_file, "golden file")->required();
   commands.compare->add_option("candidate", options.candidate, "candidate file (/result)")->required();
   commands.compare->add_flag("--json", options.json, "print one JSON object instead of a table");
+  commands.compare->add_option("--supports", options.supports_file,
+                               "the statement of capabilities (JSON) of the layer that wrote the candidate: held to it "
+                               "as `run` holds a worker (not stated, parts declined on its behalf, broken promises)");
   add_html_options(*commands.compare, options.html, options.html_all);
   return commands;
 }
@@ -543,15 +547,63 @@ int run_golden_check(const GoldenOptions& options, std::ostream& out, std::ostre
   return passed ? kExitOk : kExitCheckFailed;
 }
 
+namespace {
+
+// A candidate file as the implementation that wrote it, stating `statement`: `compare --supports` runs it
+// through impl::run_candidate, the one run step, for the promises a statement makes.
+class CandidateFile : public impl::Implementation {
+ public:
+  CandidateFile(Candidate candidate, Capabilities statement)
+      : candidate_(std::move(candidate)), statement_(std::move(statement)) {}
+  const std::string& name() const override { return name_; }
+  const Capabilities& capabilities() const override { return statement_; }
+  Candidate run(const Case& /*test_case*/) override { return std::move(candidate_); }
+
+ private:
+  Candidate candidate_;
+  Capabilities statement_;
+  std::string name_ = "the candidate";
+};
+
+// `compare` of a pair it does not judge (outside the statement, or a broken promise): exit 1, nothing was
+// checked (docs/JSON.md: {"verdict", "passed": false, "message"}).
+int report_unjudged(const GoldenOptions& options, PairVerdict::Kind kind, const std::string& message,
+                    std::ostream& out) {
+  const PairVerdict verdict{.golden = options.golden_file, .implementation = options.candidate, .kind = kind,
+                            .message = message};
+  if (options.json) {
+    out << nlohmann::json{{"verdict", json_verdict(verdict)}, {"passed", false}, {"message", message}}.dump(2)
+        << '\n';
+  } else {
+    out << fmt::format("== {} vs {}: {}: {}\n", options.golden_file, options.candidate, verdict_word(kind), message);
+  }
+  return kExitCheckFailed;
+}
+
+}  // namespace
+
 int run_compare(const GoldenOptions& options, std::ostream& out, std::ostream& err) {
   check_html_path(options.html);
   const golden::Golden golden = golden::read_golden(options.golden_file);
   // With --json, stdout holds the JSON object alone: the note goes to stderr, the object says it too.
   (options.json ? err : out) << integrity_note(golden, options.golden_file);
+  // --supports: the candidate is held to the statement of the layer that wrote it as `run` holds a worker to
+  // its own (impl/candidate_run.hpp): a golden outside it is not stated, its parts not stated are declined on
+  // the candidate's behalf, and declining what it states is a broken promise.
+  std::optional<Capabilities> statement;
+  std::optional<Admission> admission;
+  if (!options.supports_file.empty()) {
+    statement = stated_capabilities(options.supports_file);
+    admission = admit(*statement, outline_of(golden.test_case));
+    if (!admission->admitted()) {
+      return report_unjudged(options, PairVerdict::Kind::not_stated, admission->reason(), out);
+    }
+  }
   const golden::CandidateDeclaration declared = golden::read_candidate_declaration(options.candidate);
   // Only a candidate that declares itself unsharded (/result@tp_size = 1) is excused from the per-rank
   // gradients; leaving them out without saying so is a failure, not a way around the check.
-  const bool sharded = !(declared.tp_size && *declared.tp_size == 1);
+  const bool declares_ranks = !(declared.tp_size && *declared.tp_size == 1);
+  const bool sharded = declares_ranks && (!admission || admission->per_rank_gradients);
   // The golden's answers as the candidate declares it holds its own (SCHEMA.md, "TP conventions"): its
   // tensors are read by these names.
   NamedTensors answers;
@@ -563,12 +615,21 @@ int run_compare(const GoldenOptions& options, std::ostream& out, std::ostream& e
                      error.violations());
   }
   golden::Candidate read = golden::read_candidate(options.candidate, answers);
-  const Candidate candidate{.tensors = std::move(read.tensors),
-                            .precision = read.precision,
-                            .rope_angles = read.rope_angles,
-                            .tp_convention = read.tp_convention,
-                            .sharded = sharded,
-                            .declined = std::move(read.declined)};
+  Candidate candidate{.tensors = std::move(read.tensors),
+                      .precision = read.precision,
+                      .rope_angles = read.rope_angles,
+                      .tp_convention = read.tp_convention,
+                      .sharded = sharded,
+                      .declined = std::move(read.declined)};
+  if (admission) {
+    candidate.sharded = declares_ranks;  // as the layer reported it: run_candidate holds it to the statement
+    CandidateFile file(std::move(candidate), *statement);
+    impl::CandidateRun run = impl::run_candidate(file, golden.test_case, *admission);
+    if (run.kind != impl::CandidateRun::Kind::answered) {
+      return report_unjudged(options, PairVerdict::Kind::broken_promise, run.message, out);
+    }
+    candidate = std::move(run.candidate);
+  }
   Judgement judgement =
       judge({.test_case = golden.test_case,
              .answers = std::move(answers),

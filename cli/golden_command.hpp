@@ -12,6 +12,8 @@
 // Exit codes: 0 pass, 1 mismatch, 2 bad input.
 #pragma once
 
+#include "core/capabilities/capabilities.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <ostream>
@@ -66,7 +68,7 @@ struct GoldenOptions {
   // draw, admit (cli/golden_draw_command.cpp)
   std::int64_t draw_cases = 0;
   std::string draw_profile = "short";
-  std::string supports_file;  // a statement of capabilities (JSON); draw: empty for everything
+  std::string supports_file;  // a statement of capabilities (JSON); draw, admit: empty for everything; compare
 };
 
 struct GoldenCommands {
@@ -105,6 +107,8 @@ int run_golden_coverage(const GoldenOptions& options, std::ostream& out);  // cl
 void add_golden_yardstick_command(CLI::App& golden, GoldenCommands& commands, GoldenOptions& options);
 int run_golden_yardstick(const GoldenOptions& options, std::ostream& out, std::ostream& err);
 // cli/golden_draw_command.cpp
+// The statement in FILE (--supports; docs/CAPABILITIES.md), or everything a layer may be offered when none is given.
+Capabilities stated_capabilities(const std::string& file);
 void add_golden_draw_commands(CLI::App& golden, GoldenCommands& commands, GoldenOptions& options);
 int run_golden_draw(const GoldenOptions& options, std::ostream& out);
 int run_golden_admit(const GoldenOptions& options, std::ostream& out);

@@ -4,8 +4,9 @@
 //   golden draw   --seed S --cases N [--profile P] [--supports FILE] -o DIR: case i of the seed's sequence, as
 //                 `attncheck fuzz --seed S` draws it for a layer stating FILE, written as DIR/case-<i>.h5, a
 //                 golden holding the fp64 reference's answers (reference-tp for TP above 1)
-//   golden admit  --supports FILE GOLDEN...: what each golden is for a layer stating FILE (admit(), from the
-//                 golden's outline alone: nothing computed), as `run` would run it
+//   golden admit  [--supports FILE] GOLDEN...: what each golden is for a layer stating FILE (admit(), from the
+//                 golden's outline alone: nothing computed), as `run` would run it, and whether a pair on it
+//                 fits in memory (the bound `run` holds a pair to, PairMemory, against memory_room())
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -15,25 +16,23 @@
 #include "cli/exit_codes.hpp"
 #include "cli/flag_validators.hpp"
 #include "cli/golden_command.hpp"
+#include "cli/pair_verdict.hpp"
 #include "core/capabilities/capabilities_json.hpp"
 #include "core/config/text_file.hpp"
 #include "core/errors/input_error.hpp"
+#include "core/resources/memory_room.hpp"
 #include "golden/golden_file.hpp"
 #include "properties/fuzz.hpp"
 #include "properties/generators.hpp"
 #include "properties/repro.hpp"
+#include "reference/memory_estimate.hpp"
 
 namespace attncheck::cli {
 
-namespace {
-
-// The statement in FILE (docs/CAPABILITIES.md), or everything a layer may be offered when none is given.
 Capabilities stated_capabilities(const std::string& file) {
   if (file.empty()) return Capabilities::everything();
   return parse_capabilities_text(read_text_file(file, "--supports"), file);
 }
-
-}  // namespace
 
 void add_golden_draw_commands(CLI::App& golden, GoldenCommands& commands, GoldenOptions& options) {
   commands.draw = golden.add_subcommand(
@@ -54,7 +53,8 @@ void add_golden_draw_commands(CLI::App& golden, GoldenCommands& commands, Golden
   commands.admit = golden.add_subcommand(
       "admit", "Say what each golden is for a layer stating given capabilities (from its outline: nothing computed)");
   commands.admit->add_option("files", options.files, "golden files")->required();
-  commands.admit->add_option("--supports", options.supports_file, "a statement of capabilities (JSON)")->required();
+  commands.admit->add_option("--supports", options.supports_file,
+                             "a statement of capabilities (JSON; default: a layer stating nothing)");
 }
 
 int run_golden_draw(const GoldenOptions& options, std::ostream& out) {
@@ -86,12 +86,26 @@ int run_golden_admit(const GoldenOptions& options, std::ostream& out) {
   const Capabilities capabilities = stated_capabilities(options.supports_file);
   nlohmann::json goldens = nlohmann::json::array();
   for (const std::string& file : options.files) {
-    const Admission admission = admit(capabilities, golden::read_case_outline(file));
+    const CaseOutline outline = golden::read_case_outline(file);
+    const Admission admission = admit(capabilities, outline);
+    // The room a pair on it is held to, as golden check and run ask it before running anything.
+    const std::uint64_t needed = PairMemory{.layer_bytes = reference::layer_bytes(
+                                                outline.geometry(), {.batch = outline.batch, .seq = outline.seq})}
+                                     .bound_bytes();
+    std::string memory_problem;
+    try {
+      require_memory(file, needed, [](std::uint64_t) { return std::string("a machine (or limit) with more memory"); });
+    } catch (const NotEnoughMemory& error) {
+      memory_problem = error.what();
+    }
     goldens.push_back({{"golden", file},
                        {"admitted", admission.admitted()},
                        {"reason", admission.admitted() ? "" : admission.reason()},
                        {"parts_not_stated", admission.parts_not_stated},
-                       {"per_rank_gradients", admission.per_rank_gradients}});
+                       {"per_rank_gradients", admission.per_rank_gradients},
+                       {"memory_bound_bytes", needed},
+                       {"fits", memory_problem.empty()},
+                       {"memory_problem", memory_problem}});
   }
   out << nlohmann::json{{"goldens", goldens}}.dump(2) << '\n';
   return kExitOk;

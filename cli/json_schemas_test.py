@@ -1,7 +1,7 @@
 """Every --json output holds to its schema in docs/json/ (ctest cli.json_schemas): compare (fp64 and fp32, whose
-yardstick is computed), golden check (judged, not stated), run (with the support matrix of ladder goldens) and
-golden admit, read with jsonschema; the schemas' enums are the one vocabulary of verdict and status words
-(docs/JSON.md), so a word outside it fails here.
+yardstick is computed, and not judged under --supports), golden check (judged, not stated), run (with the support
+matrix of ladder goldens), golden admit, plan, capabilities (both forms) and mutants, read with jsonschema; the
+schemas' enums are the one vocabulary of verdict and status words (docs/JSON.md), so a word outside it fails.
 
     python3 json_schemas_test.py ATTNCHECK SCHEMA_DIR GOLDEN_DIR     (PYTHONPATH: the package, for the worker)
 """
@@ -61,9 +61,20 @@ def main():
             failures.append("run --json over ladder goldens has no support_matrix")
         statement = folder / "supports.json"
         statement.write_text(json.dumps({"features": ["gqa", "rope-half-split", "causal", "backward"]}))
+        unjudged = check("compare.schema.json", ["compare", plain, folder / "fp64.candidate.h5", "--supports", statement,
+                                                 "--json"], 1)
+        if unjudged and unjudged["verdict"] != "not_stated":
+            failures.append(f"compare --supports outside the statement: verdict {unjudged['verdict']}")
         admitted = check("golden-admit.schema.json", ["golden", "admit", "--supports", statement, plain, latent], 0)
         if admitted and [entry["admitted"] for entry in admitted["goldens"]] != [False, False]:
             failures.append(f"golden admit: {admitted['goldens']}")
+        check("plan.schema.json", ["plan", "--preset", "qwen3-32b", "--tp", "16", "--json"], 0)
+        check("capabilities.schema.json", ["capabilities", "--json"], 0)
+        check("capabilities.schema.json", ["capabilities", "--impl", "torch-cpu-fp32", "--json"], 0)
+        mutants = check("mutants.schema.json", ["mutants", "--mutant", "mutant-quotient-scale", "--repro-dir",
+                                                folder / "repros", "--json"], 0)
+        if mutants and [row["verdict"] for row in mutants["mutants"]] != ["killed"]:
+            failures.append(f"mutants: {mutants['mutants']}")
     for failure in failures:
         print("FAIL:", failure)
     sys.exit(1 if failures else 0)

@@ -62,6 +62,15 @@ std::string json_verdict(const PairVerdict& verdict) {
   return "raised";
 }
 
+std::string table_word(const std::string& json_word) {
+  for (const PairVerdict::Kind kind :
+       {PairVerdict::Kind::unsupported, PairVerdict::Kind::raised, PairVerdict::Kind::no_answer,
+        PairVerdict::Kind::not_stated, PairVerdict::Kind::broken_promise, PairVerdict::Kind::not_checked}) {
+    if (json_verdict(PairVerdict{.kind = kind}) == json_word) return verdict_word(kind);
+  }
+  return json_word;
+}
+
 nlohmann::json verdict_json(const PairVerdict& verdict) {
   const bool judged = verdict.kind == PairVerdict::Kind::judged;
   nlohmann::json json{{"golden", verdict.golden},

@@ -65,6 +65,9 @@ std::string verdict_word(PairVerdict::Kind kind);
 // "pass_with_declined" (passed what it computed, some parts declined), "fail", "declined", "not_stated",
 // "broken_promise", "raised", "no_answer", "not_checked".
 std::string json_verdict(const PairVerdict& verdict);
+// The verdict's table word (verdict_word) for a json_verdict word of a pair not judged ("raised" -> "FAIL:
+// raised"); the word itself when it is not one.
+std::string table_word(const std::string& json_word);
 // The same for a judged report alone (`compare`): "pass", "pass_with_declined" or "fail".
 std::string json_verdict(const CompareReport& report);
 

@@ -55,7 +55,7 @@ int timeout_seconds() {
 }
 
 // The protocol a line greets with: 1 or 2 for the words "attncheck-worker" and "1" or "2", exactly, then
-// optionally a space and free text (a description; the word "sharded" among it is noted); 0 for anything else
+// optionally a space and free text (a description, informational only); 0 for anything else
 // ("attncheck-worker 10" and "attncheck-worker 1junk" are no protocol).
 int greeting_protocol(const std::string& line) {
   for (const int protocol : {1, 2}) {
@@ -266,7 +266,7 @@ class Worker : public Implementation {
   }
 
   // Starts the worker (a fresh one after a stop) and reads its greeting: "" when it greets with protocol 1,
-  // else what it printed instead (the worker is then stopped). Its description's word "sharded" is noted.
+  // else what it printed instead (the worker is then stopped). Its description is informational only.
   std::string start() {
     session_.reset();  // the old tree ended, its folder removed, before another starts
     session_.emplace(command_);

@@ -154,3 +154,8 @@ set_tests_properties(fuzz.state_dependent_failure_reported fuzz.sequence_replay_
 attncheck_fuzz_case(failure_localised 1
                     "FAIL matches-reference.*to: .*\n  where:\n.*grads/o_proj: [0-9.e+]+ ulps of its scale[^\n]*query heads [0-9]+,[0-9]+\n.*\n  repro: .*replay: attncheck replay"
                     "" 120 fuzz --impl mutant-swap-query-heads --seed 3 --repro-dir ${fuzz_dir}/localised)
+# Without --repro-dir, fuzz and mutants write their repro files to a fresh $TMPDIR/attncheck-repro-XXXXXX and
+# nothing into the working folder (DECISIONS 34).
+add_test(NAME fuzz.repro_folder_default
+         COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/properties/repro_folder_test.py $<TARGET_FILE:attncheck>)
+set_tests_properties(fuzz.repro_folder_default PROPERTIES LABELS property)

@@ -33,14 +33,6 @@ struct SequenceCase {
   std::string name;  // its file's name without .h5, e.g. "case-17", "failing-case-25"
 };
 
-// `requested` (made when missing), or, when empty, a fresh folder $TMPDIR/attncheck-repro-XXXXXX (mkdtemp; TMPDIR
-// unset: /tmp): repro files go where the user named or to a temporary folder, never into the current
-// folder by surprise. Reports print the path of every file written.
-std::string repro_folder(const std::string& requested);
-
-// Writes the case with the fp64 reference's answers (reference-tp) as the golden file `path`.
-void write_case_golden(const Case& test_case, const std::string& path, const std::string& generator);
-
 // Writes <repro_folder(directory)>/repro-<implementation>-<hash of the last case>-sequence/ with one golden file per
 // case and sequence.txt (the cases in order, the last the failing one, after `comment` lines that say
 // what the sequence is); returns the folder's path.

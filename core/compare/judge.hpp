@@ -19,7 +19,8 @@ namespace attncheck {
 
 // The yardstick of `candidate`'s precision contract for `expected` (its tensors as the candidate is held to
 // them): a golden's (stored or recomputed, cli/yardstick_source.hpp) or the fuzzer's (computed now).
-// Called only below fp64. Throws NoYardstick when the case has none, InputError when a stored one is refused.
+// Called only below fp64. May throw: a golden's finder InputError when a stored yardstick is refused (or the
+// emulated layer cannot measure the case); the fuzzer's turns the latter into NoYardstick (properties/checks.cpp).
 using YardstickFinder = std::function<SourcedYardstick(const NamedTensors& expected, const Candidate& candidate)>;
 
 // A case the yardstick cannot measure (an emulated layer that cannot run it): the case is left unjudged,
@@ -57,8 +58,8 @@ NamedTensors answers_as_held(NamedTensors answers, const TpPlan& plan, TpConvent
                              TpConvention to);
 
 // Judges `candidate` (named `name` in notes) against `expectation`, whose answers it takes over. InputError
-// when a declined part is malformed, `out`, or also supplied (the candidate disagrees with itself), or when the
-// yardstick finder refuses a stored yardstick; NoYardstick as the finder throws it.
+// when a declined part is malformed, `out`, or also supplied (the candidate disagrees with itself), when its TP
+// convention cannot partition the plan (regrouping), or as the yardstick finder throws it; NoYardstick likewise.
 Judgement judge(Expectation expectation, const Candidate& candidate, std::string_view name);
 
 }  // namespace attncheck

@@ -39,9 +39,10 @@ def command():
     """The attncheck command's path; BadInput naming where it was looked for when there is none."""
     named = os.environ.get("ATTNCHECK_COMMAND")
     if named:
-        if not os.access(named, os.X_OK):
-            raise BadInput(f"ATTNCHECK_COMMAND={named} is not an executable file")
-        return named
+        found = shutil.which(named)  # a path or a name on PATH; an executable file, not a folder
+        if not found:
+            raise BadInput(f"ATTNCHECK_COMMAND={named} is not an executable file (nor one on PATH)")
+        return found
     on_path = shutil.which("attncheck")
     if on_path:
         return on_path
@@ -84,9 +85,12 @@ def run_command(*arguments):
 @dataclasses.dataclass
 class Candidate:
     """What a layer's run returns, as attncheck's C++ Candidate (core/compare/candidate.hpp) holds it:
-    tensors under golden names ("out", "grads/x", "grads/q_proj", "decode/out"; any float array-likes,
-    torch tensors included), the precision it computed in, its RoPE angle policy below fp64, per-rank
-    gradients (one {weight: held gradient} per rank) and how they are held, and the parts it declined."""
+    tensors under golden names ("out", "grads/x", "grads/q_proj", "decode/out", and a rank's held gradients
+    as "ranks/<r>/grads/<weight>"; any float array-likes, torch tensors included), the precision it computed in,
+    its RoPE angle policy below fp64, per-rank gradients (one {weight: held gradient} per rank, or the
+    "ranks/..." names) and how they are held, and the parts it declined. tp_size: how many ranks it reports
+    (default: as many as its per-rank gradients, else 1, an unsharded run excused from per-rank checks); a
+    candidate that declines "ranks" of a TP golden says the golden's tp_size."""
 
     tensors: dict
     precision: str = "fp64"
@@ -94,13 +98,24 @@ class Candidate:
     rank_gradients: list = None
     tp_convention: str = "replicated-kv"
     declined: dict = None
+    tp_size: int = None
 
     def write(self, path, generator="attncheck.judge"):
-        ranks = len(self.rank_gradients) if self.rank_gradients else 1
-        write_candidate(path, {name: _array(value) for name, value in self.tensors.items()}, generator=generator,
-                        precision=self.precision, tp_size=ranks, tp_convention=self.tp_convention,
-                        rank_gradients=[{n: _array(v) for n, v in rank.items()} for rank in self.rank_gradients]
-                        if self.rank_gradients else None,
+        tensors, ranks = {}, [dict(rank) for rank in (self.rank_gradients or [])]
+        for name, value in self.tensors.items():
+            parts = name.split("/")
+            if parts[0] != "ranks":
+                tensors[name] = _array(value)
+                continue
+            if len(parts) != 4 or not parts[1].isdigit() or parts[2] != "grads":
+                raise BadInput(f"tensor '{name}': a rank's tensor is named ranks/<r>/grads/<weight>")
+            while len(ranks) <= int(parts[1]):
+                ranks.append({})
+            ranks[int(parts[1])][parts[3]] = value
+        tp_size = self.tp_size if self.tp_size is not None else max(len(ranks), 1)
+        write_candidate(path, tensors, generator=generator, precision=self.precision, tp_size=tp_size,
+                        tp_convention=self.tp_convention,
+                        rank_gradients=[{n: _array(v) for n, v in rank.items()} for rank in ranks] if ranks else None,
                         rope_angles=self.rope_angles, declined=self.declined)
 
 
@@ -189,79 +204,79 @@ def _number(value):
 
 
 def _verdict_from_report(golden, report):
+    if "tensors" not in report:  # not judged: outside the statement, or a broken promise (compare --supports)
+        return Verdict(golden=str(golden), verdict=report["verdict"], message=report.get("message", ""))
     fields = {field.name for field in dataclasses.fields(TensorVerdict)}
     tensors = [TensorVerdict(**{key: value for key, value in tensor.items() if key in fields})
                for tensor in report["tensors"]]
     return Verdict(golden=str(golden), verdict=report["verdict"], tensors=tensors, report=report)
 
 
-def judge(golden, candidate):
+def _statement_file(folder, supports):
+    path = os.path.join(folder, "supports.json")
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(as_capabilities(supports).to_json())
+    return path
+
+
+def judge(golden, candidate, supports=None):
     """Judges `candidate` against the golden file `golden` with attncheck's judge (`attncheck compare --json`).
-    candidate: a candidate file's path, a Candidate, or a dict of tensors (an fp64, unsharded candidate).
-    Returns a Verdict; BadInput (exit 2) for a damaged golden or an invalid candidate."""
-    if isinstance(candidate, (str, os.PathLike)):
-        done = run_command("compare", golden, candidate, "--json")
-        return _verdict_from_report(golden, json.loads(done.stdout))
-    if isinstance(candidate, dict):
-        candidate = Candidate(tensors=candidate)
+    candidate: a candidate file's path, a Candidate, or a dict of tensors (an fp64 candidate). supports: the
+    statement of the layer that made it (attncheck.Capabilities or feature names): it is then held to it as
+    `attncheck run` holds a worker (not_stated, parts not stated declined on its behalf, broken_promise for
+    declining what it states, for per-rank gradients missing or a precision it does not state). Returns a
+    Verdict; BadInput (exit 2) for a damaged golden or an invalid candidate."""
     with tempfile.TemporaryDirectory(prefix="attncheck-judge-") as folder:
-        path = os.path.join(folder, "candidate.h5")
-        candidate.write(path)
-        return judge(golden, path)
+        arguments = ["compare", golden]
+        if isinstance(candidate, (str, os.PathLike)):
+            arguments.append(candidate)
+        else:
+            if isinstance(candidate, dict):
+                candidate = Candidate(tensors=candidate)
+            path = os.path.join(folder, "candidate.h5")
+            candidate.write(path)
+            arguments.append(path)
+        if supports is not None:
+            arguments += ["--supports", _statement_file(folder, supports)]
+        done = run_command(*arguments, "--json")
+    return _verdict_from_report(golden, json.loads(done.stdout))
 
 
-def admission(golden, supports):
-    """What `golden` is for a layer stating `supports` (attncheck's admit(), from the golden's outline):
-    {"admitted", "reason", "parts_not_stated": {part: reason}, "per_rank_gradients"}."""
+def admission(golden, supports=None):
+    """What `golden` is for a layer stating `supports` (attncheck's admit(), from the golden's outline; None:
+    a layer stating nothing): {"admitted", "reason", "parts_not_stated": {part: reason}, "per_rank_gradients",
+    "fits", "memory_problem", "memory_bound_bytes"}."""
     return admissions([golden], supports)[0]
 
 
-def admissions(goldens, supports):
+def admissions(goldens, supports=None):
     """admission() for many goldens in one run of the command."""
-    capabilities = as_capabilities(supports)
     with tempfile.TemporaryDirectory(prefix="attncheck-admit-") as folder:
-        statement = os.path.join(folder, "supports.json")
-        with open(statement, "w", encoding="utf-8") as file:
-            file.write(capabilities.to_json())
-        done = run_command("golden", "admit", "--supports", statement, *goldens)
+        statement = ["--supports", _statement_file(folder, supports)] if supports is not None else []
+        done = run_command("golden", "admit", *statement, *goldens)
     return json.loads(done.stdout)["goldens"]
-
-
-def _within(name, part):
-    return name == part or name.startswith(part.rstrip("/") + "/")
 
 
 def check(layer, golden, supports=None):
     """Runs layer(case) on the golden's inputs (attncheck.read_case) and judges what it returns (a Candidate,
-    or a dict of fp64 tensors). With `supports` (what the layer states, attncheck.Capabilities or a list of
-    feature names) a golden outside it is "not_stated" and the layer is not called, the parts it does not
-    state are declined on its behalf, and declining what it states is a "broken_promise"; without, a layer
-    that raises attncheck.Unsupported is "declined". Returns a Verdict."""
+    or a dict of fp64 tensors), as `attncheck run` judges a worker. A golden outside `supports` (what the layer
+    states: attncheck.Capabilities or feature names) is "not_stated" and one that would not fit in memory
+    "not_checked", the layer not called; the rest of the statement's promises are held by the judge
+    (judge(..., supports=)). A layer raising attncheck.Unsupported has "declined", or, for a golden its
+    statement includes, "broken_promise". Returns a Verdict."""
     from .case import read_case
 
-    admitted = admission(golden, supports) if supports is not None else None
-    if admitted is not None and not admitted["admitted"]:
+    admitted = admission(golden, supports)
+    if not admitted["admitted"]:
         return Verdict(golden=str(golden), verdict="not_stated", message=admitted["reason"])
+    if not admitted["fits"]:
+        return Verdict(golden=str(golden), verdict="not_checked", message=admitted["memory_problem"])
     try:
         answer = layer(read_case(golden))
     except Unsupported as error:
-        if admitted is not None:
+        if supports is not None:
             return Verdict(golden=str(golden), verdict="broken_promise",
                            message=f"it declined a case its stated capabilities include: {error}")
         return Verdict(golden=str(golden), verdict="declined", message=str(error))
-    candidate = answer if isinstance(answer, Candidate) else Candidate(tensors=dict(answer))
-    if admitted is not None:
-        promised = [part for part in (candidate.declined or {})
-                    if not any(_within(part, left) for left in admitted["parts_not_stated"])]
-        if promised:
-            return Verdict(golden=str(golden), verdict="broken_promise",
-                           message=f"it declined {', '.join(promised)}, which its stated capabilities include")
-        if not admitted["per_rank_gradients"]:
-            candidate.rank_gradients = None
-        declined = dict(candidate.declined or {})
-        for part, reason in admitted["parts_not_stated"].items():
-            declined[part] = reason
-            candidate.tensors = {name: value for name, value in candidate.tensors.items()
-                                 if not _within(name, part)}
-        candidate.declined = declined or None
-    return judge(golden, candidate)
+    candidate = dataclasses.replace(answer) if isinstance(answer, Candidate) else Candidate(tensors=dict(answer))
+    return judge(golden, candidate, supports=supports)

@@ -13,9 +13,10 @@
 
 A test that asks for the `attncheck_case` fixture is parametrised over the committed goldens (the checkout's
 golden/data, $ATTNCHECK_GOLDENS, or --attncheck-goldens DIR), or, with fuzz_cases=N, over cases 0 .. N-1 that
-`attncheck fuzz --seed S` draws for a layer stating `supports` (written once per session by
-`attncheck golden draw`, with the fp64 reference's answers, into a temporary folder removed at the end). A golden outside the statement is collected as
-skipped with attncheck's reason and costs nothing; a failure shows attncheck's localisation (Verdict.explain).
+`attncheck fuzz --seed S` draws for a layer stating `supports` (drawn by `attncheck golden draw`, with the fp64
+reference's answers, on first use, once per session and statement, into a temporary folder removed at the end).
+A golden outside the statement, or one that would not fit in memory, is collected as skipped with attncheck's
+reason and costs nothing; a failure shows attncheck's localisation (Verdict.explain).
 """
 import os
 import pathlib
@@ -41,11 +42,17 @@ def pytest_configure(config):
 
 class CaseToCheck:
     """One golden (or drawn fuzz case) for one test: check(layer) judges layer(case) and fails the test with
-    attncheck's localisation; verdict(layer) returns the Verdict instead."""
+    attncheck's localisation (skips it when attncheck did not run it: not stated, declined, not checked);
+    verdict(layer) returns the Verdict instead. path: the file (a drawn case is drawn on first use)."""
 
-    def __init__(self, path, supports):
-        self.path = path
+    def __init__(self, path, supports, name):
+        self._path = path
         self.supports = supports
+        self.name = name
+
+    @property
+    def path(self):
+        return self._path() if callable(self._path) else self._path
 
     def verdict(self, layer):
         return judging.check(layer, self.path, supports=self.supports)
@@ -59,28 +66,35 @@ class CaseToCheck:
         return verdict
 
     def __repr__(self):
-        return f"CaseToCheck({self.path!r})"
+        return f"CaseToCheck({self.name!r})"
 
 
-def _goldens(config, marker):
-    folder = marker.kwargs.get("goldens") or config.getoption("--attncheck-goldens")
+_draws = pytest.StashKey[dict]()
+
+
+def _drawn_case(config, supports, cases, seed, profile, index):
+    """Case `index` of the seed's first `cases`, drawn (with the fp64 reference's answers) once per session and
+    statement, on first use (a deselected test draws nothing), into a temporary folder removed at the end."""
+    statement = judging.as_capabilities(supports).to_json() if supports is not None else ""
+    key = (statement, seed, cases, profile)
+    draws = config.stash.setdefault(_draws, {})
+    if key not in draws:
+        folder = pathlib.Path(tempfile.mkdtemp(prefix=f"attncheck-fuzz-seed{seed}-{profile}-"))  # under $TMPDIR
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+        arguments = ["golden", "draw", "--seed", seed, "--cases", cases, "--profile", profile, "--output-dir", folder]
+        if statement:
+            (folder / "supports.json").write_text(statement)
+            arguments += ["--supports", folder / "supports.json"]
+        judging.run_command(*arguments)
+        draws[key] = folder
+    return str(draws[key] / f"case-{index}.h5")
+
+
+def _goldens(config, kwargs):
+    folder = kwargs.get("goldens") or config.getoption("--attncheck-goldens")
     if folder:
-        os.environ.setdefault("ATTNCHECK_GOLDENS", str(folder))
         return sorted(os.path.join(folder, name) for name in os.listdir(folder) if name.endswith(".h5"))
     return judging.committed_goldens()
-
-
-def _drawn_cases(config, supports, cases, seed, profile):
-    """Cases 0 .. cases-1 of the seed, drawn once per session and kept in pytest's temporary folder."""
-    folder = pathlib.Path(tempfile.mkdtemp(prefix=f"attncheck-fuzz-seed{seed}-{profile}-"))  # under $TMPDIR
-    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
-    arguments = ["golden", "draw", "--seed", seed, "--cases", cases, "--profile", profile, "--output-dir", folder]
-    if supports is not None:
-        statement = folder / "supports.json"
-        statement.write_text(judging.as_capabilities(supports).to_json())
-        arguments += ["--supports", statement]
-    judging.run_command(*arguments)
-    return [str(folder / f"case-{index}.h5") for index in range(cases)]
 
 
 def pytest_generate_tests(metafunc):
@@ -90,18 +104,25 @@ def pytest_generate_tests(metafunc):
     kwargs = marker.kwargs if marker else {}
     supports = kwargs.get("supports")
     fuzz_cases = kwargs.get("fuzz_cases")
+    params = []
     if fuzz_cases:
-        seed = kwargs.get("seed", 1)
-        paths = _drawn_cases(metafunc.config, supports, int(fuzz_cases), int(seed), kwargs.get("profile", "short"))
-        ids = [f"seed{seed}-case{index}" for index in range(len(paths))]
-        params = [pytest.param(CaseToCheck(path, supports), id=name) for path, name in zip(paths, ids)]
+        seed, profile, cases = int(kwargs.get("seed", 1)), kwargs.get("profile", "short"), int(fuzz_cases)
+        for index in range(cases):
+            def path(index=index):
+                return _drawn_case(metafunc.config, supports, cases, seed, profile, index)
+
+            name = f"seed{seed}-case{index}"
+            params.append(pytest.param(CaseToCheck(path, supports, name), id=name))
     else:
-        paths = _goldens(metafunc.config, marker) if marker else judging.committed_goldens()
-        admitted = judging.admissions(paths, supports) if supports is not None else [{"admitted": True}] * len(paths)
-        params = []
-        for path, admission in zip(paths, admitted):
+        paths = _goldens(metafunc.config, kwargs)
+        # One run of `attncheck golden admit` for all: a golden outside the statement, or one that would not
+        # fit in memory, is collected as skipped with attncheck's reason and costs nothing more.
+        for path, admission in zip(paths, judging.admissions(paths, supports)):
             name = os.path.basename(path).removesuffix(".h5")
-            marks = [] if admission["admitted"] else [pytest.mark.skip(reason=f"attncheck: not stated: "
-                                                                               f"{admission['reason']}")]
-            params.append(pytest.param(CaseToCheck(path, supports), id=name, marks=marks))
+            marks = []
+            if not admission["admitted"]:
+                marks = [pytest.mark.skip(reason=f"attncheck: not stated: {admission['reason']}")]
+            elif not admission["fits"]:
+                marks = [pytest.mark.skip(reason=f"attncheck: not checked: {admission['memory_problem']}")]
+            params.append(pytest.param(CaseToCheck(path, supports, name), id=name, marks=marks))
     metafunc.parametrize("attncheck_case", params)

@@ -2,7 +2,10 @@
 element moved fails, and the verdict says which tensor, where, and by how much; a torch layer's answer through
 check(); a golden outside a statement is not_stated without calling the layer; bad input is BadInput.
 
-    python3 judge_api.py GOLDEN          (ATTNCHECK_COMMAND: the attncheck command)
+    python3 judge_api.py GOLDEN DECODE_GOLDEN TP2_GOLDEN      (ATTNCHECK_COMMAND: the attncheck command)
+
+The promises of a statement are the C++ run step's (compare --supports): a stated part declined, per-rank
+gradients missing where tensor-parallel is stated, and a part not stated declined on the layer's behalf.
 """
 import sys
 
@@ -16,6 +19,40 @@ def expect(condition, what):
     if not condition:
         sys.exit(f"FAIL: {what}")
     print(f"ok: {what}")
+
+
+def answers_of(golden):
+    with h5py.File(golden, "r") as h5:
+        names = []
+        h5["expected"].visititems(lambda name, item: names.append(name) if isinstance(item, h5py.Dataset) else None)
+        return {name: h5["expected"][name][()] for name in names}
+
+
+def promises(decode_golden, tp2_golden):
+    everything = attncheck.Capabilities("all")
+    decode = answers_of(decode_golden)
+    without_decode = {name: value for name, value in decode.items() if name != "decode/out"}
+    declines = attncheck.Candidate(tensors=without_decode, declined={"decode": "no KV cache here"})
+    verdict = attncheck.check(lambda case: declines, decode_golden, supports=everything)
+    expect(verdict.verdict == "broken_promise" and "decode" in verdict.message,
+           f"declining decode it states is a broken promise ({verdict.message})")
+    verdict = attncheck.check(lambda case: without_decode, decode_golden,
+                              supports=attncheck.Capabilities("all", without=("decode",)))
+    expect(verdict.verdict == "pass_with_declined" and [t.status for t in verdict.tensors if t.name == "decode/out"]
+           == ["declined"], f"decode not stated: declined on its behalf, never a pass ({verdict.verdict})")
+    ranks = answers_of(tp2_golden)
+    verdict = attncheck.check(lambda case: ranks, tp2_golden, supports=everything)
+    expect(verdict.verdict == "pass" and any(t.name.startswith("ranks/1/") for t in verdict.tensors),
+           f"per-rank gradients under their golden names are judged ({verdict.verdict})")
+    full_only = {name: value for name, value in ranks.items() if not name.startswith("ranks/")}
+    verdict = attncheck.check(lambda case: full_only, tp2_golden, supports=everything)
+    expect(verdict.verdict == "broken_promise" and "per-rank" in verdict.message,
+           f"no per-rank gradients where tensor-parallel is stated: a broken promise ({verdict.message})")
+    moved = dict(ranks)
+    moved["ranks/1/grads/q_proj"] = ranks["ranks/1/grads/q_proj"] + 1e-3
+    verdict = attncheck.check(lambda case: moved, tp2_golden, supports=everything)
+    expect(verdict.verdict == "fail" and [t.name for t in verdict.failing] == ["ranks/1/grads/q_proj"]
+           and verdict.failing[0].ranks == [1], f"a rank's gradient moved fails there: {verdict.explain()}")
 
 
 def main():
@@ -58,6 +95,7 @@ def main():
         expect(False, "a missing golden is refused")
     except attncheck.BadInput as error:
         expect(".missing" in str(error), f"a missing golden is BadInput naming it: {str(error)[:200]}")
+    promises(sys.argv[2], sys.argv[3])
 
 
 if __name__ == "__main__":
