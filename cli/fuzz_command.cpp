@@ -327,7 +327,7 @@ int run_fuzz(const FuzzCommandOptions& options, std::ostream& out) {
         "same on every machine, give a case budget (these were --cases {})\n",
         fuzz.seconds.value_or(60.0), report.cases);
   }
-  for (const std::string& reason : report.top_unsupported_reasons(3)) out << "  unsupported: " << reason << '\n';
+  for (const std::string& reason : report.top_unsupported_reasons(10)) out << "  unsupported: " << reason << '\n';
   if (report.with_declined > 0) {
     // Checked on the rest of their tensors, and counted apart: a declined part is never a pass.
     out << fmt::format("  {} of {} cases with declined parts (those tensors not judged)\n", report.with_declined,

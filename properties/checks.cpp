@@ -3,11 +3,27 @@
 #include <fmt/format.h>
 
 #include "core/compare/judge.hpp"
+#include "core/resources/memory_room.hpp"
 #include "impl/candidate_run.hpp"
 #include "reference/reference.hpp"
 #include "reference/yardstick.hpp"
 
 namespace attncheck::properties {
+
+std::string one_line(std::string_view text) {
+  std::string line;
+  bool space = false;
+  for (const char c : text) {
+    if (c == '\n' || c == '\r' || c == '\t' || c == ' ') {
+      space = !line.empty();
+      continue;
+    }
+    if (space) line += ' ';
+    space = false;
+    line += c;
+  }
+  return line;
+}
 
 NamedTensors oracle_tensors(const Case& test_case, bool sharded) {
   NamedTensors tensors = named_tensors(reference::run_reference_tp(test_case));
@@ -21,8 +37,12 @@ NamedTensors oracle_tensors(const Case& test_case, bool sharded) {
 OracleAnswer oracle_answer(const Case& test_case) {
   try {
     return {.tensors = oracle_tensors(test_case, /*sharded=*/true)};  // per-rank ones dropped if not asked
+  } catch (const NotEnoughMemory&) {
+    // This machine's memory now, not the case: never a case dropped as "unsupported" (a rerun with more room
+    // would judge it, so the verdict would depend on the machine). It stops the run, naming the estimate (exit 2).
+    throw;
   } catch (const InputError& error) {
-    return {.declined = error.what()};
+    return {.declined = one_line(error.what())};
   }
 }
 
@@ -61,7 +81,8 @@ CheckOutcome judged(impl::Implementation& implementation, const Case& test_case,
     return {.verdict = Verdict::unsupported,
             .property = outcome.property,
             .detail = fmt::format("no reference answer: {}", oracle.declined),
-            .unsupported_reason = "no reference answer (the fp64 oracle declined the case)"};
+            .unsupported_reason = fmt::format("no reference answer (the fp64 oracle declined the case: {})",
+                                              oracle.declined)};
   }
   // The oracle's per-rank gradients are held replicated-kv; the judge regroups them to how it holds its own.
   const YardstickFinder yardstick = [&test_case](const NamedTensors& expected, const Candidate& candidate) {
@@ -69,8 +90,10 @@ CheckOutcome judged(impl::Implementation& implementation, const Case& test_case,
       return SourcedYardstick{.errors = reference::yardstick_errors(test_case, expected, candidate.precision,
                                                                     candidate.rope_angles, candidate.tp_convention),
                               .source = YardstickSource::computed};
+    } catch (const NotEnoughMemory&) {
+      throw;  // this machine's memory, not the case (see oracle_answer)
     } catch (const InputError& error) {  // a case the emulated yardstick cannot measure (longrope decode)
-      throw NoYardstick(error.what());
+      throw NoYardstick(one_line(error.what()));
     }
   };
   CompareReport report;
@@ -85,7 +108,8 @@ CheckOutcome judged(impl::Implementation& implementation, const Case& test_case,
     return {.verdict = Verdict::unsupported,
             .property = outcome.property,
             .detail = fmt::format("no yardstick: {}", error.what()),
-            .unsupported_reason = "no yardstick (the emulated layer cannot measure the case)"};
+            .unsupported_reason = fmt::format("no yardstick (the emulated layer cannot measure the case: {})",
+                                              error.what())};
   } catch (const InputError& error) {  // declined parts that are malformed, `out`, or also supplied
     return {.verdict = Verdict::fail,
             .property = outcome.property,

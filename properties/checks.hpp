@@ -41,9 +41,12 @@ CheckOutcome check_matches_reference(impl::Implementation& implementation, const
 // properties), since the oracle is a pure function of the case. The check below is the one above, given it.
 struct OracleAnswer {
   std::optional<NamedTensors> tensors;  // absent when the oracle declined the case
-  std::string declined;                 // then why (its InputError's message)
+  std::string declined;                 // then why (its InputError's message, on one line)
 };
+// NotEnoughMemory propagates: a case this machine cannot hold now is never tallied as one the oracle declined.
 OracleAnswer oracle_answer(const Case& test_case);
+// `text` with every run of blanks and line breaks as one space (a reason in a tally, on one line).
+std::string one_line(std::string_view text);
 CheckOutcome check_matches_reference(impl::Implementation& implementation, const Case& test_case,
                                      const OracleAnswer& oracle);
 

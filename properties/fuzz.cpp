@@ -39,6 +39,10 @@ std::vector<std::string> top_reasons(const std::map<std::string, std::int64_t>& 
   for (std::size_t i = 0; i < std::min(count, ranked.size()); ++i) {
     lines.push_back(fmt::format("{} x {}", ranked[i].first, ranked[i].second));
   }
+  // Every case accounted for: the rest in one line, never left out silently.
+  std::int64_t rest = 0;
+  for (std::size_t i = count; i < ranked.size(); ++i) rest += ranked[i].first;
+  if (rest > 0) lines.push_back(fmt::format("{} x for {} other reasons", rest, ranked.size() - count));
   return lines;
 }
 

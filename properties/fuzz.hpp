@@ -108,7 +108,8 @@ struct FuzzReport {
   double cases_per_second() const { return seconds > 0 ? static_cast<double>(cases) / seconds : 0.0; }
   // Cases were drawn and the implementation declined every one: nothing was checked. Never clean.
   bool ran_nothing() const { return cases > 0 && unsupported == cases; }
-  // The most frequent unsupported reasons, "N x reason", most frequent first.
+  // The `count` most frequent unsupported reasons, "N x reason", most frequent first, then "N x for K other
+  // reasons" for the rest: every case is counted.
   std::vector<std::string> top_unsupported_reasons(std::size_t count) const;
   // The same for declined reasons.
   std::vector<std::string> top_declined_reasons(std::size_t count) const;
