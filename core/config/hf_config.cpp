@@ -296,6 +296,18 @@ RopeSettings read_rope_object(ConfigReader& reader, const nlohmann::json& object
     }
     for (const auto& value : *values) target->push_back(value.get<double>());
   }
+  // Latent attention (DeepSeek-V2/V3, Kimi K2): transformers scales the softmax by mscale(factor,
+  // mscale_all_dim)^2 for every RoPE scaling but default (yarn_apply_mscale, 5.24.0), not for yarn alone;
+  // attncheck models that factor with yarn, so any other scaling stating a non-zero mscale_all_dim is refused
+  // by name rather than given a softmax scale 1.8x too small.
+  const bool latent_family = family == HfFamily::deepseek_v2 || family == HfFamily::deepseek_v3;
+  if (latent_family && scaling.type != RopeScalingType::yarn && scaling.mscale_all_dim.value_or(0.0) != 0.0) {
+    nested.reject("mscale_all_dim", fmt::format("{}", *scaling.mscale_all_dim),
+                  fmt::format("with {} RoPE scaling, transformers multiplies latent attention's softmax scale by "
+                              "mscale(factor, mscale_all_dim)^2, which attncheck models only with yarn",
+                              stated->name),
+                  "yarn scaling (DeepSeek-V3's and Kimi K2's), or no mscale_all_dim");
+  }
   // Fields a type does not read are dropped here, as transformers drops them (a llama3 object may
   // carry e.g. no beta_fast, but a linear one stating original_max_position_embeddings is harmless).
   if (scaling.type != RopeScalingType::llama3) scaling.low_freq_factor = scaling.high_freq_factor = std::nullopt;

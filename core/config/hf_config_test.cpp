@@ -306,6 +306,33 @@ TEST(HfConfig, DeepSeekV2WithANullQLoraRankProjectsQDirectly) {
   EXPECT_EQ(import_hf_config_text(without, "v2").spec.latent->q_lora_rank, 1536);
 }
 
+// transformers (yarn_apply_mscale) multiplies latent attention's softmax scale by mscale(factor, mscale_all_dim)^2
+// for every RoPE scaling but default; attncheck models it with yarn, and refuses the others by name (they used
+// to import with a scale 1.8x too small, exit 0).
+TEST(HfConfig, DeepSeekNonYarnScalingWithMscaleAllDimIsRefusedByName) {
+  for (const char* replacement : {R"("factor": 4, "type": "linear"})",
+                                  R"("factor": 8, "low_freq_factor": 1, "high_freq_factor": 4,
+                                      "original_max_position_embeddings": 4096, "mscale_all_dim": 1, "type": "llama3"})"}) {
+    std::string text(kDeepSeekV2Lite);
+    const std::size_t begin = text.find(R"("beta_fast")");
+    const std::size_t end = text.find('}', begin);
+    std::string object = replacement;
+    if (object.find("mscale_all_dim") == std::string::npos) object.insert(0, R"("mscale_all_dim": 0.707, )");
+    text.replace(begin, end - begin + 1, object);
+    try {
+      (void)import_hf_config_text(text, "non-yarn");
+      FAIL() << "accepted: " << text;
+    } catch (const InputError& error) {
+      EXPECT_TRUE(error.names_field("rope_scaling.mscale_all_dim")) << error.what();
+      EXPECT_NE(std::string(error.what()).find("only with yarn"), std::string::npos) << error.what();
+    }
+    // Without mscale_all_dim transformers applies no factor, nor does attncheck: imported.
+    const std::size_t at = text.find(R"("mscale_all_dim": )");
+    text.erase(at, text.find(',', at) + 2 - at);
+    EXPECT_NO_THROW((void)resolve_geometry(import_hf_config_text(text, "non-yarn, no mscale_all_dim").spec)) << text;
+  }
+}
+
 TEST(HfConfig, DeepSeekRopePairingAndHeadDimAreReadAsTransformersReadsThem) {
   std::string text(kDeepSeekV2Lite);
   text.replace(text.find("deepseek_v2"), 11, "deepseek_v3");
