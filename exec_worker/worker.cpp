@@ -3,6 +3,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -28,6 +30,7 @@
 namespace attncheck::exec_worker {
 
 using impl::Implementation;
+using impl::InternalFault;
 using impl::NoAnswer;
 using impl::Unsupported;
 
@@ -83,7 +86,10 @@ NamedTensors candidate_names(const Case& test_case, const golden::CaseFileParts&
   return names;
 }
 
-// The worker's temporary folder (case and candidate files), removed with everything in it.
+// The worker's temporary folder (case and candidate files), held by a descriptor from the moment it is made:
+// attncheck writes, reads and removes its files through /proc/self/fd/<descriptor>/NAME (inside(NAME)), so a
+// worker that swaps the folder's path for a symbolic link (or renames it) cannot make attncheck write or delete
+// anything elsewhere. The worker is told the path (path()); what it does with its own folder is its business.
 class TemporaryFolder {
  public:
   TemporaryFolder() {
@@ -92,20 +98,39 @@ class TemporaryFolder {
     const std::string parent = root != nullptr && *root != '\0' ? root : "/tmp";
     std::string folder_template = parent + "/attncheck-worker-XXXXXX";
     if (mkdtemp(folder_template.data()) == nullptr) {
-      throw std::runtime_error(fmt::format("cannot create a folder in {} ({})", parent, std::strerror(errno)));
+      throw InternalFault(fmt::format("cannot create a folder in {} ({})", parent, std::strerror(errno)));
     }
     path_ = folder_template;
+    descriptor_ = open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (descriptor_ < 0) {
+      const std::string reason = std::strerror(errno);
+      rmdir(path_.c_str());
+      throw InternalFault(fmt::format("cannot open the worker's folder {} ({})", path_, reason));
+    }
+    held_ = fmt::format("/proc/self/fd/{}", descriptor_);
   }
   ~TemporaryFolder() {  // the worker's supervisor has removed it already, unless it could not finish
     std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
+    std::filesystem::remove_all(held_, ignored);  // its contents, through the descriptor (links not followed)
+    // The folder itself by its path only while the path still names it (a worker may have swapped it).
+    struct stat by_path {};
+    struct stat held {};
+    if (lstat(path_.c_str(), &by_path) == 0 && fstat(descriptor_, &held) == 0 && by_path.st_dev == held.st_dev &&
+        by_path.st_ino == held.st_ino) {
+      rmdir(path_.c_str());
+    }
+    close(descriptor_);
   }
   TemporaryFolder(const TemporaryFolder&) = delete;
   TemporaryFolder& operator=(const TemporaryFolder&) = delete;
   const std::string& path() const { return path_; }
+  // `name` in the folder attncheck made, whatever its path names now.
+  std::string inside(const std::string& name) const { return held_ + "/" + name; }
 
  private:
   std::string path_;
+  std::string held_;  // /proc/self/fd/<descriptor_>
+  int descriptor_ = -1;
 };
 
 // One line from the worker: its first kLongestWorkerLine bytes, without the newline, and how many more
@@ -159,7 +184,8 @@ class Worker : public Implementation {
     // The case as a case file (a golden without /expected): a worker never sees the answers. Its candidate is
     // read by the names the case's geometry gives: attncheck computes nothing for a worker's case.
     std::error_code ignored;
-    std::string candidate_path;
+    std::string candidate_path;         // as attncheck reads it (through the folder's descriptor)
+    std::string worker_candidate_path;  // as the worker was told to write it
     WorkerLine reply;
     // A worker that ended by itself between cases cannot be told apart, in time, from one about to read the
     // next request: whatever attncheck polls first, the worker may exit a moment later. What decides is
@@ -174,20 +200,27 @@ class Worker : public Implementation {
               "{}: restarted after an earlier case ended it, the worker did not greet: {}", name_, problem));
         }
       }
-      const std::string case_path = fmt::format("{}/case{}.h5", session_->folder.path(), cases_);
-      candidate_path = fmt::format("{}/candidate{}.h5", session_->folder.path(), cases_);
+      // The worker is given the folder's path; attncheck itself goes through the descriptor it holds.
+      const std::string case_name = fmt::format("case{}.h5", cases_);
+      const std::string candidate_name = fmt::format("candidate{}.h5", cases_);
+      const std::string case_path = fmt::format("{}/{}", session_->folder.path(), case_name);
+      worker_candidate_path = fmt::format("{}/{}", session_->folder.path(), candidate_name);
+      candidate_path = session_->folder.inside(candidate_name);
       ++cases_;
       try {
-        golden::write_case(case_path, test_case, name_, parts);
-      } catch (const InputError& error) {  // not the user's input: the worker's folder (disk full, removed)
+        golden::write_case(session_->folder.inside(case_name), test_case, name_, parts);
+      } catch (const InputError& error) {
+        // attncheck's own failure (the disk full, the folder changed under it), never the worker's answer:
+        // an internal error naming the path (exit 3), not a case the worker failed.
         session_->process.stop();
-        throw std::runtime_error(fmt::format("{}: cannot write the case for the worker: {}", name_, error.what()));
+        throw InternalFault(fmt::format("{}: attncheck cannot write the case file {} for the worker: {}", name_,
+                                        case_path, error.what()));
       }
       std::filesystem::remove_all(candidate_path, ignored);
-      const std::string request = fmt::format("run {} {}\n", case_path, candidate_path);
+      const std::string request = fmt::format("run {} {}\n", case_path, worker_candidate_path);
       const int write_error = send(request);
       if (write_error == 0) reply = read_line();
-      std::filesystem::remove(case_path, ignored);
+      std::filesystem::remove(session_->folder.inside(case_name), ignored);
       const bool never_read =
           write_error != 0 || (reply.end == WorkerLine::End::closed &&
                                unread_input_bytes() == static_cast<std::int64_t>(request.size()));

@@ -30,3 +30,10 @@ attncheck_worker_case(stray-line 120)
 attncheck_worker_case(tree-daemon 120)
 attncheck_worker_case(tree-setsid 120)
 attncheck_worker_case(tree-sigkill 120)
+# The worker's folder is held by a descriptor: a worker that swaps it for a symbolic link cannot make attncheck
+# write or delete elsewhere; attncheck failing to write its own case file is its internal error (exit 3), never
+# the worker's FAIL (exec_worker/testing/worker_folder_test.py).
+add_test(NAME worker.folder_held_by_descriptor
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/testing/worker_folder_test.py
+                 $<TARGET_FILE:attncheck> ${worker_e2e_dir}/folder_held_by_descriptor)
+set_tests_properties(worker.folder_held_by_descriptor PROPERTIES LABELS property TIMEOUT 120)

@@ -74,6 +74,8 @@ CandidateRun run_candidate(Implementation& implementation, const Case& test_case
     return failed(CandidateRun::Kind::no_answer, error.what());
   } catch (const InputError&) {
     throw;  // the user's bad input (exit 2)
+  } catch (const InternalFault&) {
+    throw;  // attncheck's own failure (exit 3), never the implementation's
   } catch (const std::bad_alloc&) {
     return failed(CandidateRun::Kind::out_of_memory,
                   fmt::format("{}: attncheck's process ran out of memory running it (std::bad_alloc)", name));

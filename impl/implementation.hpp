@@ -47,6 +47,14 @@ class NoAnswer : public std::runtime_error {
   int seconds_;
 };
 
+// attncheck's own failure while running an implementation (its case file for a worker could not be written, its
+// worker folder could not be made): never the implementation's verdict, never bad input. It propagates through
+// every command to the internal-error exit (3), naming what failed.
+class InternalFault : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class Implementation {
  public:
   virtual ~Implementation() = default;

@@ -15,6 +15,8 @@ CheckOutcome replay_sequence(const ImplementationFactory& open, const std::vecto
   for (const std::int64_t index : earlier) {
     try {
       fresh->run(make_case(case_at(index)));
+    } catch (const impl::InternalFault&) {
+      throw;  // attncheck's own failure: never part of the state being reproduced
     } catch (const std::exception&) {
       // Declined or failed, as it may have in the fuzzing instance: either way it ran, which is all the
       // state needs. Its answer is not what is being reproduced.
