@@ -76,7 +76,8 @@ int run_golden_yardstick(const GoldenOptions& options, std::ostream& out, std::o
           const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
           const std::string key = golden::contract_key(contract);
           if (!options.verify) {
-            const bool bound = golden::write_stored_yardstick(file, contract, reference::kYardstickVersion, computed);
+            const bool bound = golden::write_stored_yardstick(file, contract, reference::kYardstickVersion, computed,
+                                                              golden.verified_digest);
             out << fmt::format("{}: stored yardstick {} ({} tensors, computed in {:.1f} s){}\n", file, key,
                                computed.size(), seconds,
                                bound ? ", bound to the file's integrity digest"
@@ -86,7 +87,7 @@ int run_golden_yardstick(const GoldenOptions& options, std::ostream& out, std::o
             continue;
           }
           const std::optional<golden::StoredYardstick> stored_yardstick = golden::read_stored_yardstick(
-              file, contract, reference::kYardstickVersion, golden.integrity == golden::Integrity::verified);
+              file, contract, reference::kYardstickVersion, golden.verified_digest);
           const std::optional<YardstickErrors> stored =
               stored_yardstick ? std::optional<YardstickErrors>(stored_yardstick->errors) : std::nullopt;
           if (!stored) {

@@ -23,8 +23,7 @@ SourcedYardstick golden_yardstick(const std::string& golden_path, const golden::
   const golden::YardstickContract contract{precision, angles, convention};
   SourcedYardstick sourced{.errors = {}, .source = YardstickSource::computed, .contract = golden::contract_key(contract)};
   std::optional<golden::StoredYardstick> stored =
-      golden::read_stored_yardstick(golden_path, contract, reference::kYardstickVersion,
-                                    golden.integrity == golden::Integrity::verified);
+      golden::read_stored_yardstick(golden_path, contract, reference::kYardstickVersion, golden.verified_digest);
   const bool complete = stored && std::all_of(expected.begin(), expected.end(),
                                               [&](const auto& entry) { return stored->errors.count(entry.first) > 0; });
   if (complete && stored->bound) {

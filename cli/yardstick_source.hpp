@@ -1,6 +1,7 @@
 // The yardstick a check of a golden file uses (core/compare/tolerance.hpp), and where it came from. A yardstick
-// sets a tolerance, so a value stored in the file is never trusted as data: it is used as it stands only when
-// it is bound to the file's verified integrity digest (golden/stored_yardstick.hpp); a stored one without
+// sets a tolerance, so a value stored in the file is used as it stands only when it is bound to the integrity
+// digest verified when the golden was read (Golden::verified_digest; golden/stored_yardstick.hpp and SCHEMA.md
+// "Stored yardsticks" say what that binding does and does not protect against); a stored one without
 // that is checked against a recomputation (reference/yardstick.hpp: up to twenty naive runs of the layer) and the
 // file is refused (exit 2) when they differ; with no current stored one the yardstick is computed now. Every
 // report says which of these it used (describe()).

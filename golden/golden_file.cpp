@@ -298,7 +298,8 @@ static Golden read_golden_unchecked(const std::string& path, IntegrityCheck inte
   }
   refuse_uncompared_expected(file, path, golden);
   // Last, after the schema's own checks, whose messages name what is wrong more precisely.
-  golden.integrity = integrity_check == IntegrityCheck::skip ? Integrity::absent : verify_integrity(file, path);
+  golden.integrity = integrity_check == IntegrityCheck::skip ? Integrity::absent
+                                                              : verify_integrity(file, path, &golden.verified_digest);
   return golden;
 }
 

@@ -63,6 +63,10 @@ struct Golden {
   // Set by read_golden: verified when the file carries an integrity digest (golden/integrity.hpp), which
   // then matched; absent when it carries none (an older or another writer's file: read as before).
   Integrity integrity = Integrity::absent;
+  // The digest verified (empty unless `integrity` is verified): what every later use of the file is bound to.
+  // A stored yardstick counts only when bound to this digest, not to whatever the path holds by then
+  // (golden/stored_yardstick.hpp): a file replaced while an implementation runs lends it nothing.
+  std::string verified_digest;
 };
 
 // What a golden holds an implementation to: named_tensors(expected), with sketches in place of the

@@ -26,7 +26,8 @@ std::string seal_integrity(const std::string& path);
 // A file without the attribute was written before attncheck-integrity-v1 or by another writer: it is
 // read as before, and the caller says so. A file with one must carry a known version whose digest
 // equals the file's, else InputError naming both digests (the file changed after it was sealed).
+// digest: set to the verified digest (the attribute as stored) when verified, cleared otherwise.
 enum class Integrity { verified, absent };
-Integrity verify_integrity(const H5::H5File& file, const std::string& path);
+Integrity verify_integrity(const H5::H5File& file, const std::string& path, std::string* digest = nullptr);
 
 }  // namespace attncheck::golden

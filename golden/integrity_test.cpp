@@ -89,8 +89,28 @@ TEST(Integrity, ADatatypeDescriptionFlipIsRefused) {
 TEST(Integrity, AStoredYardstickLeavesTheDigestValid) {
   const std::string path = written_golden("yardstick");
   write_stored_yardstick(path, {Precision::bf16, RopeAngles::float64, TpConvention::replicated_kv}, "test-version",
-                         {{"out", 0.5}});
+                         {{"out", 0.5}}, read_golden(path).verified_digest);
   EXPECT_EQ(read_golden(path).integrity, Integrity::verified);
+}
+
+// A yardstick is stored only into the file it was computed from (issue 56.2): another file at the path (a
+// different digest) is refused, nothing written; a bound one counts only over the digest its reader verified.
+TEST(Integrity, AYardstickIsBoundToTheDigestItWasComputedFrom) {
+  const std::string path = written_golden("yardstick-bound");
+  const YardstickContract contract{Precision::fp32, RopeAngles::float32, TpConvention::replicated_kv};
+  const std::string first = read_golden(path).verified_digest;
+  ASSERT_FALSE(first.empty());
+  const std::string other = "attncheck-integrity-v1:" + std::string(64, '0');
+  EXPECT_THROW(write_stored_yardstick(path, contract, "test-version", {{"out", 0.5}}, other), InputError);
+  EXPECT_FALSE(read_stored_yardstick(path, contract, "test-version", first).has_value());  // nothing written
+  EXPECT_TRUE(write_stored_yardstick(path, contract, "test-version", {{"out", 0.5}}, first));
+  EXPECT_TRUE(read_stored_yardstick(path, contract, "test-version", first)->bound);
+  // Read by a check that verified another file's digest, the file at the path is not the one it read: nothing.
+  EXPECT_FALSE(read_stored_yardstick(path, contract, "test-version", other).has_value());
+  // Read by a check that verified none, the group is only a claim (recomputed and compared).
+  const std::optional<StoredYardstick> unverified = read_stored_yardstick(path, contract, "test-version", "");
+  ASSERT_TRUE(unverified.has_value());
+  EXPECT_FALSE(unverified->bound);
 }
 
 TEST(Integrity, AFileWithoutADigestIsReadAsBefore) {

@@ -172,12 +172,18 @@ bool check_structure(const H5::H5File& file, const std::string& path) {
 }  // namespace
 
 std::optional<StoredYardstick> read_stored_yardstick(const std::string& path, const YardstickContract& contract,
-                                                     const std::string& version, bool file_verified) {
+                                                     const std::string& version, const std::string& verified_digest) {
   const std::string group_path = std::string(kGroup) + "/" + contract_key(contract);
   const std::string where = path + ":" + group_path;
   const H5::H5File file = open_for_reading(path);
   try {
     if (!check_structure(file, path) || !exists(file.openGroup(kGroup), contract_key(contract))) return std::nullopt;
+    // The file at the path now is not the one its reader verified (replaced while an implementation ran):
+    // its yardstick is nothing to this check, which computes its own.
+    if (!verified_digest.empty() &&
+        read_string_attribute(file.openGroup("/"), kIntegrityAttribute, path + ":/") != verified_digest) {
+      return std::nullopt;
+    }
     const H5::Group group = file.openGroup(group_path);
     // The version first: the digest reads the whole case.
     if (read_string_attribute(group, "version", where) != version) return std::nullopt;
@@ -195,10 +201,9 @@ std::optional<StoredYardstick> read_stored_yardstick(const std::string& path, co
       stored.errors[name] = *error;
     }
     const std::optional<std::string> binding = read_string_attribute(group, "binding", where);
-    const std::optional<std::string> integrity =
-        read_string_attribute(file.openGroup("/"), kIntegrityAttribute, path + ":/");
-    stored.bound = file_verified && binding && integrity &&
-                   *binding == binding_digest(*integrity, contract, version, digest, stored.errors);
+    // Over the digest verified when the golden was read, not the path's attribute now.
+    stored.bound = !verified_digest.empty() && binding &&
+                   *binding == binding_digest(verified_digest, contract, version, digest, stored.errors);
     return stored;
   } catch (const H5::Exception& exception) {
     fail(path, kGroup, "unreadable", "a stored yardstick must be readable", exception.getDetailMsg());
@@ -206,35 +211,38 @@ std::optional<StoredYardstick> read_stored_yardstick(const std::string& path, co
 }
 
 bool write_stored_yardstick(const std::string& path, const YardstickContract& contract, const std::string& version,
-                            const YardstickErrors& errors) {
-  const std::string digest = case_digest(path);  // also checks that the file reads
-  std::optional<std::string> integrity;
+                            const YardstickErrors& errors, const std::string& computed_from) {
+  std::string integrity;
   try {
-    const H5::H5File file = open_for_reading(path);
+    // One open for everything: the digest checked, the case digest taken and the group written are of one file.
+    H5::H5File file(path, H5F_ACC_RDWR);
     check_structure(file, path);
     // A damaged file is refused here; one without a digest gets a yardstick without a binding, which every
     // check verifies by recomputing it (`golden seal` the file first to store a usable one).
-    if (verify_integrity(file, path) == Integrity::verified) {
-      integrity = read_string_attribute(file.openGroup("/"), kIntegrityAttribute, path + ":/");
+    verify_integrity(file, path, &integrity);
+    if (integrity != computed_from) {
+      fail(path, "/@integrity",
+           fmt::format("{} now, {} when its yardstick was computed", integrity.empty() ? "none" : integrity,
+                       computed_from.empty() ? "none" : computed_from),
+           "the file must be the one the yardstick was computed from: it was replaced or edited meanwhile",
+           "run `attncheck golden yardstick` again on the file as it is now");
     }
-  } catch (const H5::Exception& exception) {  // /yardstick is outside what read_golden read: damage there
-    fail(path, kGroup, "unreadable", "a golden's /yardstick must be readable", exception.getDetailMsg());
-  }
-  try {
-    H5::H5File file(path, H5F_ACC_RDWR);
+    const std::string digest = digest_of(file, path);
     H5::Group root = exists(file, kGroup) ? file.openGroup(kGroup) : file.createGroup(kGroup);
     const std::string key = contract_key(contract);
     if (exists(root, key)) root.unlink(key);
     H5::Group group = root.createGroup(key);
     write_attribute(group, "version", version);
     write_attribute(group, "case_digest", digest);
-    if (integrity) write_attribute(group, "binding", binding_digest(*integrity, contract, version, digest, errors));
+    if (!integrity.empty()) {
+      write_attribute(group, "binding", binding_digest(integrity, contract, version, digest, errors));
+    }
     for (const auto& [name, error] : errors) write_attribute(group, name, error);
   } catch (const H5::Exception& exception) {
-    fail(path, kGroup, "not writable", "the golden file must be writable to store a yardstick in it",
+    fail(path, kGroup, "not writable", "the golden file must be readable and writable to store a yardstick in it",
          exception.getDetailMsg());
   }
-  return integrity.has_value();
+  return !integrity.empty();
 }
 
 }  // namespace attncheck::golden

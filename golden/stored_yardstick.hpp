@@ -10,12 +10,14 @@
 // float64 attribute per expected tensor name (with the per-rank ones, under that convention): the
 // yardstick's error on that tensor in units of its scale.
 //
-// A yardstick sets a tolerance, so a stored one is never trusted as data: /yardstick is outside the file's
+// A yardstick sets a tolerance, so a stored one is used only when bound to its file: /yardstick is outside the file's
 // integrity digest (storing one must not reseal the file, and `golden seal` must not bless an edited one),
 // so each group carries its own SHA-256 `binding` over its values, its contract and the file's integrity
-// digest. A stored yardstick is used as it stands only when the file's integrity digest was verified and the
-// binding matches it; otherwise the check recomputes the yardstick and refuses the file when the stored
-// values differ (cli/yardstick_source.hpp).
+// digest. A stored yardstick is used as it stands only when the file's integrity digest was verified when the
+// golden was read and the binding matches that digest; otherwise the check recomputes the yardstick and refuses
+// the file when the stored values differ (cli/yardstick_source.hpp). The recipe is public (SCHEMA.md): the
+// binding guards against stale, damaged, copied and swapped yardsticks, not against a forger who can write the
+// file (who could rewrite /expected as well).
 #pragma once
 
 #include <algorithm>
@@ -68,17 +70,22 @@ struct StoredYardstick {
 
 // The stored errors for `contract` when the file has them for `version` and its current case_digest;
 // nullopt when it has none, or has one for another version or case (stale: the caller recomputes).
-// file_verified: the caller verified the file's integrity digest (Golden::integrity), without which no
-// binding counts. InputError when /yardstick is not what the schema allows (a dataset, a named datatype or a
+// verified_digest: the integrity digest the caller verified when it read the golden (Golden::verified_digest;
+// empty: none verified, and no binding counts). A binding counts only over that digest, never over the one the
+// path holds now: a file replaced after it was read (a worker can do it) lends its yardstick to nothing
+// (nullopt when the file's integrity attribute is not that digest: the check computes its own). InputError when /yardstick is not what the schema allows (a dataset, a named datatype or a
 // link where a group belongs, a contract group holding objects) or the group is malformed (an error that is
 // not a finite, non-negative float64).
 std::optional<StoredYardstick> read_stored_yardstick(const std::string& path, const YardstickContract& contract,
-                                                     const std::string& version, bool file_verified);
+                                                     const std::string& version, const std::string& verified_digest);
 
 // Writes (replacing any) /yardstick/<contract_key> with the errors, `version`, the file's case_digest and,
 // when the file carries an integrity digest (verified first: a damaged file is refused), the binding.
-// Returns whether it was bound. The file is changed in place; nothing else in it is touched.
+// computed_from: the integrity digest of the file the errors were computed from (Golden::verified_digest;
+// empty when it had none). The file is opened once; when its digest now is not that one (it was replaced or
+// edited since), nothing is written: InputError, exit 2. Returns whether it was bound. The file is changed in
+// place; nothing else in it is touched.
 bool write_stored_yardstick(const std::string& path, const YardstickContract& contract, const std::string& version,
-                            const YardstickErrors& errors);
+                            const YardstickErrors& errors, const std::string& computed_from);
 
 }  // namespace attncheck::golden
