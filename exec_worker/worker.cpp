@@ -110,8 +110,12 @@ class TemporaryFolder {
     held_ = fmt::format("/proc/self/fd/{}", descriptor_);
   }
   ~TemporaryFolder() {  // the worker's supervisor has removed it already, unless it could not finish
+    // Its contents, through the descriptor: each entry removed as it is (a link is unlinked, not followed). Not
+    // remove_all(held_) itself: /proc/self/fd/N is a link, which remove_all would only try to unlink.
     std::error_code ignored;
-    std::filesystem::remove_all(held_, ignored);  // its contents, through the descriptor (links not followed)
+    for (const auto& entry : std::filesystem::directory_iterator(held_, ignored)) {
+      std::filesystem::remove_all(entry.path(), ignored);
+    }
     // The folder itself by its path only while the path still names it (a worker may have swapped it).
     struct stat by_path {};
     struct stat held {};

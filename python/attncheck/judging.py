@@ -257,16 +257,17 @@ def admissions(goldens, supports=None):
     return json.loads(done.stdout)["goldens"]
 
 
-def check(layer, golden, supports=None):
+def check(layer, golden, supports=None, admitted=None):
     """Runs layer(case) on the golden's inputs (attncheck.read_case) and judges what it returns (a Candidate,
     or a dict of fp64 tensors), as `attncheck run` judges a worker. A golden outside `supports` (what the layer
     states: attncheck.Capabilities or feature names) is "not_stated" and one that would not fit in memory
     "not_checked", the layer not called; the rest of the statement's promises are held by the judge
     (judge(..., supports=)). A layer raising attncheck.Unsupported has "declined", or, for a golden its
-    statement includes, "broken_promise". Returns a Verdict."""
+    statement includes, "broken_promise". admitted: admission(golden, supports) when the caller has it already
+    (the pytest plugin admits every golden in one run at collection). Returns a Verdict."""
     from .case import read_case
 
-    admitted = admission(golden, supports)
+    admitted = admitted or admission(golden, supports)
     if not admitted["admitted"]:
         return Verdict(golden=str(golden), verdict="not_stated", message=admitted["reason"])
     if not admitted["fits"]:

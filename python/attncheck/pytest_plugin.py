@@ -45,17 +45,18 @@ class CaseToCheck:
     attncheck's localisation (skips it when attncheck did not run it: not stated, declined, not checked);
     verdict(layer) returns the Verdict instead. path: the file (a drawn case is drawn on first use)."""
 
-    def __init__(self, path, supports, name):
+    def __init__(self, path, supports, name, admitted=None):
         self._path = path
         self.supports = supports
         self.name = name
+        self.admitted = admitted  # golden admit's answer from collection (goldens), or None (drawn cases)
 
     @property
     def path(self):
         return self._path() if callable(self._path) else self._path
 
     def verdict(self, layer):
-        return judging.check(layer, self.path, supports=self.supports)
+        return judging.check(layer, self.path, supports=self.supports, admitted=self.admitted)
 
     def check(self, layer):
         verdict = self.verdict(layer)
@@ -124,5 +125,5 @@ def pytest_generate_tests(metafunc):
                 marks = [pytest.mark.skip(reason=f"attncheck: not stated: {admission['reason']}")]
             elif not admission["fits"]:
                 marks = [pytest.mark.skip(reason=f"attncheck: not checked: {admission['memory_problem']}")]
-            params.append(pytest.param(CaseToCheck(path, supports, name), id=name, marks=marks))
+            params.append(pytest.param(CaseToCheck(path, supports, name, admission), id=name, marks=marks))
     metafunc.parametrize("attncheck_case", params)
