@@ -166,3 +166,15 @@ attncheck_fuzz_case(oracle_out_of_memory_stops 2 ".*"
                     "not enough memory: the fp64 reference run = an estimated [0-9.]+ MiB at peak: must fit in the 40.0 MiB"
                     120 fuzz --impl "exec:${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/python/examples/my_attention_worker.py"
                     --profile long --cases 40 --seed 1 --max-memory 40M)
+# Correct fp64 layers where rounding cancels (issue 56.4 and 56.5), each of which failed before the fp64
+# yardstick (core/compare/tolerance.hpp, kFp64YardstickFactor): the latent profile's case 633 of seed 12 (every
+# gradient ~1e-6 of terms ~15); PyTorch's CPU flash SDPA in double, case 2438 of seed 2 (P from a stored
+# log-sum-exp behind a saturated softmax); reference-cp's ring, case 2346 of seed 12 (the output merged by
+# log-sum-exps, its rounding amplified through D = rowsum(dO o O)).
+attncheck_fuzz_case(fp64_cancellation_latent 0 "fuzz torch-cpu-fp64: 700 cases \\(0 unsupported\\)" "^$" 120
+                    fuzz --impl torch-cpu-fp64 --profile latent --cases 700 --seed 12 --repro-dir ${fuzz_dir}/cancel_latent)
+attncheck_fuzz_case(fp64_flash_sdpa_rounding 0 "fuzz torch-cpu-fp64-sdpa: 2500 cases \\(0 unsupported\\)" "^$" 120
+                    fuzz --impl torch-cpu-fp64-sdpa --cases 2500 --seed 2 --repro-dir ${fuzz_dir}/cancel_sdpa)
+attncheck_fuzz_case(reference_cp_ring_rounding 0 "fuzz reference-cp: 2400 cases \\(0 unsupported\\)" "^$" 300
+                    fuzz --impl reference-cp --profile context-parallel --cases 2400 --seed 12
+                    --repro-dir ${fuzz_dir}/cancel_cp)

@@ -8,9 +8,11 @@
 #include <limits>
 #include <string>
 
+#include "core/compare/judge.hpp"
 #include "core/errors/input_error.hpp"
 #include "core/generation/input_generation.hpp"
 #include "reference/reference.hpp"
+#include "reference/yardstick.hpp"
 
 namespace attncheck {
 namespace {
@@ -221,6 +223,42 @@ TEST(Compare, BelowFp64TheToleranceIsKTimesTheYardsticksError) {
   const TensorReport over = find(compare(test_case, expected, beyond, Precision::fp32, &yardstick), "out");
   EXPECT_EQ(over.status, TensorStatus::mismatch);
   EXPECT_NEAR(over.yardstick_error, yardstick_error, 1e-12 * scale);  // (x + e) - x rounds
+}
+
+// fp64: the fp64 yardstick (tolerance.hpp, kFp64YardstickFactor) is computed only for a candidate beyond 2^16
+// ulps of a tensor's scale, and forgives rounding, not bugs: a wrong element stays a failure after it.
+TEST(Judge, TheFp64YardstickIsComputedOnlyAfterAMismatchAndForgivesNoBug) {
+  const Case test_case = make_case();
+  const NamedTensors expected = named_tensors(reference::run_reference(test_case));
+  int computed = 0;
+  const YardstickFinder finder = [&](const NamedTensors& held, const Candidate& candidate) {
+    ++computed;
+    return SourcedYardstick{.errors = reference::yardstick_errors(test_case, held, candidate.precision),
+                            .source = YardstickSource::computed,
+                            .contract = "fp64"};
+  };
+  const auto judged = [&](const NamedTensors& tensors) {
+    return judge({.test_case = test_case, .answers = expected, .yardstick = finder},
+                 Candidate{.tensors = tensors, .precision = Precision::fp64}, "candidate");
+  };
+  const Judgement same = judged(expected);
+  EXPECT_TRUE(same.report.passed());
+  EXPECT_EQ(computed, 0);
+  EXPECT_EQ(same.yardstick.source, YardstickSource::none);
+  EXPECT_FALSE(same.report.fp64_yardstick);
+
+  NamedTensors wrong = expected;
+  wrong["grads/q_proj"].values[7] *= 1.001;  // a bug's size: O(1e-3) of the element, far above rounding
+  const Judgement caught = judged(wrong);
+  EXPECT_EQ(computed, 1);
+  EXPECT_TRUE(caught.report.fp64_yardstick);
+  EXPECT_EQ(caught.yardstick.contract, "fp64");
+  const TensorReport& q_proj = find(caught.report, "grads/q_proj");
+  EXPECT_EQ(q_proj.status, TensorStatus::mismatch);
+  EXPECT_GT(q_proj.yardstick_error, 0.0);  // naive fp64 runs differ from the reference by their rounding
+  EXPECT_LT(kFp64YardstickFactor * q_proj.yardstick_error, 1e-3 * q_proj.max_error);
+  EXPECT_EQ(find(caught.report, "out").status, TensorStatus::ok);
+  EXPECT_NE(tolerance_rule(caught.report).find("fp64 yardstick"), std::string::npos);
 }
 
 }  // namespace

@@ -67,7 +67,8 @@ struct Storage {
     if (jitter == nullptr || value == 0.0f || !std::isfinite(value) || !jitter->coin()) return value;
     return step(value, jitter->coin());
   }
-  double round(double value) const { return value; }  // the fp64 run rounds nothing
+  // The fp64 run rounds nothing; its jittered runs (the fp64 yardstick) nudge one double ulp half of the time.
+  double round(double value) const { return nudge(value); }
 
   // A result an implementation keeps in float (never stored in half precision): only the jittered runs'
   // nudge, one float ulp half of the time.
@@ -76,7 +77,11 @@ struct Storage {
     const float infinity = std::numeric_limits<float>::infinity();
     return std::nextafter(value, (value > 0) == jitter->coin() ? infinity : -infinity);
   }
-  double nudge(double value) const { return value; }
+  double nudge(double value) const {
+    if (jitter == nullptr || value == 0.0 || !std::isfinite(value) || !jitter->coin()) return value;
+    const double infinity = std::numeric_limits<double>::infinity();
+    return std::nextafter(value, (value > 0) == jitter->coin() ? infinity : -infinity);
+  }
 
   // Every value rounded, in reshaped()'s order: column by column (Eigen's default for reshaped(), whatever the
   // storage order), which is the order a jittered run's coins are drawn in and so part of its yardstick.

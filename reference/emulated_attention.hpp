@@ -3,7 +3,7 @@
 // dS) under the run's directed rounding, every other result stored. The plain layer calls it per (batch
 // row, query head) with head_dim-wide q, k and v; the latent layer with qk-wide q, k and v_head_dim-wide v.
 //
-// Layouts: q [seq_q, qk width]; k [seq_k, qk width]; v [seq_k, v width]; p and tanh [seq_q, seq_k];
+// Layouts: q [seq_q, qk width]; k [seq_k, qk width]; v [seq_k, v width]; p, p_from_lse and tanh [seq_q, seq_k];
 // p_sink [seq_q] (with a sink, else empty); context and d_context [seq_q, v width].
 #pragma once
 
@@ -22,6 +22,9 @@ struct HeadForward {
   Mat<S> p;             // probabilities
   Mat<S> tanh;          // tanh(score / softcap), when softcapped
   Column<S> p_sink;     // the sink's probability per row, with a sink
+  // p_from_lse runs only: the probabilities as a flash-style backward recomputes them, exp(score - lse) from
+  // the row's stored log-sum-exp lse = max + log(sum), each stored; the backward uses them instead of p.
+  Mat<S> p_from_lse;
 };
 
 // The run's settings every head shares.
@@ -29,6 +32,11 @@ struct HeadArithmetic {
   const Storage& store;
   Rounding rounding;
   const Geometry& geometry;  // scale and softcap
+  // The probabilities from a stored log-sum-exp, as flash-style backwards recompute them (FlashAttention-2,
+  // PyTorch's CPU flash SDPA) and as outputs merged by log-sum-exp (ring context parallelism, split-KV decoding)
+  // weigh their parts: exp(score - lse) carries lse's rounding, an ulp of the score's magnitude, where p itself
+  // is near 1 (emulated_layer.hpp, EmulationVariant::p_from_lse).
+  bool p_from_lse = false;
 };
 
 // context receives p @ v, stored. With a sink (`sink` not null): the head's logit joins each row's maximum
@@ -63,10 +71,19 @@ HeadForward<S> attend_forward(const HeadArithmetic& run, const MaskSpec& mask, c
       const S sum = e.sum() + sink_term;  // accumulated in S, as without a sink (no storage rounding)
       f.p.row(i).segment(keys.begin, keys.end - keys.begin) = e / sum;
       if (has_sink) f.p_sink(i) = store.round(sink_term / sum);
+      if (run.p_from_lse) {
+        if (f.p_from_lse.size() == 0) f.p_from_lse = Mat<S>::Zero(seq_q, seq_k);
+        const S lse = store.round(maximum + store.round(std::log(sum)));
+        Row<S> recomputed = (visible.array() - lse).exp().matrix();
+        store.round_each(recomputed.data(), recomputed.size());
+        f.p_from_lse.row(i).segment(keys.begin, keys.end - keys.begin) = recomputed;
+      }
     }
     f.p = store(std::move(f.p));
   }
-  context = store(product(f.p, v));
+  // p_from_lse runs form the output from the same probabilities: a result merged from partial ones by their
+  // log-sum-exps (ring context parallelism, split-KV decoding) carries the stored lse's rounding likewise.
+  context = store(product(run.p_from_lse ? f.p_from_lse : f.p, v));
   return f;
 }
 
@@ -86,7 +103,7 @@ HeadGradients<S> attend_backward(const HeadArithmetic& run, bool d_from_output, 
                                  const Mat<S>& k, const Mat<S>& v, S* d_sink) {
   const Storage& store = run.store;
   const Geometry& g = run.geometry;
-  const Mat<S>& p = f.p;
+  const Mat<S>& p = f.p_from_lse.size() != 0 ? f.p_from_lse : f.p;
   HeadGradients<S> grads;
   grads.d_v = store(product(p.transpose(), d_context));
   const Mat<S> dp = store(product(d_context, v.transpose()));

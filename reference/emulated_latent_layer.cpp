@@ -41,6 +41,7 @@ class EmulatedLatentLayer {
         store_{precision},
         rounding_(variant.rounding),
         d_from_output_(variant.d_from_output),
+        p_from_lse_(variant.p_from_lse),
         rope_(c, store_, variant.angles, token_largest_positions),
         tokens_(c.inputs.batch * c.inputs.seq) {
     if (variant.jitter_seed != 0) {
@@ -66,7 +67,9 @@ class EmulatedLatentLayer {
   }
 
  private:
-  HeadArithmetic arithmetic() const { return {.store = store_, .rounding = rounding_, .geometry = g_}; }
+  HeadArithmetic arithmetic() const {
+    return {.store = store_, .rounding = rounding_, .geometry = g_, .p_from_lse = p_from_lse_};
+  }
 
   // The latent RMSNorms normalise the whole row with their plain weight; their rank may be 1 (emulated_norm.hpp:
   // why the jittered runs nudge 1 / rms then).
@@ -203,6 +206,7 @@ class EmulatedLatentLayer {
   Storage store_;
   Rounding rounding_;
   bool d_from_output_;
+  bool p_from_lse_;
   EmulatedRope<S> rope_;
   std::int64_t tokens_;
   Mat<S> x_;
@@ -211,14 +215,16 @@ class EmulatedLatentLayer {
 }  // namespace
 
 Result run_latent_layer(const Case& test_case, Precision precision, EmulationVariant variant) {
-  if (precision == Precision::fp64) return EmulatedLatentLayer<double>(test_case, precision, {}).run();
+  if (precision == Precision::fp64)
+    return EmulatedLatentLayer<double>(test_case, precision, fp64_variant(variant)).run();
   return EmulatedLatentLayer<float>(test_case, precision, variant).run();
 }
 
 Tensor latent_forward_out(const Case& test_case, Precision precision, EmulationVariant variant,
                           std::span<const std::int64_t> token_largest_positions) {
   if (precision == Precision::fp64) {
-    return EmulatedLatentLayer<double>(test_case, precision, {}, token_largest_positions).forward_out();
+    return EmulatedLatentLayer<double>(test_case, precision, fp64_variant(variant), token_largest_positions)
+        .forward_out();
   }
   return EmulatedLatentLayer<float>(test_case, precision, variant, token_largest_positions).forward_out();
 }

@@ -49,6 +49,7 @@ class EmulatedLayer {
         store_{precision},
         rounding_(variant.rounding),
         d_from_output_(variant.d_from_output),
+        p_from_lse_(variant.p_from_lse),
         rope_(c, store_, variant.angles, token_largest_positions),
         d_(g_.head_dim()),
         tokens_(c.inputs.batch * c.inputs.seq) {
@@ -89,7 +90,9 @@ class EmulatedLayer {
 
   void rotate(Mat<S>& rows, std::int64_t heads, S sign) const { rope_.rotate(rows, heads, d_, 0, sign); }
 
-  HeadArithmetic arithmetic() const { return {.store = store_, .rounding = rounding_, .geometry = g_}; }
+  HeadArithmetic arithmetic() const {
+    return {.store = store_, .rounding = rounding_, .geometry = g_, .p_from_lse = p_from_lse_};
+  }
 
   Forward<S> forward() {
     const Parameters& w = c_.weights;
@@ -185,6 +188,7 @@ class EmulatedLayer {
   Storage store_;
   Rounding rounding_;
   bool d_from_output_;
+  bool p_from_lse_;
   EmulatedRope<S> rope_;
   std::int64_t d_;
   std::int64_t tokens_;
@@ -203,13 +207,14 @@ namespace {
 Tensor decode_with_call_frequencies(const Case& test_case, Precision precision, EmulationVariant variant) {
   const std::vector<std::int64_t> largest = decode_call_largest_positions(test_case);
   if (test_case.geometry().is_latent()) return latent_forward_out(test_case, precision, variant, largest);
-  if (precision == Precision::fp64) return EmulatedLayer<double>(test_case, precision, {}, largest).forward_out();
+  if (precision == Precision::fp64)
+    return EmulatedLayer<double>(test_case, precision, fp64_variant(variant), largest).forward_out();
   return EmulatedLayer<float>(test_case, precision, variant, largest).forward_out();
 }
 
 Result run_layer(const Case& test_case, Precision precision, EmulationVariant variant) {
   if (test_case.geometry().is_latent()) return run_latent_layer(test_case, precision, variant);
-  if (precision == Precision::fp64) return EmulatedLayer<double>(test_case, precision, {}).run();
+  if (precision == Precision::fp64) return EmulatedLayer<double>(test_case, precision, fp64_variant(variant)).run();
   return EmulatedLayer<float>(test_case, precision, variant).run();
 }
 

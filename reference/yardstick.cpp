@@ -8,15 +8,31 @@ namespace attncheck::reference {
 YardstickErrors yardstick_errors(const Case& test_case, const NamedTensors& expected, Precision precision,
                                  RopeAngles angles, TpConvention tp_convention) {
   YardstickErrors errors;
-  if (precision == Precision::fp64) return errors;
   const auto held = [&](const Result& run) {
     return regroup_rank_tensors(named_tensors(run), test_case.plan, TpConvention::replicated_kv, tp_convention);
   };
+  // fp64 (computed only for a candidate beyond 2^16 ulps of a tensor's scale, core/compare/tolerance.hpp): the
+  // naive fp64 layer rounded to nearest, 8 jittered runs of it, and 8 with a flash-style backward (D from the
+  // output, P from a stored log-sum-exp: PyTorch's CPU flash SDPA in double showed 8x the naive runs' error
+  // behind a saturated softmax); the rounding of the case's own terms, which cancellation can make far larger
+  // than ulps of the tensor's scale.
+  constexpr std::uint64_t kJitteredRuns = 8;
+  if (precision == Precision::fp64) {
+    add_yardstick_run(expected, held(run_emulated(test_case, precision)), errors);
+    for (const bool flash : {false, true}) {
+      for (std::uint64_t seed = 1; seed <= kJitteredRuns; ++seed) {
+        add_yardstick_run(expected,
+                          held(run_emulated(test_case, precision,
+                                            {.jitter_seed = seed, .d_from_output = flash, .p_from_lse = flash})),
+                          errors);
+      }
+    }
+    return errors;
+  }
   // One run per IEEE rounding mode of the softmax chain (fp32; bf16/fp16 round to nearest only) and 8
   // jittered nearest-rounded ones (emulated_layer.hpp says why; with 4, torch-cpu-fp32's decode/out
   // exceeded twice the yardstick by 1% at fuzz seed 8, case 3,535). Folded one at a time: a Qwen3-32B
   // layer's gradients are 0.8 GB a run.
-  constexpr std::uint64_t kJitteredRuns = 8;
   for (const Rounding rounding : kRoundings) {
     if (precision != Precision::fp32 && rounding != Rounding::nearest) continue;
     add_yardstick_run(expected, held(run_emulated(test_case, precision, {.rounding = rounding, .angles = angles})),

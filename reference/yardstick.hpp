@@ -19,7 +19,9 @@ inline constexpr const char* kYardstickVersion = "attncheck-yardstick-v3";
 // Errors of the emulated layer in `precision` against `expected` (tensors under golden names, sketched
 // where `expected` holds sketches): fp32, one run per IEEE rounding mode of the softmax chain, 8
 // jittered runs and 8 jittered runs with the backward's D formed from the output (flash-style);
-// bf16/fp16, one nearest-rounded and 8 jittered runs. Empty for fp64, which needs none.
+// bf16/fp16, one nearest-rounded and 8 jittered runs; fp64 (the second rule for an fp64 candidate beyond 2^16
+// ulps of a tensor's scale, core/compare/tolerance.hpp), one nearest-rounded and 16 jittered fp64 runs, 8 of
+// them with a flash-style backward.
 // angles: how the candidate forms its RoPE angles (its declared contract); the yardstick forms them so.
 // tp_convention: how `expected` holds its per-rank tensors; each run's (replicated-kv, as the reference's)
 // are regrouped to it before they are measured, so every rank's line meets its own counterpart.

@@ -150,7 +150,7 @@ TensorReport compare_tensor(const Case& test_case, const std::string& name, cons
   report.scale = std::max(max_abs(expected), scale_floor);
   // A tensor the yardstick lacks is held to the floor alone (a missing yardstick tensor is the caller's
   // bug to fix, not a reason to pass anything).
-  if (precision != Precision::fp64) report.yardstick_error = yardstick_error.value_or(0.0);
+  report.yardstick_error = yardstick_error.value_or(0.0);
   report.tolerance = tolerance(precision, is_gradient(name) ? TensorRole::gradient : TensorRole::output, report.scale,
                                report.yardstick_error);
   if (actual == nullptr) {
@@ -453,7 +453,10 @@ CompareReport compare(const Case& test_case, const NamedTensors& expected, const
                    "fp64");
     violations.throw_if_any("unsupported comparison");
   }
-  CompareReport report{.precision = precision, .rope_angles = rope_angles, .tp_convention = tp_convention};
+  CompareReport report{.precision = precision,
+                       .rope_angles = rope_angles,
+                       .tp_convention = tp_convention,
+                       .fp64_yardstick = precision == Precision::fp64 && yardstick != nullptr && !yardstick->empty()};
   LazyHoldings holdings(test_case.plan, tp_convention);
   double largest_gradient = 0.0;
   double largest_sketch = 0.0;
@@ -485,7 +488,7 @@ CompareReport compare(const Case& test_case, const NamedTensors& expected, const
     const double scale_floor =
         is_gradient(name) ? kGradientScaleFloor * (sketch_tensor ? largest_sketch : largest_gradient) : 0.0;
     std::optional<double> yardstick_error;
-    if (precision != Precision::fp64) {
+    if (yardstick != nullptr) {  // fp64: empty unless the judge computed the fp64 yardstick after a mismatch
       if (const auto found_error = yardstick->find(name); found_error != yardstick->end()) {
         yardstick_error = found_error->second;
       }
@@ -497,6 +500,12 @@ CompareReport compare(const Case& test_case, const NamedTensors& expected, const
 }
 
 std::string tolerance_rule(const CompareReport& report) {
+  if (report.precision == Precision::fp64 && report.fp64_yardstick) {
+    return fmt::format(
+        "{} ulps of their scale, or where rounding cancels {} x the error of naive fp64 implementations (the fp64 "
+        "yardstick, computed because a tensor was beyond the first)",
+        kFp64ToleranceUlps, kFp64YardstickFactor);
+  }
   if (report.precision == Precision::fp64) return fmt::format("{} ulps of their scale (fp64)", kFp64ToleranceUlps);
   return fmt::format(
       "{} x (outputs) / {} x (gradients) the emulated naive {} implementation's error + {} ulps (contract: {})",

@@ -66,7 +66,7 @@ struct TensorReport {
   double max_error = 0.0;          // max |actual - expected|
   double error_ulps = 0.0;         // max_error / (epsilon(precision) * scale)
   double tolerance = 0.0;          // absolute
-  double yardstick_error = 0.0;    // below fp64: the emulated naive implementation's max |error|
+  double yardstick_error = 0.0;    // the emulated naive implementation's max |error| (fp64: 0 unless computed)
   std::int64_t elements_over = 0;  // elements beyond tolerance (or non-finite)
   Shape worst_index;               // coordinate of max_error
   double expected_at_worst = 0.0;
@@ -80,6 +80,9 @@ struct CompareReport {
   Precision precision = Precision::fp64;
   RopeAngles rope_angles = RopeAngles::float32;  // below fp64: how the candidate (and its yardstick) form angles
   TpConvention tp_convention = TpConvention::replicated_kv;  // how the per-rank tensors compared are held
+  // fp64 only: the fp64 yardstick was computed (a tensor was beyond 2^16 ulps of its scale) and held every
+  // tensor a second time (core/compare/tolerance.hpp, kFp64YardstickFactor).
+  bool fp64_yardstick = false;
   std::vector<TensorReport> tensors;
   bool passed() const;                // nothing failed (declined tensors fail nothing)
   std::int64_t passed_count() const;  // ok
@@ -97,7 +100,8 @@ void add_yardstick_run(const NamedTensors& expected, const NamedTensors& run, Ya
 // Compares every expected tensor with the actual one of the same name (extra actual tensors are
 // ignored). The case supplies the layouts for localisation. A precision below fp64 needs `yardstick`:
 // the emulated naive implementation's errors in that precision (reference::yardstick_errors); InputError
-// without it.
+// without it. fp64 takes one where the judge computed it after a first comparison failed (a non-empty map
+// sets fp64_yardstick in the report).
 // rope_angles: the angle policy the candidate declared and the yardstick was built with (named in the
 // report: the precision contract that judged the candidate, golden/SCHEMA.md).
 // tp_convention: how expected and actual per-rank tensors are held (core/tp/tp_convention.hpp): their
@@ -124,8 +128,8 @@ const std::string* declined_reason(const DeclinedParts& declined, std::string_vi
 std::string precision_contract(Precision precision, RopeAngles rope_angles);
 
 std::string render_text(const CompareReport& report);  // a table for people
-// The tolerance the report's tensors were held to: "65536 ulps of their scale (fp64)", or below fp64 the
-// yardstick rule with its precision contract.
+// The tolerance the report's tensors were held to: "65536 ulps of their scale (fp64)" (and the fp64 yardstick's
+// rule where it was computed), or below fp64 the yardstick rule with its precision contract.
 std::string tolerance_rule(const CompareReport& report);
 // Where a failing tensor's elements beyond tolerance are: "ranks 0,1; batch 0; positions 3,4; query heads 5"
 // (the axes it has, each list cut at 8 values).

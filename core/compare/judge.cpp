@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/compare/rank_regroup.hpp"
+#include "core/compare/tolerance.hpp"
 
 namespace attncheck {
 
@@ -36,6 +39,25 @@ Judgement judge(Expectation expectation, const Candidate& candidate, std::string
   judgement.report =
       compare(test_case, judgement.expected, candidate.tensors, candidate.precision, &judgement.yardstick.errors,
               candidate.rope_angles, candidate.tp_convention, candidate.declined);
+  // fp64 beyond 2^16 ulps of a tensor's scale: held once more to the fp64 yardstick, the rounding of the case's
+  // own terms (core/compare/tolerance.hpp, kFp64YardstickFactor). Only a mismatch can be rounding; a case the
+  // emulated layer cannot measure keeps the first verdict (never unjudged: the first rule alone is strict).
+  const auto mismatched = [](const TensorReport& tensor) { return tensor.status == TensorStatus::mismatch; };
+  if (candidate.precision == Precision::fp64 && expectation.yardstick &&
+      std::any_of(judgement.report.tensors.begin(), judgement.report.tensors.end(), mismatched)) {
+    try {
+      SourcedYardstick fp64_yardstick = expectation.yardstick(judgement.expected, candidate);
+      if (!fp64_yardstick.errors.empty()) {
+        judgement.yardstick = std::move(fp64_yardstick);
+        judgement.report =
+            compare(test_case, judgement.expected, candidate.tensors, candidate.precision, &judgement.yardstick.errors,
+                    candidate.rope_angles, candidate.tp_convention, candidate.declined);
+      }
+    } catch (const NoYardstick& error) {
+      judgement.notes.push_back(fmt::format("fp64 yardstick not computed ({}): held to {} ulps of the scale alone",
+                                            error.what(), kFp64ToleranceUlps));
+    }
+  }
   return judgement;
 }
 

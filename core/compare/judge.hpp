@@ -19,8 +19,10 @@ namespace attncheck {
 
 // The yardstick of `candidate`'s precision contract for `expected` (its tensors as the candidate is held to
 // them): a golden's (stored or recomputed, cli/yardstick_source.hpp) or the fuzzer's (computed now).
-// Called only below fp64. May throw: a golden's finder InputError when a stored yardstick is refused (or the
-// emulated layer cannot measure the case); the fuzzer's turns the latter into NoYardstick (properties/checks.cpp).
+// Called below fp64, and for an fp64 candidate when a tensor is beyond 2^16 ulps of its scale (its fp64 yardstick,
+// always computed now, never stored: tolerance.hpp, kFp64YardstickFactor). May throw: a golden's finder InputError when
+// a stored yardstick is refused (or the emulated layer cannot measure the case); the fuzzer's turns the latter into
+// NoYardstick (properties/checks.cpp).
 using YardstickFinder = std::function<SourcedYardstick(const NamedTensors& expected, const Candidate& candidate)>;
 
 // A case the yardstick cannot measure (an emulated layer that cannot run it): the case is left unjudged,
@@ -46,7 +48,7 @@ struct Expectation {
 
 struct Judgement {
   CompareReport report;
-  SourcedYardstick yardstick;  // source none for fp64
+  SourcedYardstick yardstick;  // fp64: source none unless a mismatch had the fp64 yardstick computed
   NamedTensors expected;       // the answers as the candidate was held to them (for heatmaps)
   // What was judged differently from the answers as they stand: per-rank gradients left out or regrouped.
   std::vector<std::string> notes;

@@ -12,16 +12,16 @@
 namespace attncheck {
 
 enum class YardstickSource {
-  none,        // fp64: the tolerance is in ulps, no yardstick
+  none,        // fp64 within 2^16 ulps of every tensor's scale: no yardstick
   stored,      // read from the golden, its binding matching the file's verified integrity digest
   recomputed,  // stored without a binding that counts, recomputed and equal: the recomputation is used
   computed,    // nothing current stored: computed now
 };
 
 struct SourcedYardstick {
-  YardstickErrors errors;  // empty for fp64, which needs none
+  YardstickErrors errors;  // fp64: empty unless a tensor beyond 2^16 ulps had it computed (contract "fp64")
   YardstickSource source = YardstickSource::none;
-  std::string contract;  // "fp32.float32.replicated-kv"; empty for fp64
+  std::string contract;  // "fp32.float32.replicated-kv"; "fp64" or empty for fp64
 };
 
 // "stored", "recomputed", "computed" or "none" (not to_string: it would hide attncheck::to_string in callers).
