@@ -189,6 +189,10 @@ void print_failure(const properties::Counterexample& failure, const std::string&
   }
   // Where it fails, without having to run the replay first.
   if (failure.outcome.report) out << "  where:\n" << describe_failures(*failure.outcome.report, "    ");
+  if (failure.repro_path.empty()) {
+    out << fmt::format("  repro: not written: {}\n", failure.repro_problem);
+    return;
+  }
   if (failure.reproduction == Reproduction::after_earlier_cases) {
     out << fmt::format("  repro: {} ({} cases in order, listed in {})\n", failure.repro_path,
                        failure.earlier_cases.size() + 1, properties::kSequenceListing);
@@ -209,6 +213,7 @@ std::string mutant_failure_lines(const properties::Counterexample& failure, bool
   }
   text += fmt::format("{}shrunk{}: {}\n", indent, long_profile ? " (long profile)" : "",
                       properties::describe(failure.failing));
+  if (failure.repro_path.empty()) text += fmt::format("{}repro not written: {}\n", indent, failure.repro_problem);
   return text + shrink_notes(failure, shrink_budget, indent);
 }
 
@@ -342,7 +347,9 @@ int run_fuzz(const FuzzCommandOptions& options, std::ostream& out) {
   if (!report.failure) return kExitOk;
   const properties::Counterexample& failure = *report.failure;
   print_failure(failure, implementation->name(), fuzz, out);
-  if (!options.html.empty()) {
+  if (!options.html.empty() && failure.repro_path.empty()) {
+    out << fmt::format("  html report: not written (it is the repro's replay, and there is no repro)\n");
+  } else if (!options.html.empty()) {
     // The report of the repro: replayed (the table it prints is the one above).
     FuzzCommandOptions replay = options;
     replay.file = failure.repro_path;
@@ -435,7 +442,12 @@ int run_mutants(const FuzzCommandOptions& options, std::ostream& out) {
         if (failure.reproduction == properties::Reproduction::after_earlier_cases) {
           row["earlier_cases"] = failure.earlier_cases;
         }
-        row["repro"] = failure.repro_path;
+        if (failure.repro_path.empty()) {
+          row["repro"] = nullptr;
+          row["repro_problem"] = failure.repro_problem;
+        } else {
+          row["repro"] = failure.repro_path;
+        }
       }
       rows.push_back(row);
     } else {

@@ -1,7 +1,9 @@
 #include "properties/fuzz.hpp"
 
 #include <fmt/format.h>
+
 #include <fmt/ranges.h>
+#include <functional>
 
 #include <chrono>
 #include <set>
@@ -50,6 +52,17 @@ void say(std::ostream* progress, const std::string& line) {
   if (progress) *progress << line << '\n' << std::flush;
 }
 
+// The repro `write` makes, or why it could not: the failure is reported either way (a folder, FIFO or symlink in
+// the way is the repro's problem, not the run's).
+void record_repro(Counterexample& failure, const std::function<std::string()>& write) {
+  try {
+    failure.repro_path = write();
+  } catch (const ReproNotWritten& error) {
+    failure.repro_path.clear();
+    failure.repro_problem = error.what();
+  }
+}
+
 // After the shrink in the fuzzing instance: where the failure reproduces (fresh instances), and its repro.
 // `earlier` are the indices the fuzzing instance ran before the failing one.
 // `original_outcome` is the original case's, in the fuzzing instance.
@@ -66,7 +79,7 @@ void reproduce(const std::string& name, const ImplementationFactory& open_fresh,
   if (same_failure(alone)) {
     failure.reproduction = Reproduction::alone;
     failure.outcome = std::move(alone);
-    failure.repro_path = write_repro(make_case(failure.failing), options.repro_dir, name);
+    record_repro(failure, [&] { return write_repro(make_case(failure.failing), options.repro_dir, name); });
     return;
   }
   const bool shrank = !(failure.shrunk == failure.original);
@@ -78,7 +91,7 @@ void reproduce(const std::string& name, const ImplementationFactory& open_fresh,
       failure.failing = failure.original;
       failure.failing_is_shrunk = false;
       failure.outcome = std::move(original);
-      failure.repro_path = write_repro(make_case(failure.failing), options.repro_dir, name);
+      record_repro(failure, [&] { return write_repro(make_case(failure.failing), options.repro_dir, name); });
       return;
     }
   }
@@ -88,7 +101,7 @@ void reproduce(const std::string& name, const ImplementationFactory& open_fresh,
     failure.outcome = std::move(original_outcome);
     failure.failing = failure.original;
     failure.failing_is_shrunk = false;
-    failure.repro_path = write_repro(make_case(failure.original), options.repro_dir, name);
+    record_repro(failure, [&] { return write_repro(make_case(failure.original), options.repro_dir, name); });
     return;
   }
   say(progress, fmt::format("fuzz {}: it passes alone in a fresh instance; replaying the {} earlier cases from the "
@@ -104,7 +117,7 @@ void reproduce(const std::string& name, const ImplementationFactory& open_fresh,
   if (!search.reproduced || search.outcome.property != property) {
     failure.reproduction = Reproduction::not_reproduced;
     failure.outcome = std::move(original_outcome);
-    failure.repro_path = write_repro(make_case(failure.original), options.repro_dir, name);
+    record_repro(failure, [&] { return write_repro(make_case(failure.original), options.repro_dir, name); });
     return;
   }
   failure.reproduction = Reproduction::after_earlier_cases;
@@ -133,7 +146,7 @@ void reproduce(const std::string& name, const ImplementationFactory& open_fresh,
       "(attncheck replay FOLDER --impl NAME); the last fails only after the ones before it, and passes alone.\n"
       "{}: fuzz seed {}, {}",
       name, options.seed, describe_sequence(failure.earlier_cases, failure.original_index));
-  failure.repro_path = write_sequence_repro(cases, comment, options.repro_dir, name);
+  record_repro(failure, [&] { return write_sequence_repro(cases, comment, options.repro_dir, name); });
 }
 
 // The features a case exercised as the check judged it: its parts only where they were judged.

@@ -81,7 +81,8 @@ struct Counterexample {
   std::int64_t sequence_cases_run = 0;      // the search for them
   bool sequence_budget_spent = false;
   std::int64_t sequence_longest_tried = 0;  // not_reproduced: the most earlier cases a replay ran first
-  std::string repro_path;                   // a repro file, or a sequence folder (after_earlier_cases)
+  std::string repro_path;     // a repro file, or a sequence folder (after_earlier_cases); empty when not written
+  std::string repro_problem;  // why it was not written (ReproNotWritten), when repro_path is empty
 };
 
 struct FuzzReport {

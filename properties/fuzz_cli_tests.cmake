@@ -178,3 +178,10 @@ attncheck_fuzz_case(fp64_flash_sdpa_rounding 0 "fuzz torch-cpu-fp64-sdpa: 2500 c
 attncheck_fuzz_case(reference_cp_ring_rounding 0 "fuzz reference-cp: 2400 cases \\(0 unsupported\\)" "^$" 300
                     fuzz --impl reference-cp --profile context-parallel --cases 2400 --seed 12
                     --repro-dir ${fuzz_dir}/cancel_cp)
+# A failure is always reported, and a repro that cannot be written is said so: a folder, FIFO or symbolic link
+# at the repro's path (left as it is), the repro folder replaced by a file during the run, a sequence listing
+# that is a FIFO (refused at once by replay) (properties/testing/repro_in_the_way_test.py).
+add_test(NAME fuzz.repro_in_the_way
+         COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/properties/testing/repro_in_the_way_test.py
+                 $<TARGET_FILE:attncheck> ${fuzz_dir}/repro_in_the_way)
+set_tests_properties(fuzz.repro_in_the_way PROPERTIES LABELS property TIMEOUT 300)
