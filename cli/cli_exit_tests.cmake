@@ -349,6 +349,12 @@ add_test(NAME cli.run_junit
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/junit_test.py $<TARGET_FILE:attncheck>
                  ${PROJECT_SOURCE_DIR}/golden/data)
 set_tests_properties(cli.run_junit PROPERTIES LABELS unit)
+# Valid XML whatever a golden's name or a worker's reason holds: control characters, bytes that are not UTF-8,
+# U+FFFE / U+FFFF are written visibly (cli/xml_text.hpp), read back by expat.
+add_test(NAME cli.run_junit_hostile_text
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/junit_hostile_text_test.py $<TARGET_FILE:attncheck>
+                 ${CMAKE_CURRENT_BINARY_DIR}/junit_hostile_text)
+set_tests_properties(cli.run_junit_hostile_text PROPERTIES LABELS unit)
 # `--html FILE`: the report of compare, golden check, run, replay and fuzz, parsed back
 # (cli/html_report_test.py), and rendered by headless Chromium with its picture checked pixel by pixel
 # (cli/html_report_browser_test.py; "Not Run" without a browser: ci/setup installs one).

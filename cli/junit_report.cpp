@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 
+#include "cli/xml_text.hpp"
 #include "core/errors/input_error.hpp"
 
 namespace attncheck::cli {
@@ -29,8 +30,8 @@ void set_counts(tinyxml2::XMLElement* element, const SuiteCounts& counts) {
 void add_testcase(tinyxml2::XMLDocument& document, tinyxml2::XMLElement* suite, SuiteCounts& suite_counts,
                   const PairVerdict& verdict, const std::string& classname, const std::string& case_name) {
   tinyxml2::XMLElement* testcase = document.NewElement("testcase");
-  testcase->SetAttribute("classname", classname.c_str());
-  testcase->SetAttribute("name", case_name.c_str());
+  testcase->SetAttribute("classname", xml_text(classname).c_str());
+  testcase->SetAttribute("name", xml_text(case_name).c_str());
   testcase->SetAttribute("time", fmt::format("{:.3f}", verdict.seconds).c_str());
   suite->InsertEndChild(testcase);
   ++suite_counts.tests;
@@ -41,7 +42,7 @@ void add_testcase(tinyxml2::XMLDocument& document, tinyxml2::XMLElement* suite, 
   const auto add_property = [&](const char* name, const std::string& value) {
     tinyxml2::XMLElement* property = document.NewElement("property");
     property->SetAttribute("name", name);
-    property->SetAttribute("value", value.c_str());
+    property->SetAttribute("value", xml_text(value).c_str());
     properties->InsertEndChild(property);
   };
   if (verdict.kind == PairVerdict::Kind::judged && !verdict.yardstick.empty()) {
@@ -68,7 +69,7 @@ void add_testcase(tinyxml2::XMLDocument& document, tinyxml2::XMLElement* suite, 
   if (verdict.kind == PairVerdict::Kind::unsupported || verdict.kind == PairVerdict::Kind::not_stated) {
     const char* word = verdict.kind == PairVerdict::Kind::unsupported ? "unsupported: " : "not stated: ";
     tinyxml2::XMLElement* skipped = document.NewElement("skipped");
-    skipped->SetAttribute("message", (word + verdict.message).c_str());
+    skipped->SetAttribute("message", xml_text(word + verdict.message).c_str());
     testcase->InsertEndChild(skipped);
     ++suite_counts.skipped;
     return;
@@ -86,7 +87,7 @@ void add_testcase(tinyxml2::XMLDocument& document, tinyxml2::XMLElement* suite, 
                        : verdict.kind == PairVerdict::Kind::broken_promise ? "broken-promise"
                                                                            : "not-checked";
     tinyxml2::XMLElement* error = document.NewElement("error");
-    error->SetAttribute("message", (word + verdict.message).c_str());
+    error->SetAttribute("message", xml_text(word + verdict.message).c_str());
     error->SetAttribute("type", type);
     testcase->InsertEndChild(error);
     ++suite_counts.errors;
@@ -108,19 +109,19 @@ void add_testcase(tinyxml2::XMLDocument& document, tinyxml2::XMLElement* suite, 
   if (!report.passed()) {
     tinyxml2::XMLElement* failure = document.NewElement("failure");
     failure->SetAttribute("type", "mismatch");
-    failure->SetAttribute("message", worst == nullptr
-                                         ? "failed"
-                                         : fmt::format("worst {} {}: {:.3g} ulps; {} of {} tensors fail", worst->name,
-                                                       to_string(worst->status), worst->error_ulps,
-                                                       report.failed_count(), report.tensors.size())
-                                               .c_str());
-    failure->SetText(failing.c_str());
+    failure->SetAttribute(
+        "message", worst == nullptr ? "failed"
+                                    : xml_text(fmt::format("worst {} {}: {:.3g} ulps; {} of {} tensors fail",
+                                                           worst->name, to_string(worst->status), worst->error_ulps,
+                                                           report.failed_count(), report.tensors.size()))
+                                          .c_str());
+    failure->SetText(xml_text(failing).c_str());
     testcase->InsertEndChild(failure);
     ++suite_counts.failures;
   }
   if (!declined.empty()) {  // shown beside the verdict, never as part of a pass
     tinyxml2::XMLElement* system_out = document.NewElement("system-out");
-    system_out->SetText(declined.c_str());
+    system_out->SetText(xml_text(declined).c_str());
     testcase->InsertEndChild(system_out);
   }
 }
@@ -143,7 +144,7 @@ void write_junit(const std::string& path, const std::vector<PairVerdict>& verdic
     if (!suites.count(verdict.implementation)) {
       order.push_back(verdict.implementation);
       tinyxml2::XMLElement* suite = document.NewElement("testsuite");
-      suite->SetAttribute("name", verdict.implementation.c_str());
+      suite->SetAttribute("name", xml_text(verdict.implementation).c_str());
       root->InsertEndChild(suite);
       suites[verdict.implementation] = suite;
     }
