@@ -349,6 +349,12 @@ add_test(NAME cli.run_junit
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/junit_test.py $<TARGET_FILE:attncheck>
                  ${PROJECT_SOURCE_DIR}/golden/data)
 set_tests_properties(cli.run_junit PROPERTIES LABELS unit)
+# Latent attention's hostile inputs: longrope goldens read back, a latent weight's gradient declined, a derived
+# scale that overflows refused by its attribute, CP layouts reference-cp refuses refused by golden make.
+add_test(NAME cli.latent_hostile_inputs
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/latent_hostile_inputs_test.py $<TARGET_FILE:attncheck>
+                 ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/latent_hostile_inputs)
+set_tests_properties(cli.latent_hostile_inputs PROPERTIES LABELS unit)
 # Valid XML whatever a golden's name or a worker's reason holds: control characters, bytes that are not UTF-8,
 # U+FFFE / U+FFFF are written visibly (cli/xml_text.hpp), read back by expat.
 add_test(NAME cli.run_junit_hostile_text

@@ -26,6 +26,7 @@
 #include "golden/integrity.hpp"
 #include "impl/candidate_run.hpp"
 #include "impl/registry.hpp"
+#include "reference/context_parallel.hpp"
 #include "reference/memory_estimate.hpp"
 #include "reference/reference.hpp"
 #include "reference/run_time_estimate.hpp"
@@ -271,6 +272,9 @@ int run_golden_make(const GoldenOptions& options, std::ostream& out, std::ostrea
                                                          .context_parallel = parse_cp_options(options.cp)});
   const TpConvention convention = parse_tp_convention(options.tp_convention).value();  // CLI11 checked the name
   rank_holdings(test_case.plan, convention);  // InputError now, before the reference runs, if it cannot partition
+  // A CP layout the context-parallel reference cannot run (latent attention, beyond its work bound): refused now,
+  // not written as a golden that reference-cp then refuses.
+  if (test_case.context_parallel) reference::check_context_parallel_case(test_case, *test_case.context_parallel);
   Result expected = options.tp_size > 1 ? reference::run_reference_tp(test_case) : reference::run_reference(test_case);
   // The reference's sharded run holds its per-rank gradients as replicated-kv; every held line is the
   // layer's full gradient of that line, so another convention's are the same lines regrouped.

@@ -220,7 +220,8 @@ std::string read_version_2_geometry(const H5::H5File& file, const H5::Group& gro
     if (!exists(file, path)) continue;
     // Read before the memory estimate (it needs the geometry), so its size is bounded by rotary_dim first:
     // one factor per rotated pair, rotary_dim within head_dim's limit.
-    const std::int64_t rotary_dim = spec.rotary_dim.value_or(0);  // required: read before this
+    // Required, read before this; a latent layer's is its qk_rope_head_dim (read_latent_geometry moved it there).
+    const std::int64_t rotary_dim = spec.latent ? spec.latent->qk_rope_head_dim : spec.rotary_dim.value_or(0);
     if (rotary_dim < 0 || rotary_dim > kMaxDimension) {
       fail(file_name, "/geometry@rotary_dim", std::to_string(rotary_dim),
            fmt::format("must lie in [0, {}] (head_dim's limit)", kMaxDimension), "");

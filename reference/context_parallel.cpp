@@ -466,6 +466,14 @@ bool first_of_replica_group(const TpPlan& plan, int rank) {
 
 }  // namespace
 
+void check_context_parallel_case(const Case& test_case, const CpSpec& cp) {
+  validate_case(test_case);
+  refuse_what_is_not_modelled(test_case, {});
+  const ParallelLayout layout = make_parallel_layout(test_case.geometry(), test_case.plan.tp_size, cp);
+  refuse_unbounded_ring(test_case, layout);
+  refuse_unbounded_decode(test_case, layout);
+}
+
 Result run_reference_cp(const Case& test_case, const CpSpec& cp, const RunOptions& options) {
   Result result = run_context_parallel(test_case, cp, options, ContextParallelSteps());
   check_result_finite(result);

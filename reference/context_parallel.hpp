@@ -33,6 +33,11 @@ namespace attncheck::reference {
 // decode/out, when asked, is decoding after a CP prefill (context_parallel_decode.hpp).
 Result run_reference_cp(const Case& test_case, const CpSpec& cp, const RunOptions& options = {});
 
+// InputError naming what the context-parallel reference would refuse of the case under `cp` (latent attention; a
+// ring or a decode schedule beyond its work bound, kMaxContextParallelBlocks), before anything runs: `golden make`
+// writes no CP golden its reference then refuses.
+void check_context_parallel_case(const Case& test_case, const CpSpec& cp);
+
 // Any steps (a mutant's), the result as computed: a NaN is its answer, for compare to judge.
 Result run_context_parallel(const Case& test_case, const CpSpec& cp, const RunOptions& options,
                             const ContextParallelSteps& steps);

@@ -24,6 +24,10 @@
 
 namespace attncheck::reference {
 
+// InputError when decoding the case's schedule under `layout` would take more than kMaxContextParallelBlocks
+// blocks (nothing to do without a schedule).
+void refuse_unbounded_decode(const Case& test_case, const ParallelLayout& layout);
+
 // decode/out [batch, decode.total(), hidden] of the case's schedule under `layout`. InputError when the
 // schedule would take more than kMaxContextParallelBlocks blocks.
 Tensor run_context_parallel_decode(const Case& test_case, const ParallelLayout& layout,

@@ -13,6 +13,7 @@
 #include "core/compare/sketch.hpp"
 #include "core/compare/tolerance.hpp"
 #include "core/errors/input_error.hpp"
+#include "core/model/parameters.hpp"
 
 namespace attncheck {
 
@@ -357,10 +358,8 @@ std::int64_t CompareReport::failed_count() const {
 }
 
 std::string declined_part_problem(std::string_view part, std::string_view reason) {
-  static constexpr std::string_view kWeights[] = {"q_proj", "k_proj", "v_proj", "o_proj", "q_bias", "k_bias",
-                                                  "v_bias", "o_bias", "q_norm", "k_norm", "sinks"};
   const auto is_weight = [](std::string_view name) {
-    return std::find(std::begin(kWeights), std::end(kWeights), name) != std::end(kWeights);
+    return std::find(std::begin(kParameterNames), std::end(kParameterNames), name) != std::end(kParameterNames);
   };
   const auto is_rank = [](std::string_view text) {
     return !text.empty() && text.size() <= 9 &&

@@ -254,6 +254,51 @@ void check_rope_scaling(ViolationList& violations, const RopeScaling& scaling, s
   }
 }
 
+// The factors derived from stated ones, each finite attributes can still make overflow: RoPE's attention factor
+// (multiplies q and k, so the scores by its square; stated, or yarn's mscale(factor, mscale) / mscale(factor,
+// mscale_all_dim)) and latent attention's mscale(factor, mscale_all_dim)^2 on the softmax scale. A value of 1e308
+// makes the scores Inf, and the reference would then blame the inputs. Refused by the attribute that set them.
+// The bound: real models have 1 to 2; 1e6 already multiplies scores by 1e12.
+constexpr double kLargestDerivedFactor = 1e6;
+
+void check_derived_factors(const Geometry& geometry, const GeometrySpec& spec) {
+  const RopeScaling& scaling = spec.rope_scaling;
+  ViolationList violations;
+  const auto bounded = [](double value) { return std::isfinite(value) && value <= kLargestDerivedFactor; };
+  if (geometry.rotary_dim() > 0 &&
+      (scaling.type == RopeScalingType::yarn || scaling.type == RopeScalingType::longrope)) {
+    const double attention_factor = rope_frequencies(geometry, 0).attention_factor;
+    if (!bounded(attention_factor)) {
+      const char* field = scaling.attention_factor ? "rope_scaling.attention_factor"
+                          : scaling.type == RopeScalingType::yarn && scaling.mscale.value_or(0.0) != 0.0 &&
+                                  scaling.mscale_all_dim.value_or(0.0) != 0.0
+                              ? "rope_scaling.mscale"
+                              : "rope_scaling.factor";
+      violations.add(
+          field,
+          format_number(scaling.attention_factor                           ? *scaling.attention_factor
+                        : std::string_view(field) == "rope_scaling.mscale" ? *scaling.mscale
+                                                                           : scaling.factor.value_or(0.0)),
+          fmt::format("gives RoPE an attention factor of {} (q and k are multiplied by it): it must be finite "
+                      "and at most {:g}",
+                      format_number(attention_factor), kLargestDerivedFactor),
+          "e.g. 1.2 (real models: 1 to 2)");
+    }
+  }
+  if (spec.latent && scaling.type == RopeScalingType::yarn && scaling.mscale_all_dim &&
+      *scaling.mscale_all_dim != 0.0) {
+    const double mscale = yarn_mscale(*scaling.factor, *scaling.mscale_all_dim);
+    if (!bounded(mscale * mscale)) {
+      violations.add("rope_scaling.mscale_all_dim", format_number(*scaling.mscale_all_dim),
+                     fmt::format("multiplies latent attention's softmax scale by mscale(factor, mscale_all_dim)^2 = "
+                                 "{}: it must be finite and at most {:g}",
+                                 format_number(mscale * mscale), kLargestDerivedFactor),
+                     "e.g. 1 (DeepSeek-V3)");
+    }
+  }
+  violations.throw_if_any("invalid geometry");
+}
+
 // Latent attention's own widths, and the plain-layer fields it has no room for (each would be silently
 // ignored, or would contradict the latent widths).
 void check_latent_geometry(ViolationList& violations, const GeometrySpec& spec) {
@@ -371,6 +416,7 @@ Geometry resolve_geometry(const GeometrySpec& spec) {
     geometry.scale_ = std::pow(static_cast<double>(geometry.head_dim()), -0.5);
     geometry.scale_source_ = ScaleSource::head_dim;
   }
+  check_derived_factors(geometry, spec);
   return geometry;
 }
 

@@ -70,6 +70,14 @@ struct Parameters {
   friend bool operator==(const Parameters&, const Parameters&) = default;
 };
 
+// Every parameter's name, as under /weights and /expected/grads (SCHEMA.md): the plain layer's, then the latent
+// layer's; for_each_parameter visits those a geometry has, in this order.
+inline constexpr std::string_view kParameterNames[] = {
+    "q_proj",         "k_proj",   "v_proj",        "o_proj",   "q_bias",
+    "k_bias",         "v_bias",   "o_bias",        "q_norm",   "k_norm",
+    "sinks",          "q_a_proj", "q_a_layernorm", "q_b_proj", "kv_a_proj_with_mqa",
+    "kv_a_layernorm", "kv_b_proj"};
+
 // Calls fn(name, tensor) for every present tensor, in the order of the struct. Works on const and
 // non-const Parameters; names are the field names above.
 template <class ParametersT, class Fn>
