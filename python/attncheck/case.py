@@ -50,6 +50,13 @@ ROPE_SCALING_ALLOWED = {
 }
 GENERATOR = "attncheck-splitmix64-v1"
 TP_CONVENTIONS = ("replicated-kv", "megatron-equal-block")
+# attncheck's limits (core/model/geometry.hpp, parallel_layout.hpp, generation/input_generation.hpp,
+# golden/hdf5_io.hpp): both readers refuse the same files, and nothing is allocated from a size beyond them.
+MAX_DIMENSION = 1 << 20  # hidden_size, head_dim, rotary_dim and the latent widths
+MAX_HEADS = 4096
+MAX_WORLD_SIZE = 65536  # tp_size
+MAX_BATCH_OR_SEQ = 1 << 20  # of generated inputs
+MAX_DATASET_VALUES = 1 << 28  # one dataset, a generated x or dout, a layer's parameters (2 GiB as float64)
 
 
 def resolved_head_dim(geometry):
@@ -84,6 +91,21 @@ def latent_weight_shapes(geometry):
     shapes.update(kv_a_proj_with_mqa=(kv_lora + geometry["qk_rope_head_dim"], hidden), kv_a_layernorm=(kv_lora,),
                   kv_b_proj=(heads * (geometry["qk_nope_head_dim"] + v_dim), kv_lora))
     return shapes
+
+
+# The /geometry attributes each weight's shape comes from (weight_shapes), named when a stored shape disagrees.
+_QUERY, _KV = ("num_attention_heads", "head_dim"), ("num_key_value_heads", "head_dim")
+SHAPE_SOURCES = {"q_proj": _QUERY + ("hidden_size",), "k_proj": _KV + ("hidden_size",),
+                 "v_proj": _KV + ("hidden_size",), "o_proj": ("hidden_size",) + _QUERY,
+                 "q_bias": _QUERY, "k_bias": _KV, "v_bias": _KV, "o_bias": ("hidden_size",),
+                 "q_norm": _QUERY, "k_norm": _KV, "sinks": ("num_attention_heads",)}
+_LATENT_QK = ("num_attention_heads", "qk_nope_head_dim", "qk_rope_head_dim")
+LATENT_SHAPE_SOURCES = {
+    "o_proj": ("hidden_size", "num_attention_heads", "v_head_dim"), "sinks": ("num_attention_heads",),
+    "q_a_proj": ("q_lora_rank", "hidden_size"), "q_a_layernorm": ("q_lora_rank",),
+    "q_b_proj": _LATENT_QK + ("q_lora_rank",), "q_proj": _LATENT_QK + ("hidden_size",),
+    "kv_a_proj_with_mqa": ("kv_lora_rank", "qk_rope_head_dim", "hidden_size"), "kv_a_layernorm": ("kv_lora_rank",),
+    "kv_b_proj": ("num_attention_heads", "qk_nope_head_dim", "v_head_dim", "kv_lora_rank")}
 
 
 def weight_shapes(geometry):
@@ -293,15 +315,22 @@ def attribute_value(value):
     return value
 
 
-def _dataset(h5, path, dtype, shape, file_path):
+def _stored_shape(h5, path, dtype, file_path):
+    """The shape of dataset /path, checked present and of `dtype`, without reading it."""
     if path not in h5 or not hasattr(h5[path], "dtype"):
         raise BadInput(f"{file_path}: dataset /{path} is missing (see golden/SCHEMA.md)")
     dataset = h5[path]
     if dataset.dtype != np.dtype(dtype):
         raise BadInput(f"{file_path}: /{path} is {dataset.dtype}; schema v1 stores it as {np.dtype(dtype)}")
-    if shape is not None and tuple(dataset.shape) != tuple(shape):
-        raise BadInput(f"{file_path}: /{path} has shape {list(dataset.shape)}; expected {list(shape)}")
-    values = dataset[()]
+    return tuple(dataset.shape)
+
+
+def _dataset(h5, path, dtype, shape, file_path):
+    """Dataset /path's values; its stored shape must be `shape` (checked before anything is read)."""
+    stored = _stored_shape(h5, path, dtype, file_path)
+    if stored != tuple(shape):
+        raise BadInput(f"{file_path}: /{path} has shape {list(stored)}; expected {list(shape)}")
+    values = h5[path][()]
     if values.dtype.kind == "f" and not np.isfinite(values).all():
         raise BadInput(f"{file_path}: /{path} holds NaN or Inf")
     return values
@@ -385,9 +414,9 @@ def _read_geometry(h5, path, version=1):
         if geometry["rope_scaling"] not in ROPE_SCALING_TYPES:
             raise BadInput(f"{path}: /geometry@rope_scaling is {geometry['rope_scaling']!r}; "
                            f"known: {', '.join(ROPE_SCALING_TYPES)}")
-        for name in VERSION_2_DATASETS:
+        for name in VERSION_2_DATASETS:  # read below, once rotary_dim (their length) is checked
             if f"geometry/{name}" in h5:
-                geometry[name] = _dataset(h5, f"geometry/{name}", "<f8", (geometry["rotary_dim"] // 2,), path).tolist()
+                geometry[name] = None
         if geometry.get("attention_sinks", 0) not in (0, 1):
             raise BadInput(f"{path}: /geometry@attention_sinks is {geometry['attention_sinks']!r}; expected 0 or 1")
         kind = geometry["rope_scaling"]
@@ -403,11 +432,22 @@ def _read_geometry(h5, path, version=1):
         if "rope_scaling_truncate" in geometry and geometry["rope_scaling_truncate"] not in (0, 1):
             raise BadInput(f"{path}: /geometry@rope_scaling_truncate is {geometry['rope_scaling_truncate']!r}; "
                            "expected 0 or 1")
-    for name in ("hidden_size", "num_attention_heads", "num_key_value_heads", "tp_size"):
-        if not isinstance(geometry[name], int) or geometry[name] < 1:
-            raise BadInput(f"{path}: /geometry@{name} is {geometry[name]!r}; expected a positive integer")
+    _check_widths_and_numbers(geometry, path)
     if version >= 3:
         _check_latent(geometry, path)
+    _check_rotary_dim(geometry, path)
+    for name in VERSION_2_DATASETS:
+        if name in geometry:
+            factors = _dataset(h5, f"geometry/{name}", "<f8", (geometry["rotary_dim"] // 2,), path)
+            if (factors <= 0).any():
+                raise BadInput(f"{path}: /geometry/{name} holds {float(factors.min())!r}; every factor must be a "
+                               "finite number > 0, e.g. 1.0")
+            geometry[name] = factors.tolist()
+    # Bound what reading allocates from the declared widths before anything is allocated (attncheck's bound).
+    parameters = sum(math.prod(shape) for shape in weight_shapes(geometry).values())
+    if parameters > MAX_DATASET_VALUES:
+        raise BadInput(f"{path}: /geometry declares a layer of {parameters} parameters; a golden's layer holds at "
+                       "most 2^28 parameters (check the head counts and widths)")
     _check_context_parallel(geometry, path)
     if geometry["num_attention_heads"] % geometry["num_key_value_heads"]:
         raise BadInput(f"{path}: num_attention_heads {geometry['num_attention_heads']} is not a multiple of "
@@ -419,14 +459,88 @@ def _read_geometry(h5, path, version=1):
     return geometry
 
 
+def _integer(geometry, name, least, most, path, example=""):
+    """/geometry@name is an integer in [least, most] (most None: no upper bound)."""
+    value = geometry[name]
+    if isinstance(value, bool) or not isinstance(value, int) or value < least or (most is not None and value > most):
+        valid = f"an integer in [{least}, {most}]" if most is not None else f"an integer >= {least}"
+        raise BadInput(f"{path}: /geometry@{name} is {value!r}; must be {valid}" +
+                       (f", e.g. {example}" if example else ""))
+
+
+def _number(geometry, name, least, path, example, strictly=True):
+    """/geometry@name is a finite number > least (>= least when not strictly)."""
+    value = geometry[name]
+    valid = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and
+             (value > least if strictly else value >= least))
+    if not valid:
+        raise BadInput(f"{path}: /geometry@{name} is {value!r}; must be a finite number {'>' if strictly else '>='} "
+                       f"{least:g}, e.g. {example}")
+
+
+def _check_widths_and_numbers(geometry, path):
+    """Every width and count within attncheck's limits, every float attribute finite and in range, as attncheck's
+    geometry rules (core/model/geometry.cpp, latent_attention.cpp) have them: checked before any is used, so
+    that nothing is allocated from a width beyond the limits, and NaN or a negative eps is never read as a layer."""
+    _integer(geometry, "hidden_size", 1, MAX_DIMENSION, path, "4096")
+    _integer(geometry, "num_attention_heads", 1, MAX_HEADS, path, "32")
+    _integer(geometry, "num_key_value_heads", 1, MAX_HEADS, path, "8")
+    if "head_dim" in geometry:
+        _integer(geometry, "head_dim", 1, MAX_DIMENSION, path, "128")
+    _integer(geometry, "rotary_dim", 0, MAX_DIMENSION, path, "0 (no RoPE) or head_dim")
+    _integer(geometry, "tp_size", 1, MAX_WORLD_SIZE, path, "1")
+    if "sliding_window" in geometry:
+        _integer(geometry, "sliding_window", 1, None, path, "4096 (the keys a query sees, itself included)")
+    # A base at or below 1 makes no frequency slower than one radian per position (attncheck's rule).
+    _number(geometry, "rope_theta", 1, path, "10000 (real models use 1e4 .. 1e7)")
+    _number(geometry, "qk_norm_eps", 0, path, "1e-06", strictly=False)
+    if "latent_norm_eps" in geometry:
+        _number(geometry, "latent_norm_eps", 0, path, "1e-06 (DeepSeek-V3)", strictly=False)
+    for name, example in (("query_pre_attn_scalar", "head_dim"), ("attention_multiplier", "0.0078125 (Granite 3.3)"),
+                          ("softcap", "50 (Gemma 2)"), ("rope_scaling_factor", "8"),
+                          ("rope_scaling_low_freq_factor", "1 (Llama 3.1)"),
+                          ("rope_scaling_high_freq_factor", "4 (Llama 3.1)"),
+                          ("rope_scaling_attention_factor", "1.2")):
+        if name in geometry:
+            _number(geometry, name, 0, path, example)
+    for name in ("rope_scaling_beta_fast", "rope_scaling_beta_slow", "rope_scaling_mscale",
+                 "rope_scaling_mscale_all_dim"):
+        if name in geometry:
+            _number(geometry, name, 0, path, "1, or leave it out for transformers' default", strictly=False)
+    if "rope_scaling_original_max_position_embeddings" in geometry:
+        # longrope's attention factor divides by log(original): a length of 1 makes it infinite.
+        shortest = 2 if geometry.get("rope_scaling") == "longrope" else 1
+        _integer(geometry, "rope_scaling_original_max_position_embeddings", shortest, None, path, "8192 (Llama 3.1)")
+    if geometry.get("rope_scaling") == "llama3" and \
+            not geometry["rope_scaling_high_freq_factor"] > geometry["rope_scaling_low_freq_factor"]:
+        raise BadInput(f"{path}: /geometry@rope_scaling_high_freq_factor is "
+                       f"{geometry['rope_scaling_high_freq_factor']!r}; must exceed rope_scaling_low_freq_factor "
+                       f"{geometry['rope_scaling_low_freq_factor']!r}, e.g. low 1, high 4 (Llama 3.1)")
+
+
+def _check_rotary_dim(geometry, path):
+    """rotary_dim (checked within [0, 2^20]) is even and at most head_dim (a latent layer's is qk_rope_head_dim)."""
+    rotary_dim, head_dim = geometry["rotary_dim"], resolved_head_dim(geometry)
+    if rotary_dim % 2 or rotary_dim > head_dim:
+        raise BadInput(f"{path}: /geometry@rotary_dim is {rotary_dim}; must be even (RoPE rotates channels in pairs) "
+                       f"and at most head_dim {head_dim}")
+
+
 def _check_latent(geometry, path):
     """SCHEMA.md "Schema version 3": the latent widths, and the version-1 attributes they fix."""
     if geometry["attention"] != "latent":
         raise BadInput(f"{path}: /geometry@attention is {geometry['attention']!r}; schema version 3 means 'latent'")
-    for name in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
-        least = 0 if name in ("q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim") else 1
-        if not isinstance(geometry[name], int) or geometry[name] < least:
-            raise BadInput(f"{path}: /geometry@{name} is {geometry[name]!r}; expected an integer >= {least}")
+    _integer(geometry, "q_lora_rank", 0, MAX_DIMENSION, path, "1536 (DeepSeek-V3), or 0: q_proj")
+    _integer(geometry, "kv_lora_rank", 1, MAX_DIMENSION, path, "512 (DeepSeek-V3)")
+    _integer(geometry, "qk_nope_head_dim", 0, MAX_DIMENSION, path, "128 (DeepSeek-V3)")
+    _integer(geometry, "qk_rope_head_dim", 0, MAX_DIMENSION, path, "64 (DeepSeek-V3)")
+    _integer(geometry, "v_head_dim", 1, MAX_DIMENSION, path, "128 (DeepSeek-V3)")
+    if geometry["qk_rope_head_dim"] % 2:
+        raise BadInput(f"{path}: /geometry@qk_rope_head_dim is {geometry['qk_rope_head_dim']}; must be even (RoPE "
+                       "rotates channels in pairs)")
+    if geometry["qk_nope_head_dim"] + geometry["qk_rope_head_dim"] < 1:
+        raise BadInput(f"{path}: /geometry@qk_nope_head_dim is {geometry['qk_nope_head_dim']}; qk_nope_head_dim + "
+                       "qk_rope_head_dim (the q/k head width) must be >= 1, e.g. 128 + 64 (DeepSeek-V3)")
     qk = geometry["qk_nope_head_dim"] + geometry["qk_rope_head_dim"]
     fixed = {"head_dim": qk, "rotary_dim": geometry["qk_rope_head_dim"],
              "num_key_value_heads": geometry["num_attention_heads"], "qk_norm": "none", "qkv_bias": 0, "out_bias": 0}
@@ -477,19 +591,24 @@ def _unsigned_seed(attributes, where, path):
     return attribute_value(attributes["seed"]) & generator.MASK  # int64 attribute, the unsigned seed's bits
 
 
-def _read_inputs(h5, geometry, path):
-    """x, dout and position_ids: stored, or x and dout named by the input generator."""
+def _check_inputs(h5, geometry, path):
+    """(batch, seq, generated): /inputs checked against the geometry and the schema before anything is read;
+    generated is (seed, distribution) when /inputs names the generator, else None."""
     if "inputs" not in h5:
         raise BadInput(f"{path}: group /inputs is missing")
     hidden = geometry["hidden_size"]
     named = attribute_value(h5["inputs"].attrs.get("generator", ""))
     if not named:
-        x = _dataset(h5, "inputs/x", "<f8", None, path)
-        if x.ndim != 3 or x.shape[2] != hidden or min(x.shape) < 1:
-            raise BadInput(f"{path}: /inputs/x has shape {list(x.shape)}; expected [batch, seq, {hidden}]")
-        batch, seq = x.shape[:2]
-        return x, _dataset(h5, "inputs/position_ids", "<i8", (batch, seq), path), \
-            _dataset(h5, "inputs/dout", "<f8", (batch, seq, hidden), path)
+        shape = _stored_shape(h5, "inputs/x", "<f8", path)
+        if len(shape) != 3 or shape[2] != hidden or min(shape) < 1:
+            raise BadInput(f"{path}: /inputs/x has shape {list(shape)}; expected [batch, seq, {hidden}] "
+                           "(hidden_size from /geometry)")
+        batch, seq = shape[:2]
+        for name, dtype, expected in (("position_ids", "<i8", (batch, seq)), ("dout", "<f8", (batch, seq, hidden))):
+            stored = _stored_shape(h5, f"inputs/{name}", dtype, path)
+            if stored != expected:
+                raise BadInput(f"{path}: /inputs/{name} has shape {list(stored)}; expected {list(expected)}")
+        return batch, seq, None
     if named != GENERATOR:
         raise BadInput(f"{path}: /inputs@generator is '{named}'; known: {GENERATOR}")
     for name in ("x", "dout"):
@@ -500,16 +619,37 @@ def _read_inputs(h5, geometry, path):
     distribution = attribute_value(attributes.get("activations", ""))
     if distribution not in ("uniform", "heavy-tailed", "outliers"):
         raise BadInput(f"{path}: /inputs@activations is '{distribution}'; expected uniform, heavy-tailed or outliers")
-    positions = _dataset(h5, "inputs/position_ids", "<i8", None, path)
-    if positions.ndim != 2 or min(positions.shape) < 1:
-        raise BadInput(f"{path}: /inputs/position_ids has shape {list(positions.shape)}; expected [batch, seq]")
-    shape = (positions.shape[0], positions.shape[1], hidden)
+    shape = _stored_shape(h5, "inputs/position_ids", "<i8", path)
+    if len(shape) != 2 or min(shape) < 1:
+        raise BadInput(f"{path}: /inputs/position_ids has shape {list(shape)}; expected [batch, seq]")
+    # x and dout are generated from position_ids' shape and hidden_size: bounded before anything is generated,
+    # as attncheck bounds them (golden make's limits on batch and seq, then x's size).
+    for extent, name in zip(shape, ("batch", "seq")):
+        if extent > MAX_BATCH_OR_SEQ:
+            raise BadInput(f"{path}: /inputs/position_ids has shape {list(shape)}; {name} {extent} is beyond 2^20, "
+                           f"the most attncheck generates (golden make's --{name})")
+    if shape[0] * shape[1] * hidden > MAX_DATASET_VALUES:
+        raise BadInput(f"{path}: /inputs/position_ids has shape {list(shape)}; generated x would hold "
+                       f"{shape[0] * shape[1] * hidden} values (hidden_size {hidden}), more than 2^28")
+    return shape[0], shape[1], (seed, distribution)
+
+
+def _read_inputs(h5, geometry, path, batch, seq, generated):
+    """x, position_ids and dout: stored, or x and dout named by the input generator (checked: _check_inputs)."""
+    hidden = geometry["hidden_size"]
+    positions = _dataset(h5, "inputs/position_ids", "<i8", (batch, seq), path)
+    if generated is None:
+        return (_dataset(h5, "inputs/x", "<f8", (batch, seq, hidden), path), positions,
+                _dataset(h5, "inputs/dout", "<f8", (batch, seq, hidden), path))
+    seed, distribution = generated
+    shape = (batch, seq, hidden)
     return (generator.generate_activations_numpy(seed, "x", shape, distribution), positions,
             generator.generate_activations_numpy(seed, "dout", shape, distribution))
 
 
-def _read_weights(h5, geometry, path, with_weights):
-    """{name: values}, or None when not with_weights (stored weights are checked all the same)."""
+def _check_weights(h5, geometry, path):
+    """The generator's seed when /weights names it, else None; stored weights checked against the geometry's
+    shapes (golden/SCHEMA.md "/weights") before any is read."""
     shapes = weight_shapes(geometry)
     named = attribute_value(h5["weights"].attrs.get("generator", "")) if "weights" in h5 else ""
     if named:
@@ -520,17 +660,115 @@ def _read_weights(h5, geometry, path, with_weights):
         if stored:
             raise BadInput(f"{path}: /weights names a generator and also stores {stored[0]} "
                            "(the file disagrees with itself: the stored weights would be ignored)")
-        if not with_weights:
-            return None
-        return generator.generate_weights_numpy(dict(geometry, head_dim=resolved_head_dim(geometry)), seed)
+        return seed
     if "weights" not in h5:
         raise BadInput(f"{path}: group /weights is missing")
     extra = sorted(set(h5["weights"].keys()) - set(shapes))
     if extra:
         raise BadInput(f"{path}: /weights stores {', '.join(extra)}, which this geometry does not have "
                        "(the file disagrees with itself)")
-    stored = {name: _dataset(h5, f"weights/{name}", "<f8", shape, path) for name, shape in shapes.items()}
+    for name, shape in shapes.items():
+        stored = _stored_shape(h5, f"weights/{name}", "<f8", path)
+        if stored != tuple(shape):
+            sources = (LATENT_SHAPE_SOURCES if is_latent(geometry) else SHAPE_SOURCES)[name]
+            widths = ", ".join(f"{source} {resolved_head_dim(geometry) if source == 'head_dim' else geometry[source]}"
+                               for source in sources)
+            raise BadInput(f"{path}: /weights/{name} has shape {list(stored)}; /geometry's {widths} make it "
+                           f"{list(shape)} (golden/SCHEMA.md \"/weights\"; the file disagrees with itself)")
+    return None
+
+
+def _read_weights(h5, geometry, path, seed, with_weights):
+    """{name: values}, or None when not with_weights (stored weights are checked all the same)."""
+    if seed is not None:
+        if not with_weights:
+            return None
+        return generator.generate_weights_numpy(dict(geometry, head_dim=resolved_head_dim(geometry)), seed)
+    stored = {name: _dataset(h5, f"weights/{name}", "<f8", shape, path)
+              for name, shape in weight_shapes(geometry).items()}
     return stored if with_weights else None
+
+
+def _describe_bytes(count):
+    """'1.5 GiB' (attncheck's describe_bytes)."""
+    if count < 1024:
+        return f"{count} bytes"
+    value, unit = count / 1024, 0
+    while value >= 1024 and unit < 5:
+        value, unit = value / 1024, unit + 1
+    return f"{value:.1f} {('KiB', 'MiB', 'GiB', 'TiB', 'PiB', 'EiB')[unit]}"
+
+
+def _memory_room():
+    """(bytes, what limits it): what this process may still take, as attncheck's memory_room()
+    (core/resources/memory_room.cpp): the least of MemAvailable, the cgroup's memory.max less memory.current
+    and RLIMIT_AS less what this process has mapped. (None, ...) when no limit can be read."""
+    import resource
+
+    def kibibytes(path, key):
+        try:
+            with open(path) as lines:
+                for line in lines:
+                    if line.startswith(key + ":"):
+                        return int(line.split()[1]) * 1024
+        except (OSError, ValueError, IndexError):
+            pass
+        return None
+
+    def cgroup(name):
+        try:
+            with open(f"/sys/fs/cgroup/{name}") as text:
+                return int(text.read().split()[0])
+        except (OSError, ValueError, IndexError):  # absent, or "max"
+            return None
+
+    room = [(kibibytes("/proc/meminfo", "MemAvailable"), "MemAvailable in /proc/meminfo")]
+    limit = cgroup("memory.max")
+    if limit is not None:
+        room.append((max(limit - (cgroup("memory.current") or 0), 0), "the cgroup's memory.max less memory.current"))
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        mapped = kibibytes("/proc/self/status", "VmSize") or 0
+        room.append((max(soft - mapped, 0), f"RLIMIT_AS (ulimit -v {soft // 1024}) less the "
+                                            f"{_describe_bytes(mapped)} this process has mapped"))
+    room = [entry for entry in room if entry[0] is not None]
+    return min(room) if room else (None, "no limit could be read")
+
+
+def _require_room(h5, geometry, path, tokens, generated_inputs, weight_seed, with_weights):
+    """What reading the file allocates, from the shapes it stores, against the memory left, before anything large
+    is read (attncheck's require_room_for_reading): every dataset's declared values as 8 bytes each (the integrity
+    digest reads them all) and the largest chunk; generated x and dout; generated weights. numpy's temporaries
+    make the generators here peak higher than attncheck's (tracemalloc: x and dout at 5 to 6.1 x, weights at
+    their sum + 2 to 3 x the largest), hence 7 x and + 4 x. A dataset beyond 2^28 values is refused by name."""
+    import h5py
+
+    declared = {"values": 0, "chunk": 0}
+
+    def count(name, member):
+        if isinstance(member, h5py.Dataset):
+            values = math.prod(member.shape) if member.shape is not None else 0
+            if values > MAX_DATASET_VALUES:
+                raise BadInput(f"{path}: /{name} declares shape {list(member.shape)} ({values} values); a dataset "
+                               "holds at most 2^28 values (2 GiB as float64)")
+            declared["values"] += values
+            declared["chunk"] = max(declared["chunk"], math.prod(member.chunks) if member.chunks else 0)
+
+    h5.visititems(count)  # each object once, through hard links only
+    needed = 8 * (declared["values"] + declared["chunk"])
+    parts = ["its datasets"]
+    if generated_inputs:
+        needed += 7 * 8 * tokens * geometry["hidden_size"]
+        parts.append("x and dout generated")
+    if weight_seed is not None and with_weights:
+        sizes = [math.prod(shape) for shape in weight_shapes(geometry).values()]
+        needed += 8 * (sum(sizes) + 4 * max(sizes))
+        parts.append("weights generated")
+    room, limited_by = _memory_room()
+    if room is not None and needed > room:
+        raise BadInput(f"{path}: not enough memory: reading it ({', '.join(parts)}) needs an estimated "
+                       f"{_describe_bytes(needed)} at peak; must fit in the {_describe_bytes(room)} this process may "
+                       f"still take (limited by {limited_by}); a case of a smaller layer or fewer tokens")
 
 
 def _schema_version(h5, path):
@@ -553,8 +791,12 @@ def _read_open_case(h5, path, with_weights=True):
     from attncheck.integrity import verify_integrity
 
     geometry = _read_geometry(h5, path, _schema_version(h5, path))
-    x, positions, dout = _read_inputs(h5, geometry, path)
-    batch, seq = x.shape[:2]
+    # Every shape is checked against the geometry, and what the read needs against the memory left, before
+    # anything is read or generated.
+    batch, seq, generated_inputs = _check_inputs(h5, geometry, path)
+    weight_seed = _check_weights(h5, geometry, path)
+    _require_room(h5, geometry, path, batch * seq, generated_inputs, weight_seed, with_weights)
+    x, positions, dout = _read_inputs(h5, geometry, path, batch, seq, generated_inputs)
     key_lengths = np.full(batch, seq, dtype=np.int64)
     if "inputs/key_lengths" in h5:
         key_lengths = _dataset(h5, "inputs/key_lengths", "<i8", (batch,), path)
@@ -562,10 +804,14 @@ def _read_open_case(h5, path, with_weights=True):
             raise BadInput(f"{path}: /inputs/key_lengths {key_lengths.tolist()} must lie in [0, seq {seq}]")
     schedule = None
     if "inputs/decode_schedule" in h5:
-        schedule = [int(count) for count in _dataset(h5, "inputs/decode_schedule", "<i8", None, path)]
+        shape = _stored_shape(h5, "inputs/decode_schedule", "<i8", path)
+        if len(shape) != 1 or not 1 <= shape[0] <= seq:  # each count >= 1, summing to at most seq
+            raise BadInput(f"{path}: /inputs/decode_schedule has shape {list(shape)}; expected [prefill, step, ...], "
+                           f"at most seq {seq} counts")
+        schedule = [int(count) for count in _dataset(h5, "inputs/decode_schedule", "<i8", shape, path)]
         if min(schedule) < 1 or sum(schedule) > seq:
             raise BadInput(f"{path}: /inputs/decode_schedule {schedule}: counts must be ≥ 1 and sum to at most seq {seq}")
-    weights = _read_weights(h5, geometry, path, with_weights)
+    weights = _read_weights(h5, geometry, path, weight_seed, with_weights)
     # Last, as attncheck does: the schema's checks name what is wrong more precisely. A digest, when the
     # file carries one, must be the file's (golden/SCHEMA.md, "Integrity digest").
     verify_integrity(h5, path)

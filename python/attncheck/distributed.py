@@ -18,10 +18,12 @@ the others give up waiting in a collective it never joined), and the pool is res
 stuck in a collective cannot hang later cases.
 """
 import dataclasses
+import math
 import os
 import queue
 import sys
 import tempfile
+import time
 import traceback
 from typing import Any
 
@@ -71,6 +73,35 @@ class RankResult:
         return RankResult(convert(self.out), convert(self.grad_x),
                           {name: convert(values) for name, values in self.gradients.items()},
                           convert(self.decode_out), dict(self.declined))
+
+
+DEFAULT_WORKER_TIMEOUT = 300.0  # attncheck's, when ATTNCHECK_WORKER_TIMEOUT is unset (exec_worker/worker.cpp)
+
+
+def worker_timeout_seconds(environ=None):
+    """ATTNCHECK_WORKER_TIMEOUT (seconds attncheck gives a worker per case): 300 when unset; anything else must
+    be a finite number > 0, or BadInput naming the variable (never silently the default)."""
+    text = (os.environ if environ is None else environ).get("ATTNCHECK_WORKER_TIMEOUT")
+    if text is None:
+        return DEFAULT_WORKER_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise BadInput(f"ATTNCHECK_WORKER_TIMEOUT is {text[:100]!r}; must be a finite number of seconds > 0 "
+                       "(attncheck takes whole seconds in [1, 86400]; 300 when it is unset)")
+    return seconds
+
+
+def rank_wait_seconds(environ=None):
+    """How long the pool waits for its ranks' answers (to a start, or to one case), in all: below the worker
+    timeout, so that a rank that never answers is reported by this worker, naming the ranks, before attncheck
+    gives up on the whole worker ("no answer within N s") and kills it. The margin is 10 s, or a quarter of
+    the timeout when that is less: a timeout of 10 s or less (for which timeout - 10 was 0 or negative) still
+    leaves a positive wait, and the margin never exceeds the timeout."""
+    timeout = worker_timeout_seconds(environ)
+    return timeout - min(10.0, timeout / 4)
 
 
 def _rank_main(rank, world, init_file, backend, commands, results, run_rank, setup):
@@ -150,6 +181,7 @@ class RankPool:
     def __init__(self, ranks, backend, run_rank, setup, preload=()):
         self.ranks, self.backend, self.run_rank, self.setup = ranks, backend, run_rank, setup
         self.preload = list(preload)
+        self.wait = rank_wait_seconds()  # read once: a bad value is refused before any rank starts
         self.processes = []
         self.start()
 
@@ -202,15 +234,17 @@ class RankPool:
     def _collect(self, count, what):
         """{rank: (status, detail)} from ranks 0 … count−1; returned early, incomplete, at the first rank that
         failed or declined: the others may wait in a collective it never joins (the caller restarts the pool)."""
-        timeout = float(os.environ.get("ATTNCHECK_WORKER_TIMEOUT", 300)) - 10
+        # One deadline for all the answers (not self.wait per answer: P ranks answering just in time would
+        # take P times as long, past the worker timeout).
+        deadline = time.monotonic() + self.wait
         answers = {}
         while len(answers) < count:
             try:
-                rank, status, detail = self.results.get(timeout=timeout)
+                rank, status, detail = self.results.get(timeout=max(deadline - time.monotonic(), 0.0))
             except queue.Empty:
                 dead = [rank for rank, process in enumerate(self.processes) if not process.is_alive()]
                 raise RuntimeError(f"ranks {sorted(set(range(count)) - set(answers))} gave no answer while {what} "
-                                   f"within {timeout:.0f} s" + (f" (ranks {dead} died)" if dead else "")) from None
+                                   f"within {self.wait:g} s" + (f" (ranks {dead} died)" if dead else "")) from None
             answers[rank] = (status, detail)
             if status in ("error", "unsupported"):
                 break
