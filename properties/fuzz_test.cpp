@@ -112,6 +112,26 @@ TEST(Fuzz, EveryGeneratedSpecIsAValidCase) {
   }
 }
 
+// The latent profile's YaRN draws mscale and mscale_all_dim apart (an equal pair makes RoPE's attention factor 1,
+// which would hide a layer that swaps or drops one) and sometimes states an attention factor (issue 56.12).
+TEST(Fuzz, TheLatentProfileDrawsUnequalMscalePairsAndStatedAttentionFactors) {
+  const GenLimits limits = GenLimits::for_profile(SizeProfile::latent_attention);
+  int yarn = 0, unequal = 0, stated = 0;
+  for (std::int64_t i = 0; i < 600; ++i) {
+    const CaseSpec spec = fuzz_case(3, i, limits);
+    const RopeScaling& scaling = spec.geometry.rope_scaling;
+    if (scaling.type != RopeScalingType::yarn) continue;
+    ++yarn;
+    unequal += scaling.mscale.value_or(0.0) != scaling.mscale_all_dim.value_or(0.0) ? 1 : 0;
+    stated += scaling.attention_factor ? 1 : 0;
+    (void)make_case(spec);  // every draw a valid case
+  }
+  EXPECT_GT(yarn, 100);
+  EXPECT_GT(unequal, yarn / 3);  // 6 of the 9 pairs differ
+  EXPECT_GT(stated, yarn / 10);  // one in four
+  EXPECT_LT(stated, yarn / 2);
+}
+
 // The long profile reaches where kernels break: lengths next to tile edges and prime ones, up to 4096,
 // windows and padding ending next to tile edges, rows with no key, long prefills with many decode calls,
 // the widths kernels specialise; and every case stays within the work budget.

@@ -612,19 +612,31 @@ Gen<GeometrySpec> latent_geometries(const Capabilities& capabilities) {
   const Gen<std::optional<std::int64_t>> q_lora_rank = weighted_one_of<std::optional<std::int64_t>>(
       {{1, gen::just(std::optional<std::int64_t>())},
        {2, gen::map(gen::inRange<std::int64_t>(1, 9), [](std::int64_t r) { return std::optional<std::int64_t>(r); })}});
+  // YaRN as DeepSeek-V3 states it (factor 40, original 4096, betas 32 and 1), its mscale and mscale_all_dim each
+  // absent, 0.707 or 1 (drawn apart: an equal pair makes RoPE's attention factor 1, hiding a layer that swaps
+  // them or drops one), and one case in four with a stated attention_factor (1, OLMo-3's 1.2079, or 0.8), which
+  // replaces the mscale ratio on RoPE but not mscale_all_dim's factor on the softmax scale.
+  using OptionalNumber = std::optional<double>;
+  const Gen<OptionalNumber> mscales = gen::element(OptionalNumber(), OptionalNumber(0.707), OptionalNumber(1.0));
+  const Gen<OptionalNumber> attention_factors = weighted_one_of<OptionalNumber>(
+      {{3, gen::just(OptionalNumber())},
+       {1, gen::element(OptionalNumber(1.0), OptionalNumber(1.2079), OptionalNumber(0.8))}});
   const Gen<RopeScaling> scaling =
       !has(capabilities, Feature::rope_scaling_yarn)
           ? gen::just(RopeScaling{})
           : weighted_one_of<RopeScaling>(
-                {{2, gen::just(RopeScaling{})}, {1, gen::map(gen::element(0.707, 1.0), [](double mscale) {
-                                                   return RopeScaling{.type = RopeScalingType::yarn,
-                                                                      .factor = 40.0,
-                                                                      .original_max_position_embeddings = 4096,
-                                                                      .beta_fast = 32.0,
-                                                                      .beta_slow = 1.0,
-                                                                      .mscale = mscale,
-                                                                      .mscale_all_dim = mscale};
-                                                 })}});
+                {{2, gen::just(RopeScaling{})},
+                 {1, gen::map(gen::tuple(mscales, mscales, attention_factors), [](const auto& drawn) {
+                    const auto& [mscale, mscale_all_dim, attention_factor] = drawn;
+                    return RopeScaling{.type = RopeScalingType::yarn,
+                                       .factor = 40.0,
+                                       .original_max_position_embeddings = 4096,
+                                       .beta_fast = 32.0,
+                                       .beta_slow = 1.0,
+                                       .mscale = mscale,
+                                       .mscale_all_dim = mscale_all_dim,
+                                       .attention_factor = attention_factor};
+                  })}});
   const Gen<std::optional<double>> softcap =
       if_stated(capabilities, Feature::softcap,
                 weighted_one_of<std::optional<double>>(
