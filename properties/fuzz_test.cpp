@@ -132,6 +132,45 @@ TEST(Fuzz, TheLatentProfileDrawsUnequalMscalePairsAndStatedAttentionFactors) {
   EXPECT_LT(stated, yarn / 2);
 }
 
+// Latent attention x context parallelism is drawn for a statement with both (the CP profile's latent layers, the
+// latent profile's layouts), and degenerate layouts stay a small share: Ulysses over one CP rank was 369 of
+// 1000 context-parallel cases (issue 56.11).
+TEST(Fuzz, LatentLayersMeetContextParallelLayoutsAndFewLayoutsAreDegenerate) {
+  GenLimits cp_limits = GenLimits::for_profile(SizeProfile::context_parallel);
+  ASSERT_TRUE(cp_limits.capabilities.features.contains(Feature::latent));  // everything(): gives both
+  int latent_under_cp = 0, single_rank = 0;
+  constexpr int kCases = 600;
+  for (std::int64_t i = 0; i < kCases; ++i) {
+    const CaseSpec spec = fuzz_case(4, i, cp_limits);
+    ASSERT_TRUE(spec.inputs.context_parallel.has_value());
+    const Case test_case = make_case(spec);  // every draw a valid case
+    latent_under_cp += test_case.geometry().is_latent() && spec.inputs.context_parallel->cp_size > 1 ? 1 : 0;
+    single_rank += spec.inputs.context_parallel->cp_size == 1 ? 1 : 0;
+  }
+  EXPECT_GT(latent_under_cp, kCases / 10);  // one case in four is latent, most with CP > 1
+  EXPECT_LT(single_rank, kCases / 10);
+  // Without latent in the statement (reference-cp), none is latent, and still few are degenerate.
+  cp_limits.capabilities = cp_limits.capabilities.narrowed({}, {Feature::latent});
+  single_rank = 0;
+  for (std::int64_t i = 0; i < kCases; ++i) {
+    const CaseSpec spec = fuzz_case(4, i, cp_limits);
+    EXPECT_FALSE(spec.geometry.latent.has_value());
+    single_rank += spec.inputs.context_parallel->cp_size == 1 ? 1 : 0;
+  }
+  EXPECT_LT(single_rank, kCases / 10);
+
+  const GenLimits latent_limits = GenLimits::for_profile(SizeProfile::latent_attention);
+  int with_layout = 0;
+  for (std::int64_t i = 0; i < kCases; ++i) {
+    const CaseSpec spec = fuzz_case(5, i, latent_limits);
+    EXPECT_TRUE(spec.geometry.latent.has_value());
+    with_layout += spec.inputs.context_parallel.has_value() ? 1 : 0;
+    (void)make_case(spec);
+  }
+  EXPECT_GT(with_layout, kCases / 8);  // one in four
+  EXPECT_LT(with_layout, kCases / 2);
+}
+
 // The long profile reaches where kernels break: lengths next to tile edges and prime ones, up to 4096,
 // windows and padding ending next to tile edges, rows with no key, long prefills with many decode calls,
 // the widths kernels specialise; and every case stays within the work budget.

@@ -698,7 +698,10 @@ Gen<GeometrySpec> latent_geometries(const Capabilities& capabilities) {
 
 }  // namespace
 
-rc::Gen<CaseSpec> latent_case_specs(const GenLimits& latent_limits) {
+namespace {
+
+// Latent layers at the short profile's sizes, within the statement (no layout).
+Gen<CaseSpec> latent_layers(const GenLimits& latent_limits) {
   GenLimits limits = latent_limits;  // the short profile's sizes and the statement
   limits.profile = SizeProfile::short_sequences;
   return gen::withSize([limits](int size) {
@@ -712,8 +715,6 @@ rc::Gen<CaseSpec> latent_case_specs(const GenLimits& latent_limits) {
     });
   });
 }
-
-namespace {
 
 // Logits of order 10^2, as attention-logit growth gives (the reason QK-norm exists): a softmax scale of 100.
 // Beyond fp32's exp range (88.7), where a ring merge that does not shift by the larger log-sum-exp overflows in
@@ -734,31 +735,64 @@ Gen<GeometrySpec> with_logit_scale(const GeometrySpec& geometry, ActivationDistr
                   });
 }
 
+// A context-parallel layout over the drawn case's TP plan: the scheme, CP size (above 1 wherever the heads or the
+// ring admit it) and the ring's chunking. Where Ulysses admits only CP 1 (one query head per TP rank: it splits
+// heads) the ring is drawn nine times in ten: otherwise a third of the cases were Ulysses over one rank, no
+// parallelism at all; the rest keep that degenerate layout a small share. A latent layer gets no logit scale
+// (its softmax scale is its own: qk_head_dim^-0.5 and yarn's mscale).
+Gen<CaseSpec> with_cp_layout(const CaseSpec& drawn_spec, const Capabilities& capabilities) {
+  const Gen<GeometrySpec> geometries =
+      drawn_spec.geometry.latent ? gen::just(drawn_spec.geometry)
+                                 : with_logit_scale(drawn_spec.geometry, drawn_spec.inputs.activations, capabilities);
+  return gen::mapcat(
+      gen::tuple(gen::element(CpScheme::ring, CpScheme::ulysses), weighted_element<bool>({{9, true}, {1, false}}),
+                 geometries),
+      [drawn_spec](const auto& drawn) {
+        const auto& [drawn_scheme, prefer_parallel, geometry] = drawn;
+        CaseSpec spec = drawn_spec;
+        spec.geometry = geometry;
+        const TpPlan plan = make_tp_plan(resolve_geometry(spec.geometry), spec.inputs.tp_size);
+        const auto sizes_of = [&plan](CpScheme scheme) {
+          std::vector<std::int64_t> sizes = valid_cp_sizes(plan, scheme, 8);
+          if (sizes.size() > 1) sizes.erase(sizes.begin());  // CP 1 only where nothing else is valid
+          return sizes;
+        };
+        CpScheme scheme = drawn_scheme;
+        if (scheme == CpScheme::ulysses && sizes_of(scheme) == std::vector<std::int64_t>{1} && prefer_parallel) {
+          scheme = CpScheme::ring;
+        }
+        return gen::map(gen::pair(element_of(sizes_of(scheme)), gen::arbitrary<bool>()),
+                        [spec, scheme](const auto& cp) {
+                          CaseSpec with_layout = spec;
+                          with_layout.inputs.context_parallel =
+                              CpSpec{.cp_size = cp.first, .scheme = scheme, .load_balanced = cp.second};
+                          return with_layout;
+                        });
+      });
+}
+
 }  // namespace
 
 rc::Gen<CaseSpec> context_parallel_case_specs(const GenLimits& context_parallel_limits) {
   GenLimits limits = context_parallel_limits;  // the short profile's cases, then a layout
   limits.profile = SizeProfile::short_sequences;
   const Capabilities capabilities = limits.capabilities;
-  return gen::mapcat(case_specs(limits), [capabilities](const CaseSpec& drawn_spec) {
-    return gen::mapcat(gen::pair(gen::element(CpScheme::ring, CpScheme::ulysses),
-                                 with_logit_scale(drawn_spec.geometry, drawn_spec.inputs.activations, capabilities)),
-                       [drawn_spec](const auto& scheme_and_geometry) {
-                         CaseSpec spec = drawn_spec;
-                         const CpScheme scheme = scheme_and_geometry.first;
-                         spec.geometry = scheme_and_geometry.second;
-                         const TpPlan plan = make_tp_plan(resolve_geometry(spec.geometry), spec.inputs.tp_size);
-                         std::vector<std::int64_t> sizes = valid_cp_sizes(plan, scheme, 8);
-                         if (sizes.size() > 1)
-                           sizes.erase(sizes.begin());  // CP 1 only where the heads admit nothing else
-                         return gen::map(
-                             gen::pair(element_of(sizes), gen::arbitrary<bool>()), [spec, scheme](const auto& drawn) {
-                               CaseSpec with_layout = spec;
-                               with_layout.inputs.context_parallel =
-                                   CpSpec{.cp_size = drawn.first, .scheme = scheme, .load_balanced = drawn.second};
-                               return with_layout;
-                             });
-                       });
+  // A statement with latent attention gets latent layers too, one case in four (a CP bug in latent decoding is
+  // otherwise out of reach).
+  const Gen<CaseSpec> drawn = has(capabilities, Feature::latent)
+                                  ? weighted_one_of<CaseSpec>({{3, case_specs(limits)}, {1, latent_case_specs(limits)}})
+                                  : case_specs(limits);
+  return gen::mapcat(drawn, [capabilities](const CaseSpec& spec) { return with_cp_layout(spec, capabilities); });
+}
+
+rc::Gen<CaseSpec> latent_case_specs(const GenLimits& latent_limits) {
+  // The latent profile for a statement with context parallelism: one case in four under a layout.
+  if (!has(latent_limits.capabilities, Feature::context_parallel)) return latent_layers(latent_limits);
+  const Capabilities capabilities = latent_limits.capabilities;
+  return gen::mapcat(weighted_element<bool>({{3, false}, {1, true}}), [latent_limits, capabilities](bool layout) {
+    return layout ? gen::mapcat(latent_layers(latent_limits),
+                                [capabilities](const CaseSpec& spec) { return with_cp_layout(spec, capabilities); })
+                  : latent_layers(latent_limits);
   });
 }
 
