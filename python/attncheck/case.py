@@ -516,6 +516,33 @@ def _check_widths_and_numbers(geometry, path):
         raise BadInput(f"{path}: /geometry@rope_scaling_high_freq_factor is "
                        f"{geometry['rope_scaling_high_freq_factor']!r}; must exceed rope_scaling_low_freq_factor "
                        f"{geometry['rope_scaling_low_freq_factor']!r}, e.g. low 1, high 4 (Llama 3.1)")
+    _check_derived_factors(geometry, path)
+
+
+LARGEST_DERIVED_FACTOR = 1e6  # core/model/geometry.cpp, kLargestDerivedFactor: real models have 1 to 2
+
+
+def _check_derived_factors(geometry, path):
+    """Factors derived from finite attributes may still overflow the scores (attncheck refuses them by the
+    attribute's name): RoPE's attention factor (q and k are multiplied by it) and a latent layer's
+    mscale(factor, mscale_all_dim)^2 on the softmax scale, each finite and at most 1e6."""
+    kind = geometry.get("rope_scaling", "none")
+    if kind in ("yarn", "longrope") and geometry["rotary_dim"] > 0:
+        derived = rope_attention_factor(geometry)
+        if not (math.isfinite(derived) and derived <= LARGEST_DERIVED_FACTOR):
+            name = ("rope_scaling_attention_factor" if "rope_scaling_attention_factor" in geometry
+                    else "rope_scaling_mscale" if kind == "yarn" and geometry.get("rope_scaling_mscale")
+                    and geometry.get("rope_scaling_mscale_all_dim") else "rope_scaling_factor")
+            raise BadInput(f"{path}: /geometry@{name} is {geometry.get(name)!r}; it gives RoPE an attention factor of "
+                           f"{derived!r} (q and k are multiplied by it): it must be finite and at most 1e6, e.g. 1.2")
+    if geometry.get("attention") == "latent" and kind == "yarn" and geometry.get("rope_scaling_mscale_all_dim"):
+        factor = float(geometry["rope_scaling_factor"])
+        m = 1.0 if factor <= 1.0 else 0.1 * float(geometry["rope_scaling_mscale_all_dim"]) * math.log(factor) + 1.0
+        if not (math.isfinite(m * m) and m * m <= LARGEST_DERIVED_FACTOR):
+            raise BadInput(f"{path}: /geometry@rope_scaling_mscale_all_dim is "
+                           f"{geometry['rope_scaling_mscale_all_dim']!r}; it multiplies latent attention's softmax "
+                           f"scale by mscale(factor, mscale_all_dim)^2 = {m * m!r}: it must be finite and at most "
+                           "1e6, e.g. 1 (DeepSeek-V3)")
 
 
 def _check_rotary_dim(geometry, path):

@@ -120,10 +120,16 @@ def test_case_files(folder):
         "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 1, "q_lora_rank": 16,
         "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8, "v_head_dim": 16, "rms_norm_eps": 1e-06,
         "rope_theta": 10000, "max_position_embeddings": 4096, "attention_bias": False}))
+    yarn_config = folder / "latent_yarn.json"  # the same layer with DeepSeek-V3's yarn
+    yarn = json.loads(latent_config.read_text())
+    yarn["rope_scaling"] = {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096, "beta_fast": 32,
+                            "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}
+    yarn_config.write_text(json.dumps(yarn))
     made = {"plain": ["--hidden", "8", "--heads", "2", "--head-dim", "4", "--seq", "4"],
             "latent": ["--hf-config", latent_config, "--batch", "1", "--seq", "4", "--weights", "generated",
                        "--inputs", "generated"],
-            "latent_stored": ["--hf-config", latent_config, "--batch", "1", "--seq", "4"]}
+            "latent_stored": ["--hf-config", latent_config, "--batch", "1", "--seq", "4"],
+            "latent_yarn": ["--hf-config", yarn_config, "--batch", "1", "--seq", "4"]}
     for name, arguments in made.items():
         completed = attncheck_cli("golden", "make", *arguments, "-o", folder / f"{name}.h5")
         if completed.returncode != 0:
@@ -181,6 +187,11 @@ def test_case_files(folder):
         ("latent", "latent_norm_eps -1", attribute("latent_norm_eps", -1.0), ["latent_norm_eps", "-1.0"]),
         ("plain", "rope_theta NaN", attribute("rope_theta", np.nan), ["rope_theta", "nan", "> 1"]),
         ("plain", "softcap inf", attribute("softcap", np.inf), ["softcap", "inf", "> 0"]),
+        # Finite attributes whose derived factors overflow the scores (attncheck: check_derived_factors).
+        ("latent_yarn", "mscale_all_dim 1e308", attribute("rope_scaling_mscale_all_dim", 1e308),
+         ["rope_scaling_mscale_all_dim", "at most 1e6"]),
+        ("latent_yarn", "attention_factor 1e308", attribute("rope_scaling_attention_factor", 1e308),
+         ["rope_scaling_attention_factor", "at most 1e6"]),
         # Small files declaring huge datasets: refused from the declared shape, before reading it.
         ("latent", "generated inputs of 2^22 tokens", huge_dataset("inputs/position_ids", (1, 2 ** 22), "<i8"),
          ["/inputs/position_ids", "seq 4194304", "2^20"]),
