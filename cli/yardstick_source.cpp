@@ -21,6 +21,12 @@ SourcedYardstick golden_yardstick(const std::string& golden_path, const golden::
                                   TpConvention convention, std::ostream* heartbeat) {
   if (precision == Precision::fp64) {
     // The fp64 yardstick (a candidate beyond 2^16 ulps of a tensor's scale) is never stored: computed now.
+    std::optional<Heartbeat> beating;
+    if (heartbeat != nullptr) {
+      beating.emplace(*heartbeat,
+                      fmt::format("{}: a tensor is beyond 2^16 ulps; computing the fp64 yardstick", golden_path),
+                      reference::estimated_yardstick_seconds(golden.test_case, precision));
+    }
     return {.errors = reference::yardstick_errors(golden.test_case, expected, precision, angles, convention),
             .source = YardstickSource::computed,
             .contract = "fp64"};

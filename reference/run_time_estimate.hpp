@@ -28,8 +28,8 @@ double reference_flops(const Case& test_case);
 // milliseconds), then cached.
 double measured_flop_rate();
 
-// Seconds the fp64 reference should take on the case here, and the yardstick of `precision` (below fp64: its
-// runs of the emulated layer, each slower than a reference run; 0 for fp64).
+// Seconds the fp64 reference should take on the case here, and the yardstick of `precision` (its runs of the
+// emulated layer, each slower than a reference run; fp64's is computed only for a candidate beyond 2^16 ulps).
 double estimated_reference_seconds(const TpPlan& plan, std::int64_t batch, std::int64_t seq,
                                    const DecodeSchedule& decode);
 double estimated_reference_seconds(const Case& test_case);
