@@ -261,5 +261,16 @@ TEST(Judge, TheFp64YardstickIsComputedOnlyAfterAMismatchAndForgivesNoBug) {
   EXPECT_NE(tolerance_rule(caught.report).find("fp64 yardstick"), std::string::npos);
 }
 
+// A batch row whose queries see no key (every one of a head's rows empty) through the flash-style runs of the
+// fp64 yardstick: their probabilities are that head's zeros (a segfault once, on a committed golden).
+TEST(Judge, TheFp64YardstickRunsWhereAQuerySeesNoKey) {
+  const Case test_case =
+      generate_case(resolve_geometry(kSpec), {.seed = 5, .batch = 2, .seq = 5, .key_lengths = {5, 0}});
+  const NamedTensors expected = named_tensors(reference::run_reference(test_case));
+  const YardstickErrors errors = reference::yardstick_errors(test_case, expected, Precision::fp64);
+  ASSERT_EQ(errors.size(), expected.size());
+  for (const auto& [name, error] : errors) EXPECT_TRUE(std::isfinite(error)) << name;
+}
+
 }  // namespace
 }  // namespace attncheck

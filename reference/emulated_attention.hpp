@@ -50,6 +50,8 @@ HeadForward<S> attend_forward(const HeadArithmetic& run, const MaskSpec& mask, c
   HeadForward<S> f;
   Mat<S> scores = store(Mat<S>(product(q, k.transpose()) * S(g.scale())));
   f.p = Mat<S>::Zero(seq_q, seq_k);
+  // Allocated whole, not per row seen: a head whose queries see no key at all still has its [seq_q, seq_k] zeros.
+  if (run.p_from_lse) f.p_from_lse = Mat<S>::Zero(seq_q, seq_k);
   const bool has_sink = sink != nullptr;
   const S sink_logit = has_sink ? *sink : S(0);
   f.p_sink = Column<S>::Ones(has_sink ? seq_q : 0);
@@ -72,7 +74,6 @@ HeadForward<S> attend_forward(const HeadArithmetic& run, const MaskSpec& mask, c
       f.p.row(i).segment(keys.begin, keys.end - keys.begin) = e / sum;
       if (has_sink) f.p_sink(i) = store.round(sink_term / sum);
       if (run.p_from_lse) {
-        if (f.p_from_lse.size() == 0) f.p_from_lse = Mat<S>::Zero(seq_q, seq_k);
         const S lse = store.round(maximum + store.round(std::log(sum)));
         Row<S> recomputed = (visible.array() - lse).exp().matrix();
         store.round_each(recomputed.data(), recomputed.size());
@@ -103,7 +104,7 @@ HeadGradients<S> attend_backward(const HeadArithmetic& run, bool d_from_output, 
                                  const Mat<S>& k, const Mat<S>& v, S* d_sink) {
   const Storage& store = run.store;
   const Geometry& g = run.geometry;
-  const Mat<S>& p = f.p_from_lse.size() != 0 ? f.p_from_lse : f.p;
+  const Mat<S>& p = run.p_from_lse ? f.p_from_lse : f.p;
   HeadGradients<S> grads;
   grads.d_v = store(product(p.transpose(), d_context));
   const Mat<S> dp = store(product(d_context, v.transpose()));
