@@ -86,6 +86,11 @@ CheckOutcome judged(impl::Implementation& implementation, const Case& test_case,
   }
   // The oracle's per-rank gradients are held replicated-kv; the judge regroups them to how it holds its own.
   const YardstickFinder yardstick = [&test_case](const NamedTensors& expected, const Candidate& candidate) {
+    if (candidate.precision == Precision::fp64) {  // beyond its work bound the judge keeps the first verdict
+      if (std::string beyond = reference::fp64_yardstick_beyond_bound(test_case); !beyond.empty()) {
+        throw NoYardstick(beyond);
+      }
+    }
     try {
       return SourcedYardstick{.errors = reference::yardstick_errors(test_case, expected, candidate.precision,
                                                                     candidate.rope_angles, candidate.tp_convention),

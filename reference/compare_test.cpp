@@ -261,6 +261,16 @@ TEST(Judge, TheFp64YardstickIsComputedOnlyAfterAMismatchAndForgivesNoBug) {
   EXPECT_NE(tolerance_rule(caught.report).find("fp64 yardstick"), std::string::npos);
 }
 
+// The fp64 yardstick's work bound is a count of operations: a fuzz-sized case is within it, a layer of 4096 tokens
+// at head_dim 256 beyond it (the judge then keeps the first rule's verdict and says so).
+TEST(Judge, TheFp64YardstickHasAWorkBound) {
+  EXPECT_EQ(reference::fp64_yardstick_beyond_bound(make_case()), "");
+  const Case long_case = generate_case(resolve_geometry({.hidden_size = 256, .num_heads = 2, .head_dim = 256}),
+                                       {.seed = 1, .batch = 1, .seq = 4096});
+  EXPECT_NE(reference::fp64_yardstick_beyond_bound(long_case).find("beyond the fp64 yardstick's bound"),
+            std::string::npos);
+}
+
 // A batch row whose queries see no key (every one of a head's rows empty) through the flash-style runs of the
 // fp64 yardstick: their probabilities are that head's zeros (a segfault once, on a committed golden).
 TEST(Judge, TheFp64YardstickRunsWhereAQuerySeesNoKey) {

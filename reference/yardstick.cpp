@@ -1,9 +1,19 @@
 #include "reference/yardstick.hpp"
 
+#include <fmt/format.h>
+
 #include "core/compare/rank_regroup.hpp"
 #include "reference/emulated_layer.hpp"
+#include "reference/run_time_estimate.hpp"
 
 namespace attncheck::reference {
+
+std::string fp64_yardstick_beyond_bound(const Case& test_case) {
+  const double operations = reference_flops(test_case);
+  if (operations <= kFp64YardstickWorkBound) return {};
+  return fmt::format("the case's reference takes {:.3g} operations, beyond the fp64 yardstick's bound of {:.3g}",
+                     operations, kFp64YardstickWorkBound);
+}
 
 YardstickErrors yardstick_errors(const Case& test_case, const NamedTensors& expected, Precision precision,
                                  RopeAngles angles, TpConvention tp_convention) {

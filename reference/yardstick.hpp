@@ -3,6 +3,8 @@
 // differently, per tensor. compare() allows k times this plus a floor (core/compare/tolerance.hpp).
 #pragma once
 
+#include <string>
+
 #include "core/compare/compare.hpp"
 #include "core/model/case.hpp"
 #include "core/model/precision.hpp"
@@ -25,6 +27,15 @@ inline constexpr const char* kYardstickVersion = "attncheck-yardstick-v3";
 // angles: how the candidate forms its RoPE angles (its declared contract); the yardstick forms them so.
 // tp_convention: how `expected` holds its per-rank tensors; each run's (replicated-kv, as the reference's)
 // are regrouped to it before they are measured, so every rank's line meets its own counterpart.
+// The fp64 yardstick's work bound: its 17 emulated runs are computed only for a case whose fp64 reference takes at
+// most this many operations (reference_flops, run_time_estimate.hpp: a count, the same on every machine). Within
+// it: every case of the short, latent and context-parallel profiles, where fuzzing found cancellation, and the
+// smaller long ones. Beyond it (the committed goldens of thousands of tokens: 17 runs took minutes), a candidate
+// beyond 2^16 ulps is held to that rule alone and its report says so, instead of waiting for the runs.
+inline constexpr double kFp64YardstickWorkBound = 4294967296.0;  // 2^32
+// "" when the case is within the bound, else why not (for the report).
+std::string fp64_yardstick_beyond_bound(const Case& test_case);
+
 YardstickErrors yardstick_errors(const Case& test_case, const NamedTensors& expected, Precision precision,
                                  RopeAngles angles = RopeAngles::float32,
                                  TpConvention tp_convention = TpConvention::replicated_kv);

@@ -25,7 +25,8 @@ inline constexpr double kFp64ToleranceUlps = 65536.0;
 // says nothing about the rounding. So a tensor beyond 2^16 ulps of its scale is held once more, to this
 // many times the largest error of naive fp64 implementations of the layer that round differently (the fp64
 // yardstick, reference/yardstick.hpp: nearest, jittered and flash-style runs; computed only for a candidate
-// that fails the first rule, so a passing one pays nothing). That error is the rounding of the case's own
+// that fails the first rule, so a passing one pays nothing, and only within a work bound, kFp64YardstickWorkBound
+// in reference/yardstick.hpp, beyond which the first rule stands alone). That error is the rounding of the case's own
 // terms, cancellation included. Measured (fuzzing torch-cpu-fp64, torch-cpu-fp64-sdpa and reference-tp, the
 // short and latent profiles, docs/MEASUREMENTS.md): correct layers at most 0.6 of it; reference-cp's lost
 // precision (a real defect) 60-150x. Bugs change a tensor by O(1) of its own size: far above rounding unless
