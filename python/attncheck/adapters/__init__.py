@@ -7,8 +7,11 @@
   fp32 or bf16, as the core of a layer written around it in plain torch (attncheck.adapters.torch_layer).
 - attncheck.adapters.torch_flex: PyTorch's FlexAttention on the CPU, eager or compiled, the same way
   (forward and decode; it has no CPU backward, so its candidates decline gradients).
-- attncheck.adapters.command_line: the GOLDEN... -o / --output-dir / --worker command line the three above
-  share.
+- attncheck.adapters.jax_attention, .onnx_attention, .onnx_group_query_attention, .openvino_attention: JAX's
+  dot_product_attention, the ONNX Attention operator and ORT's GroupQueryAttention on ONNX Runtime's CPU
+  provider, OpenVINO's ScaledDotProductAttention, each the operator of a float64 layer
+  (attncheck.adapters.operator_layer) at the candidate's precision (docs/OPERATORS.md).
+- attncheck.adapters.command_line: the GOLDEN... -o / --output-dir / --worker command line they all share.
 
     python -m attncheck.adapters.hf_transformers GOLDEN.h5 -o CANDIDATE.h5
     python -m attncheck.adapters.megatron_core GOLDEN.h5 ... --output-dir DIR

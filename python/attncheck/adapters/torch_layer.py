@@ -338,14 +338,16 @@ def decode(case, kernel, parameters, dtype):
 # ---------------------------------------------------------------------------------------------
 # Candidates, workers, the command line
 
-def adapt(case_path, candidate_path, kernel, precision, log):
+def adapt(case_path, candidate_path, kernel, precision, log, layer_precision=None):
     """Reads a case (or golden), runs the layer around the kernel and writes the candidate; raises
-    Unsupported naming everything the kernel cannot express."""
+    Unsupported naming everything the kernel cannot express. layer_precision: the layer's own precision
+    when it differs from the candidate's (attncheck.adapters.operator_layer runs it in fp64 around an
+    operator at the candidate's precision)."""
     case = attncheck.read_case(case_path)
     reasons = kernel.unsupported_reasons(case)
     if reasons:
         raise Unsupported("; ".join(reasons))  # no path: fuzz tallies workers' reasons by their text
-    tensors = run_layer(case, kernel, torch_dtype(precision))
+    tensors = run_layer(case, kernel, torch_dtype(layer_precision or precision))
     declined = kernel.declined_parts(case)
     for part in declined:  # a declined part is never also stored (SCHEMA "Declined parts")
         tensors = {name: values for name, values in tensors.items()
@@ -365,19 +367,21 @@ def argument_parser(prog, description):
     return parser
 
 
-def main(parser, arguments, kernel, module):
+def main(parser, arguments, kernel, module, layer_precision=None, supports=None):
     """Runs the parsed command line with a built kernel; returns the exit status (0, or 2 for bad input
-    and cases the kernel cannot express)."""
+    and cases the kernel cannot express). layer_precision: as adapt's; supports: the worker's statement of
+    capabilities (attncheck.Capabilities), or None for a worker that states nothing."""
     precision = arguments.dtype
     command_line.check_targets(parser, arguments)
     if arguments.worker:
-        return attncheck.serve(lambda case, candidate: adapt(case, candidate, kernel, precision, log=None),
-                               kernel.description())
+        return attncheck.serve(lambda case, candidate: adapt(case, candidate, kernel, precision, log=None,
+                                                                     layer_precision=layer_precision),
+                               kernel.description(), supports=supports)
     status = 0
     for golden in arguments.goldens:
         candidate = command_line.candidate_path(arguments, golden)
         try:
-            adapt(golden, candidate, kernel, precision, log=sys.stdout)
+            adapt(golden, candidate, kernel, precision, log=sys.stdout, layer_precision=layer_precision)
         except BadInput as error:  # Unsupported included: that golden is refused, the others still run
             print(f"{module}: {golden}: {error}", file=sys.stderr)
             status = 2

@@ -1,0 +1,214 @@
+"""What the peers' ctests share (peers/*_test.py): each verdict fixed in advance and checked with expect(),
+goldens run through an adapter and judged by `attncheck compare`, fuzz campaigns through an adapter's worker
+with a fixed seed and case count (never a time budget), and the plain-framework reproductions in peers/repro/.
+A test script runs its checks, then report() prints the summary table (peer | check | verdict) and returns
+the exit status.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+REPRO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "repro")
+
+failures = []
+summary = []  # (peer, what, verdict) rows for docs/FRAMEWORKS.md's table
+
+
+def expect(condition, message):
+    print(("ok    " if condition else "FAIL  ") + message, flush=True)
+    if not condition:
+        failures.append(message)
+    return condition
+
+
+def run(command, **options):
+    started = time.time()
+    result = subprocess.run(command, capture_output=True, text=True, **options)
+    result.seconds = time.time() - started
+    return result
+
+
+def last_lines(text, count=12):
+    return "\n".join(text.strip().splitlines()[-count:])
+
+
+# ---------------------------------------------------------------------------------------------
+# Goldens through an adapter, then `attncheck compare`
+
+class Context:
+    def __init__(self, attncheck_cli, work_dir, golden_dir):
+        self.cli, self.work_dir, self.golden_dir = attncheck_cli, work_dir, golden_dir
+
+    def golden(self, name):
+        return os.path.join(self.golden_dir, name + ".h5")
+
+    def out_dir(self, label):
+        path = os.path.join(self.work_dir, label.replace(" ", "_"))
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def compare(self, golden, candidate):
+        """(exit status, parsed --json report or None)."""
+        result = run([self.cli, "compare", "--json", golden, candidate])
+        try:
+            return result.returncode, json.loads(result.stdout)
+        except json.JSONDecodeError:
+            print(last_lines(result.stdout + result.stderr))
+            return result.returncode, None
+
+
+def candidate_path(out_dir, golden):
+    return os.path.join(out_dir, os.path.basename(golden).removesuffix(".h5") + ".candidate.h5")
+
+
+def failed_tensors(report):
+    return sorted(tensor["name"] for tensor in (report or {}).get("tensors", [])
+                  if tensor["status"] not in ("ok", "declined"))
+
+
+def declined_tensors(report):
+    return sorted(tensor["name"] for tensor in (report or {}).get("tensors", []) if tensor["status"] == "declined")
+
+
+def worst_ulps(report):
+    return max((tensor["error_ulps"] for tensor in (report or {}).get("tensors", []) if tensor["status"] == "ok"),
+               default=float("nan"))
+
+
+def run_adapter(context, adapter, flags, names, label):
+    """One adapter process over the goldens `names`; returns (result, out_dir)."""
+    out_dir = context.out_dir(label)
+    result = run([*adapter, *flags, *[context.golden(name) for name in names], "--output-dir", out_dir])
+    return result, out_dir
+
+
+def judged(context, adapter, flags, label, passing, refused=(), failing=None, failing_within=None, declined=None):
+    """Runs the adapter on passing + refused + failing goldens in one process and checks every verdict:
+    passing goldens pass `attncheck compare`; refused ones are answered with exit 2 naming the reason
+    (refused: [(name, reason)]) and leave no candidate; failing ones ({name: [tensor, ...]}) fail exactly
+    those tensors; failing_within ones ({name: [tensor, ...]}) fail, on some of those tensors and no other
+    (for a defect whose reach depends on memory the kernel should not read). declined: a reason every
+    passing candidate must decline its gradients with."""
+    failing, failing_within = failing or {}, failing_within or {}
+    names = list(passing) + [name for name, _ in refused] + list(failing) + list(failing_within)
+    result, out_dir = run_adapter(context, adapter, flags, names, label)
+    expect(result.returncode == (2 if refused else 0),
+           f"{label}: adapter over {len(names)} goldens in {result.seconds:.0f} s, exit {result.returncode} "
+           f"(want {2 if refused else 0})")
+    if "Traceback" in result.stderr:
+        print(last_lines(result.stderr, 30))
+    worst = []
+    for name in passing:
+        status, report = context.compare(context.golden(name), candidate_path(out_dir, name))
+        ok = status == 0 and report is not None and report.get("passed")
+        if declined:
+            ok &= bool(declined_tensors(report)) and all(
+                declined in tensor["declined_reason"] for tensor in report["tensors"] if tensor["status"] == "declined")
+        worst.append(worst_ulps(report))
+        expect(ok, f"{label}: {name} passes (worst {worst[-1]:.3g} ulps; {len(declined_tensors(report))} declined; "
+                   f"failed {failed_tensors(report)})")
+    for name, reason in refused:
+        line = [text for text in result.stderr.splitlines() if name in text]
+        expect(bool(line) and reason in line[0] and not os.path.exists(candidate_path(out_dir, name)),
+               f"{label}: {name} refused naming '{reason}': {line[0][-160:] if line else 'no message'}")
+    for name, tensors in failing.items():
+        status, report = context.compare(context.golden(name), candidate_path(out_dir, name))
+        expect(status == 1 and failed_tensors(report) == sorted(tensors),
+               f"{label}: {name} fails exactly {sorted(tensors)} (exit {status}, failed {failed_tensors(report)})")
+    for name, tensors in failing_within.items():
+        status, report = context.compare(context.golden(name), candidate_path(out_dir, name))
+        failed = failed_tensors(report)
+        expect(status == 1 and failed and set(failed) <= set(tensors),
+               f"{label}: {name} fails, within {sorted(tensors)} (exit {status}, failed {failed})")
+    summary.append((label, f"{len(passing)} goldens pass", f"worst {max(worst, default=float('nan')):.3g} ulps; "
+                    f"{len(refused)} refused; {len(failing) + len(failing_within)} named failures"))
+    return out_dir
+
+
+def refused_run(adapter, flags, golden, reason, label):
+    result = run([*adapter, *flags, golden, "-o", os.path.join(os.path.dirname(golden), "never.h5")])
+    expect(result.returncode == 2 and reason in result.stderr and "Traceback" not in result.stderr,
+           f"{label}: exit {result.returncode} (want 2), message: {last_lines(result.stderr, 1)[-200:]}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Fuzzing through the worker protocol
+
+FUZZ_LINE = re.compile(r"^fuzz .*: (\d+) cases \((\d+) unsupported\) in ", re.M)
+FAIL_LINE = re.compile(r"^FAIL matches-reference: (\S+) (\S+)", re.M)
+REPRO_LINE = re.compile(r"^\s*repro: (\S+)", re.M)
+LARGEST_SEQ = re.compile(r"largest: .*?seq (\d+)")
+
+
+def fuzz(context, worker, profile, cases, seed, label):
+    """(exit status, cases run, unsupported, first failing tensor or None, repro path or None, text)."""
+    repro_dir = context.out_dir(f"repro_{label}")
+    result = run([context.cli, "fuzz", "--impl", "exec:" + " ".join(worker), "--profile", profile,
+                  "--cases", str(cases), "--seed", str(seed), "--repro-dir", repro_dir])
+    text = result.stdout + result.stderr
+    counts = FUZZ_LINE.findall(text)
+    done, unsupported = (int(counts[-1][0]), int(counts[-1][1])) if counts else (0, 0)
+    failed = FAIL_LINE.search(text)
+    repro = REPRO_LINE.search(text)
+    print(f"      {label}: {result.seconds:.0f} s")
+    return result.returncode, done, unsupported, failed.group(1) if failed else None, \
+        repro.group(1) if repro else None, text
+
+
+def fuzz_clean(context, worker, profile, cases, seed, label):
+    status, done, unsupported, failed, _, text = fuzz(context, worker, profile, cases, seed, label)
+    largest = max((int(seq) for seq in LARGEST_SEQ.findall(text)), default=0)
+    ok = expect(status == 0 and done == cases,
+                f"{label}: fuzz {profile} seed {seed}: {done} of {cases} cases (the largest case: seq {largest}), "
+                f"{unsupported} unsupported, exit {status} (want 0)"
+                f"{'' if failed is None else ', first failure ' + failed}")
+    if not ok:
+        print(last_lines(text, 20))
+    summary.append((label, f"fuzz {profile} seed {seed}", f"{cases} cases clean ({cases - unsupported} judged, "
+                    f"{unsupported} unsupported; the largest case: seq {largest})" if ok else "FAILED"))
+
+
+def fuzz_named_failure(context, worker, profile, cases, seed, label, tensor_prefix, control=None):
+    """The fuzz run must fail on a tensor starting with tensor_prefix; control (a worker command) must then
+    pass the shrunk repro, which tells the kernel's finding from the wrapper's."""
+    status, done, _, failed, repro, text = fuzz(context, worker, profile, cases, seed, label)
+    ok = expect(status == 1 and failed is not None and failed.startswith(tensor_prefix) and repro,
+                f"{label}: fuzz {profile} seed {seed} fails on {failed} (want {tensor_prefix}...), exit {status}")
+    if not ok:
+        print(last_lines(text, 20))
+    if control and repro:
+        replay = run([context.cli, "replay", repro, "--impl", "exec:" + " ".join(control)])
+        expect(replay.returncode == 0, f"{label}: the shrunk case passes with the control "
+                                       f"{' '.join(control[3:])} (exit {replay.returncode})")
+    summary.append((label, f"fuzz {profile} seed {seed}", f"named failure on {failed}" if ok else "UNEXPECTED"))
+
+
+def repro_script(name, label):
+    """A plain-PyTorch reproduction in peers/repro/ must still show its defect (exit 1, 'DEFECT')."""
+    result = run([sys.executable, os.path.join(REPRO_DIR, name)])
+    expect(result.returncode == 1 and "DEFECT" in result.stdout,
+           f"{label}: peers/repro/{name} still reproduces (exit {result.returncode}): "
+           f"{last_lines(result.stdout, 1)}")
+    print("      " + "\n      ".join(result.stdout.strip().splitlines()))
+
+
+def repro_not_reproduced(name, label, capability):
+    """A repro whose defect lives in one CPU's kernels, run on another: it must say so (exit 0, "not
+    reproduced" naming this CPU's capability), not pass silently or fail for another reason."""
+    result = run([sys.executable, os.path.join(REPRO_DIR, name)])
+    expect(result.returncode == 0 and "not reproduced" in result.stdout and capability in result.stdout,
+           f"{label}: peers/repro/{name} on a {capability} CPU reports its defect not reproduced "
+           f"(exit {result.returncode}): {last_lines(result.stdout, 1)}")
+    print("      " + "\n      ".join(result.stdout.strip().splitlines()))
+
+
+def report():
+    """Prints the summary rows and the failure count; returns the exit status (1 when any check failed)."""
+    print("peer | check | verdict")
+    for row in summary:
+        print(" | ".join(row))
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
