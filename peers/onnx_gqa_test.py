@@ -14,7 +14,7 @@ import sys
 
 import attncheck  # python/ of this tree (PYTHONPATH from ctest)
 from peer_checks import (Context, candidate_path, expect, failed_tensors, fuzz_clean, fuzz_named_failure, judged,
-                         refused_run, repro_script, report, run, summary)
+                         ladder, ladder_expectation, refused_run, repro_script, report, run, summary)
 
 MODULE = "attncheck.adapters.onnx_group_query_attention"
 GQA = [sys.executable, "-m", MODULE]
@@ -75,6 +75,11 @@ def lifted_refusal(context, dtype, name, tensors):
 def gqa_goldens(context):
     for dtype, goldens in (("fp32", FP32_GOLDENS), ("fp16", FP16_GOLDENS)):
         judged(context, GQA, ["--dtype", dtype], f"gqa {dtype}", goldens, refused=REFUSED, declined=NO_BACKWARD)
+    # The conformance ladder: every rung but TP-2's per-rank gradients and latent attention.
+    rungs = [f"{rung:02d}" for rung in range(1, 14)]
+    for dtype in ("fp32", "fp16"):
+        ladder(context, gqa_worker(dtype), ladder_expectation(rungs, "pass_with_declined",
+                                                              {"14": "tensor-parallel", "15": "latent"}), f"gqa {dtype}")
     # The CPU provider registers the kernel for float and float16 only: --dtype offers no other.
     for dtype in ("bf16", "fp64"):
         refused_run(GQA, ["--dtype", dtype], context.golden("ladder_01_plain-mha"), f"invalid choice: '{dtype}'",

@@ -17,7 +17,7 @@ import os
 import sys
 
 import attncheck  # python/ of this tree (PYTHONPATH from ctest)
-from peer_checks import expect, fuzz_clean, fuzz_named_failure, judged, repro_script, report, Context
+from peer_checks import Context, fuzz_clean, fuzz_named_failure, judged, ladder, ladder_expectation, repro_script, report
 
 JAX = [sys.executable, "-m", "attncheck.adapters.jax_attention"]
 ONNX = [sys.executable, "-m", "attncheck.adapters.onnx_attention"]
@@ -39,6 +39,9 @@ SOFTCAP = ["ladder_11_softcap", "gemma-2-2b_layer0_tp2", "gemma-2-2b_layer1_tp8"
            "small_softcap_padding"]
 SINKS = ["ladder_12_sinks", "gpt-oss-20b_layer1_tp2", "gpt-oss-20b_layer0_tp16_seq160", "small_cp_ring_large_logits"]
 KEYLESS = ["small_window_masked_rows", "small_cp_ring_tp2"]  # some query sees no key
+# The conformance ladder's rungs (docs/LADDER.md) each operator runs; the others are outside its statement.
+RUNGS = ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "13"]
+OUTSIDE = {"11": "softcap", "12": "sinks", "14": "tensor-parallel", "15": "latent"}
 LATENT_GOLDENS = [(name, "multi-head latent attention") for name in (
     "ladder_15_latent-attention", "deepseek-v3-narrow_tp2", "deepseek-v3-narrow_tp4", "deepseek-v2-lite-narrow_tp2",
     "kimi-k2-narrow_tp8")]
@@ -59,6 +62,8 @@ def jax_goldens(context):
     judged(context, JAX, ["--dtype", "fp32"], "jax fp32", LADDER + SMALL)
     judged(context, JAX, ["--dtype", "bf16", "--jit"], "jax bf16 jit", LADDER + SMALL + LONG[:1])
     judged(context, JAX, ["--dtype", "bf16"], "jax bf16", LADDER)
+    for dtype in ("fp32", "bf16"):
+        ladder(context, jax_worker(dtype, "--jit"), ladder_expectation(RUNGS, "pass", OUTSIDE), f"jax {dtype} jit")
     # Finding: JAX computes the softmax in float32 whatever the input dtype, so a float64 call is ~1e-7 off:
     # held to the fp64 contract, every tensor fails (peers/repro/jax_float64_softmax_in_float32.py).
     judged(context, JAX, ["--dtype", "fp64"], "jax fp64", [],
@@ -107,6 +112,10 @@ def onnx_goldens(context):
                                                                        "small_window_masked_rows"] + SMALL + LONG[:2],
            declined=NO_BACKWARD)
     # fp64: the wrapper's self-check where the scale is exactly a float32 (ONNX's float attributes are 32-bit).
+    without_softcap = {rung: why for rung, why in OUTSIDE.items() if why != "softcap"}
+    for dtype in ("fp32", "fp16"):
+        ladder(context, onnx_worker(dtype), ladder_expectation(RUNGS + ["11"], "pass_with_declined", without_softcap),
+               f"onnx {dtype}")
     # fp64, the wrapper's self-check: head_dim^-0.5 is a float32 only at head widths 4^n (16: most rungs; 64;
     # 256), and ONNX's float attributes are 32-bit, so others are refused by name. Finding: ORT's float64
     # operator scales Q and K by float32(sqrt(scale)) each, exact only where that root is a float32 (16: 1/2,

@@ -205,6 +205,39 @@ def repro_not_reproduced(name, label, capability):
     print("      " + "\n      ".join(result.stdout.strip().splitlines()))
 
 
+# ---------------------------------------------------------------------------------------------
+# The conformance ladder's support matrix through `attncheck run`
+
+def ladder_expectation(passing, status, not_stated):
+    """{rung: (status, text its reason must contain)}: passing rungs with status (pass, pass_with_declined),
+    not_stated {rung: the feature its reason names}."""
+    return {**{rung: (status, "") for rung in passing}, **{rung: ("not_stated", why) for rung, why in not_stated.items()}}
+
+
+def ladder(context, worker, expected, label):
+    """`attncheck run` over the 15 ladder goldens with the worker: its support matrix must read `expected`
+    (ladder_expectation). The matrix's cells go into the summary (docs' support matrices are read from it)."""
+    folder = context.out_dir("ladder_goldens")
+    for name in sorted(os.listdir(context.golden_dir)):
+        if name.startswith("ladder_") and name.endswith(".h5") and not os.path.exists(os.path.join(folder, name)):
+            os.symlink(os.path.join(os.path.abspath(context.golden_dir), name), os.path.join(folder, name))
+    result = run([context.cli, "run", "--goldens", folder, "--impl", "exec:" + " ".join(worker), "--json"])
+    try:
+        rungs = {row["rung"]: row for row in json.loads(result.stdout)["support_matrix"]["rungs"]}
+    except (json.JSONDecodeError, KeyError):
+        print(last_lines(result.stdout + result.stderr, 20))
+        rungs = {}
+    got = {rung: (next(iter(row["status"].values())), " ".join(row["why"].values())) for rung, row in rungs.items()}
+    wrong = {rung: got.get(rung) for rung, (status, why) in expected.items()
+             if got.get(rung, ("missing", ""))[0] != status or why not in got[rung][1]}
+    passing = sorted(rung for rung, (status, _) in got.items() if status.startswith("pass"))
+    expect(result.returncode == 0 and not wrong and set(got) == set(expected),
+           f"{label}: ladder support matrix in {result.seconds:.0f} s, exit {result.returncode}: rungs "
+           f"{', '.join(passing)} pass, the others not stated by name (unexpected: {wrong})")
+    cells = "; ".join(f"{rung} {status}" + (f" ({why})" if why else "") for rung, (status, why) in sorted(got.items()))
+    summary.append((label, "ladder", cells if not wrong else "UNEXPECTED"))
+
+
 def report():
     """Prints the summary rows and the failure count; returns the exit status (1 when any check failed)."""
     print("peer | check | verdict")
