@@ -78,8 +78,8 @@ def gqa_goldens(context):
     # The conformance ladder: every rung but TP-2's per-rank gradients and latent attention.
     rungs = [f"{rung:02d}" for rung in range(1, 14)]
     for dtype in ("fp32", "fp16"):
-        ladder(context, gqa_worker(dtype), ladder_expectation(rungs, "pass_with_declined",
-                                                              {"14": "tensor-parallel", "15": "latent"}), f"gqa {dtype}")
+        expected = ladder_expectation(rungs, "pass_with_declined", {"14": "tensor-parallel", "15": "latent"})
+        ladder(context, gqa_worker(dtype), expected, f"gqa {dtype}")
     # The CPU provider registers the kernel for float and float16 only: --dtype offers no other.
     for dtype in ("bf16", "fp64"):
         refused_run(GQA, ["--dtype", dtype], context.golden("ladder_01_plain-mha"), f"invalid choice: '{dtype}'",
@@ -96,8 +96,8 @@ def gqa_worker(dtype, *flags):
 
 
 def gqa_fuzz(context):
-    fuzz_clean(context, gqa_worker("fp32"), "short", 200, 1, "gqa fp32")
-    fuzz_clean(context, gqa_worker("fp16"), "short", 150, 2, "gqa fp16")
+    fuzz_clean(context, gqa_worker("fp32"), "short", 120, 1, "gqa fp32")
+    fuzz_clean(context, gqa_worker("fp16"), "short", 100, 2, "gqa fp16")
     fuzz_named_failure(context, gqa_worker("fp32", "--plant-bug", "window-off-by-one"), "short", 60, 1,
                        "gqa fp32 planted window-off-by-one", "out", control=gqa_worker("fp32"))
 

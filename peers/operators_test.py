@@ -17,7 +17,8 @@ import os
 import sys
 
 import attncheck  # python/ of this tree (PYTHONPATH from ctest)
-from peer_checks import Context, fuzz_clean, fuzz_named_failure, judged, ladder, ladder_expectation, repro_script, report
+from peer_checks import (Context, fuzz_clean, fuzz_named_failure, judged, ladder, ladder_expectation, repro_script,
+                         report)
 
 JAX = [sys.executable, "-m", "attncheck.adapters.jax_attention"]
 ONNX = [sys.executable, "-m", "attncheck.adapters.onnx_attention"]
@@ -134,9 +135,9 @@ def onnx_worker(dtype, *flags):
 
 
 def onnx_fuzz(context):
-    fuzz_clean(context, onnx_worker("fp32"), "short", 500, 1, "onnx fp32")
-    fuzz_clean(context, onnx_worker("fp16"), "short", 300, 2, "onnx fp16")
-    fuzz_clean(context, onnx_worker("fp32"), "long", 30, 1, "onnx fp32")
+    fuzz_clean(context, onnx_worker("fp32"), "short", 300, 1, "onnx fp32")
+    fuzz_clean(context, onnx_worker("fp16"), "short", 200, 2, "onnx fp16")
+    fuzz_clean(context, onnx_worker("fp32"), "long", 20, 1, "onnx fp32")
     fuzz_named_failure(context, onnx_worker("fp32", "--plant-bug", "causal-without-past"), "short", 100, 1,
                        "onnx fp32 planted causal-without-past", "decode/out")
 

@@ -211,7 +211,9 @@ def repro_not_reproduced(name, label, capability):
 def ladder_expectation(passing, status, not_stated):
     """{rung: (status, text its reason must contain)}: passing rungs with status (pass, pass_with_declined),
     not_stated {rung: the feature its reason names}."""
-    return {**{rung: (status, "") for rung in passing}, **{rung: ("not_stated", why) for rung, why in not_stated.items()}}
+    expected = {rung: (status, "") for rung in passing}
+    expected.update((rung, ("not_stated", why)) for rung, why in not_stated.items())
+    return expected
 
 
 def ladder(context, worker, expected, label):
