@@ -136,10 +136,9 @@ class JaxAttention(operator_layer.Operator):
 
 
 def main():
-    parser = operator_layer.argument_parser(PROG, __doc__.split("\n\n")[0], JaxAttention.precisions)
+    parser = operator_layer.argument_parser(PROG, __doc__.split("\n\n")[0], JaxAttention.precisions,
+                                            PLANTED_BUGS)
     parser.add_argument("--jit", action="store_true", help="run the operator under jax.jit (default: eager)")
-    parser.add_argument("--plant-bug", choices=sorted(PLANTED_BUGS),
-                        help="run with this deliberate bug (to show that attncheck catches it)")
     arguments = parser.parse_args()
     return operator_layer.main(parser, arguments,
                                lambda: JaxAttention(arguments.dtype, arguments.jit, arguments.plant_bug), MODULE)

@@ -114,9 +114,8 @@ class OnnxAttention(operator_layer.Operator):
 
 
 def main():
-    parser = operator_layer.argument_parser(PROG, __doc__.split("\n\n")[0], OnnxAttention.precisions)
-    parser.add_argument("--plant-bug", choices=sorted(PLANTED_BUGS),
-                        help="run with this deliberate bug (to show that attncheck catches it)")
+    parser = operator_layer.argument_parser(PROG, __doc__.split("\n\n")[0], OnnxAttention.precisions,
+                                            PLANTED_BUGS)
     arguments = parser.parse_args()
     return operator_layer.main(parser, arguments, lambda: OnnxAttention(arguments.dtype, arguments.plant_bug), MODULE)
 

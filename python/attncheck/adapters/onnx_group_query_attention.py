@@ -137,9 +137,8 @@ class OnnxGroupQueryAttention(operator_layer.Operator):
 
 
 def main():
-    parser = operator_layer.argument_parser(PROG, __doc__.split("\n\n")[0], OnnxGroupQueryAttention.precisions)
-    parser.add_argument("--plant-bug", choices=sorted(PLANTED_BUGS),
-                        help="run with this deliberate bug (to show that attncheck catches it)")
+    parser = operator_layer.argument_parser(PROG, __doc__.split("\n\n")[0], OnnxGroupQueryAttention.precisions,
+                                            PLANTED_BUGS)
     arguments = parser.parse_args()
     return operator_layer.main(parser, arguments,
                                lambda: OnnxGroupQueryAttention(arguments.dtype, arguments.plant_bug), MODULE)

@@ -128,9 +128,8 @@ class OpenVinoAttention(operator_layer.Operator):
 
 
 def main():
-    parser = operator_layer.argument_parser(PROG, __doc__.split("\n\n")[0], OpenVinoAttention.precisions)
-    parser.add_argument("--plant-bug", choices=sorted(PLANTED_BUGS),
-                        help="run with this deliberate bug (to show that attncheck catches it)")
+    parser = operator_layer.argument_parser(PROG, __doc__.split("\n\n")[0], OpenVinoAttention.precisions,
+                                            PLANTED_BUGS)
     arguments = parser.parse_args()
     return operator_layer.main(parser, arguments,
                                lambda: OpenVinoAttention(arguments.dtype, arguments.plant_bug), MODULE)

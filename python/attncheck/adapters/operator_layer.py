@@ -104,7 +104,8 @@ class Operator(abc.ABC):
         pass
 
     def forward_with_vjp(self, call):
-        raise NotImplementedError(f"{type(self).__name__} has no backward")  # only called when has_backward
+        # Called only when has_backward is set: an operator that sets it must define this.
+        raise TypeError(f"{type(self).__name__} sets has_backward but defines no forward_with_vjp")
 
     @abc.abstractmethod
     def description(self):
@@ -210,10 +211,14 @@ class _LazyThroughVjp:
 ThroughVjp = _LazyThroughVjp()
 
 
-def argument_parser(prog, description, precisions):
+def argument_parser(prog, description, precisions, planted_bugs):
+    """The operator adapters' command line: torch_layer's GOLDEN... / -o / --output-dir / --worker, --dtype among
+    the operator's precisions, --plant-bug among its planted bugs ({name: what the bug does})."""
     parser = command_line.golden_parser(prog, description)
     parser.add_argument("--dtype", default="fp32", choices=list(precisions),
                         help="precision of the operator (the layer around it runs in float64)")
+    parser.add_argument("--plant-bug", choices=sorted(planted_bugs),
+                        help="run with this deliberate bug (to show that attncheck catches it)")
     return parser
 
 
