@@ -172,20 +172,23 @@ attncheck_cli_case(run_default_goldens_relative 2 "^$" "--goldens = golden/data:
 attncheck_cli_case(golden_run_output_is_input 2 "^$" "--output = .*small_window_masked_rows.h5: is the input file"
                    golden run ${PROJECT_SOURCE_DIR}/golden/data/small_window_masked_rows.h5 --impl reference
                    -o ${PROJECT_SOURCE_DIR}/golden/data/../data/small_window_masked_rows.h5)
-# Mutants against a committed golden: each must fail (exit 1) with the report naming where.
-set(qwen_golden ${PROJECT_SOURCE_DIR}/golden/data/qwen3-0.6b_tp2.h5)
-attncheck_cli_case(mutant_swap_query_heads 1 "grads/o_proj#sketch +MISMATCH.*query heads 0,1.*0 of 1 golden files pass" "^$"
-                   golden check ${qwen_golden} --impl mutant-swap-query-heads)
-attncheck_cli_case(mutant_quotient_scale 1 "out +MISMATCH.*positions 1,2,3,4,5.*0 of 1 golden files pass" "^$"
-                   golden check ${qwen_golden} --impl mutant-quotient-scale)
-attncheck_cli_case(mutant_top_left_causal 1 "decode/out +MISMATCH.*positions 4,5 .*out +ok.*0 of 1 golden files pass" "^$"
-                   golden check ${qwen_golden} --impl mutant-top-left-causal)
-# Where the bug cannot show, the mutant is right: GPT-NeoX-20B's head_dim is the quotient.
+# Mutants against a committed golden: each must fail (exit 1) with the report naming where. The conformance
+# ladder's goldens (GQA, explicit head_dim, decoding, TP 2): what the report says is the same on a model-sized
+# golden, and a failing fp64 candidate's 17 yardstick runs take a second under ASan instead of half a minute
+# on Qwen3-0.6B (python.quotient_scale_goldens and golden.caught_mutant-* hold mutants to the model goldens).
+set(ladder_goldens ${PROJECT_SOURCE_DIR}/golden/data)
+attncheck_cli_case(mutant_swap_query_heads 1 "grads/o_proj +MISMATCH.*query heads 0,1.*0 of 1 golden files pass" "^$"
+                   golden check ${ladder_goldens}/ladder_14_tp2-rank-gradients.h5 --impl mutant-swap-query-heads)
+attncheck_cli_case(mutant_quotient_scale 1 "out +MISMATCH.*positions 1,2,3,4,5,6,7.*0 of 1 golden files pass" "^$"
+                   golden check ${ladder_goldens}/ladder_03_explicit-head-dim.h5 --impl mutant-quotient-scale)
+attncheck_cli_case(mutant_top_left_causal 1 "decode/out +MISMATCH.*positions 4,5,6,7 .*out +ok.*0 of 1 golden files pass"
+                   "^$" golden check ${ladder_goldens}/ladder_13_kv-cache-decode.h5 --impl mutant-top-left-causal)
+# Where the bug cannot show, the mutant is right: the GQA rung's head_dim is the quotient (32 / 4).
 attncheck_cli_case(mutant_harmless_where_bug_cannot_show 0 "1 of 1 golden files pass with mutant-quotient-scale" "^$"
-                   golden check ${PROJECT_SOURCE_DIR}/golden/data/gpt-neox-20b_tp1.h5 --impl mutant-quotient-scale)
+                   golden check ${ladder_goldens}/ladder_02_gqa.h5 --impl mutant-quotient-scale)
 # A mutant that crashes (shapes built from the quotient) fails the golden with its message (exit 1).
 attncheck_cli_case(mutant_crash_is_a_failure 1 "FAIL: mutant-head-dim-from-quotient raised: size mismatch.*0 of 1 golden files pass" "^$"
-                   golden check ${qwen_golden} --impl mutant-head-dim-from-quotient)
+                   golden check ${ladder_goldens}/ladder_03_explicit-head-dim.h5 --impl mutant-head-dim-from-quotient)
 
 # TP conventions (golden/SCHEMA.md, "TP conventions"). `plan --convention both` shows the two partitions
 # side by side: under megatron-equal-block, Qwen3-32B's rank 1 holds query heads 5-7 and KV head 0's K
