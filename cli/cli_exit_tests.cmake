@@ -1,8 +1,8 @@
 # End-to-end tests of the attncheck binary: exit codes and which stream a message goes to, as a shell
 # sees them. Each runs cmake/RunAndCheck.cmake. Heartbeat lines (cli/heartbeat.hpp, every 30 s of long work)
 # are off in all of them (ATTNCHECK_HEARTBEAT_SECONDS=3600): they would make a stderr check depend on the
-# machine's speed (the mutant cases below take 15 s alone under ASan, past 30 s on a loaded machine: the gate of
-# 92330aa failed two that way); cli.long_work_progress tests the heartbeat itself.
+# machine's speed (on Qwen3-0.6B two mutant cases took 15 s alone under ASan, past 30 s on a loaded machine: the
+# gate of 92330aa failed them that way); cli.long_work_progress tests the heartbeat itself.
 function(attncheck_cli_case name expected_exit stdout_regex stderr_regex)
   add_test(NAME cli.${name}
            COMMAND ${CMAKE_COMMAND} "-DCOMMAND=$<TARGET_FILE:attncheck>;${ARGN}"
@@ -176,19 +176,22 @@ attncheck_cli_case(golden_run_output_is_input 2 "^$" "--output = .*small_window_
 # ladder's goldens (GQA, explicit head_dim, decoding, TP 2): what the report says is the same on a model-sized
 # golden, and a failing fp64 candidate's 17 yardstick runs take a second under ASan instead of half a minute
 # on Qwen3-0.6B (python.quotient_scale_goldens and golden.caught_mutant-* hold mutants to the model goldens).
-set(ladder_goldens ${PROJECT_SOURCE_DIR}/golden/data)
 attncheck_cli_case(mutant_swap_query_heads 1 "grads/o_proj +MISMATCH.*query heads 0,1.*0 of 1 golden files pass" "^$"
-                   golden check ${ladder_goldens}/ladder_14_tp2-rank-gradients.h5 --impl mutant-swap-query-heads)
+                   golden check ${PROJECT_SOURCE_DIR}/golden/data/ladder_14_tp2-rank-gradients.h5
+                   --impl mutant-swap-query-heads)
 attncheck_cli_case(mutant_quotient_scale 1 "out +MISMATCH.*positions 1,2,3,4,5,6,7.*0 of 1 golden files pass" "^$"
-                   golden check ${ladder_goldens}/ladder_03_explicit-head-dim.h5 --impl mutant-quotient-scale)
+                   golden check ${PROJECT_SOURCE_DIR}/golden/data/ladder_03_explicit-head-dim.h5
+                   --impl mutant-quotient-scale)
 attncheck_cli_case(mutant_top_left_causal 1 "decode/out +MISMATCH.*positions 4,5,6,7 .*out +ok.*0 of 1 golden files pass"
-                   "^$" golden check ${ladder_goldens}/ladder_13_kv-cache-decode.h5 --impl mutant-top-left-causal)
+                   "^$" golden check ${PROJECT_SOURCE_DIR}/golden/data/ladder_13_kv-cache-decode.h5
+                   --impl mutant-top-left-causal)
 # Where the bug cannot show, the mutant is right: the GQA rung's head_dim is the quotient (32 / 4).
 attncheck_cli_case(mutant_harmless_where_bug_cannot_show 0 "1 of 1 golden files pass with mutant-quotient-scale" "^$"
-                   golden check ${ladder_goldens}/ladder_02_gqa.h5 --impl mutant-quotient-scale)
+                   golden check ${PROJECT_SOURCE_DIR}/golden/data/ladder_02_gqa.h5 --impl mutant-quotient-scale)
 # A mutant that crashes (shapes built from the quotient) fails the golden with its message (exit 1).
 attncheck_cli_case(mutant_crash_is_a_failure 1 "FAIL: mutant-head-dim-from-quotient raised: size mismatch.*0 of 1 golden files pass" "^$"
-                   golden check ${ladder_goldens}/ladder_03_explicit-head-dim.h5 --impl mutant-head-dim-from-quotient)
+                   golden check ${PROJECT_SOURCE_DIR}/golden/data/ladder_03_explicit-head-dim.h5
+                   --impl mutant-head-dim-from-quotient)
 
 # TP conventions (golden/SCHEMA.md, "TP conventions"). `plan --convention both` shows the two partitions
 # side by side: under megatron-equal-block, Qwen3-32B's rank 1 holds query heads 5-7 and KV head 0's K

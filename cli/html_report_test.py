@@ -108,12 +108,12 @@ def check_swapped_heads(page, what):
 
 with tempfile.TemporaryDirectory() as folder:
     folder = pathlib.Path(folder)
-    gqa_tp2 = gqa_tp1 = data / "small_yarn_stated.h5"  # not a ladder golden: `run` would add the ladder's table
+    gqa = data / "small_yarn_stated.h5"  # not a ladder golden: `run` would add the ladder's table
     small = data / "small_softcap_padding.h5"
 
     # golden check: one map per failing tensor (the per-rank ones gathered per parameter), none for passing ones.
     page_path = folder / "check.html"
-    run("golden", "check", str(gqa_tp2), "--impl", mutant, "--html", str(page_path), expect_code=1)
+    run("golden", "check", str(gqa), "--impl", mutant, "--html", str(page_path), expect_code=1)
     page = check_page(page_path, "golden check")
     failing = {row[0] for row in page.tensor_rows[1:] if row[1] not in ("ok", "declined")}
     drawn = {figure["tensor"] for figure in page.figures}
@@ -126,9 +126,9 @@ with tempfile.TemporaryDirectory() as folder:
 
     # compare: a candidate file written by `golden run`.
     candidate = folder / "candidate.h5"
-    run("golden", "run", str(gqa_tp1), "--impl", mutant, "-o", str(candidate), expect_code=0)
+    run("golden", "run", str(gqa), "--impl", mutant, "-o", str(candidate), expect_code=0)
     page_path = folder / "compare.html"
-    run("compare", str(gqa_tp1), str(candidate), "--html", str(page_path), expect_code=1)
+    run("compare", str(gqa), str(candidate), "--html", str(page_path), expect_code=1)
     page = check_page(page_path, "compare")
     check_swapped_heads(page, "compare")
     expect(page.summary[1][1] == str(candidate), f"compare: the summary names the candidate: {page.summary}")
@@ -136,15 +136,15 @@ with tempfile.TemporaryDirectory() as folder:
     # run: one summary row per pair, maps only where the pair fails.
     goldens = folder / "goldens"
     goldens.mkdir()
-    for golden in (gqa_tp1, small):
+    for golden in (gqa, small):
         shutil.copyfile(golden, goldens / golden.name)
     page_path = folder / "run.html"
     run("run", "--goldens", str(goldens), "--impl", "reference", "--impl", mutant, "--html", str(page_path),
         expect_code=1)
     page = check_page(page_path, "run")
     rows = {(row[0], row[1]): row[2] for row in page.summary[1:]}
-    expect(rows.get((gqa_tp1.name, "reference")) == "pass", f"run: reference on the GQA golden {rows}")
-    expect(rows.get((gqa_tp1.name, mutant)) == "FAIL", f"run: the mutant on the GQA golden {rows}")
+    expect(rows.get((gqa.name, "reference")) == "pass", f"run: reference on the GQA golden {rows}")
+    expect(rows.get((gqa.name, mutant)) == "FAIL", f"run: the mutant on the GQA golden {rows}")
     expect(len(rows) == 4, f"run: 4 pairs in the summary, found {len(rows)}")
     text = page_path.read_text()
     expect(text.count("No tensor fails, so there is no map") >= 2, "run: passing pairs say why they have no map")
@@ -152,7 +152,7 @@ with tempfile.TemporaryDirectory() as folder:
 
     # replay (a golden is a repro file too).
     page_path = folder / "replay.html"
-    run("replay", str(gqa_tp1), "--impl", mutant, "--html", str(page_path), expect_code=1)
+    run("replay", str(gqa), "--impl", mutant, "--html", str(page_path), expect_code=1)
     check_swapped_heads(check_page(page_path, "replay"), "replay")
 
     # fuzz: the report of the shrunk failure.

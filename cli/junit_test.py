@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """ctest cli.run_junit: `attncheck run --junit` read back by a JUnit parser (junitparser), as a CI server
-would read it. Runs the reference (passes), mutant-swap-query-heads (fails small_yarn_stated, GQA with an explicit
-head_dim: the failure must name the worst tensor and the query heads it swaps) and, when LibTorch is built, torch-cpu-fp64-sdpa
-(whose capabilities leave out softcap: the softcap golden is not stated, a skipped case with its reason and no
+would read it. Runs the reference (passes), mutant-swap-query-heads (fails small_yarn_stated, GQA with an
+explicit head_dim: the failure must name the worst tensor and the query heads it swaps) and, when LibTorch is
+built, torch-cpu-fp64-sdpa (whose capabilities leave out softcap: the softcap golden is not stated, a skipped case with its reason and no
 memory figures, since it never ran) on two committed goldens.
 
     junit_test.py ATTNCHECK GOLDEN_DATA_DIR"""
