@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 
 #include "core/compare/compare.hpp"
 #include "core/compare/rank_regroup.hpp"
@@ -26,8 +27,18 @@ namespace {
 // and fp32 tolerances, so a golden at such positions catches angles formed in float32.
 constexpr double kAngleErrorThatBites = 1e-3;
 
-NamedTensors answers(const Case& test_case) {
-  return named_tensors(reference::run_reference(test_case));  // unsharded: no "ranks/" tensors
+// The reference's answer to a case, unsharded (no "ranks/" tensors): its forward outputs (out, decode/out).
+NamedTensors forward_answers(const Case& test_case) {
+  return named_tensors(reference::run_reference(test_case, {.gradients = false}));
+}
+
+// The forward answer completed with the gradients: the forward pass again with its backward, but not the decode
+// schedule (whose decode/out the forward answer holds already; it does not enter the gradients).
+NamedTensors with_gradients(const Case& test_case, NamedTensors forward, std::vector<Parameters>* rank_slices_out) {
+  Result result = reference::run_reference(test_case, {.decode = false});
+  if (rank_slices_out != nullptr) *rank_slices_out = rank_slices(result.gradients->params, test_case.plan);
+  for (auto& [name, tensor] : named_tensors(std::move(result))) forward.insert_or_assign(name, std::move(tensor));
+  return forward;
 }
 
 // The tensors as the golden stores them: sketched where it sketches them (core/compare/sketch.hpp).
@@ -354,19 +365,42 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
              .claim = fmt::format("q_norm, k_norm on all {} ranks", tp_size),
              .off = "q_norm/k_norm gradients not summed over the ranks"};
   }
+  // Forward first: a feature bites as soon as a forward output (out, decode/out) moves past its fp64 tolerance,
+  // as most do; the backward (about two thirds of a reference run's arithmetic) runs only for a feature whose
+  // forward outputs stay within it, and then every tensor is measured. So the answer (bites or not) is the
+  // same as measuring every tensor; what "most changed" names is the forward output that moved most when
+  // one bites. The base answer with gradients is computed once, when first needed.
   // The rank reductions (measured below, in this order among the features) need the base gradients cut per rank:
   // cut from the base answer itself rather than from a second run of the reference (the same numbers; on a wide
   // TP golden that run was a tenth of the time).
   const bool rank_reductions_claimed = !replication.feature.empty() || !norms.feature.empty();
   std::vector<Parameters> base_rank_slices;
-  const NamedTensors base = [&] {
-    Result result = reference::run_reference(test_case);
-    if (rank_reductions_claimed) base_rank_slices = rank_slices(result.gradients->params, test_case.plan);
-    return named_tensors(std::move(result));  // unsharded: no "ranks/" tensors
-  }();
+  const NamedTensors base_forward = forward_answers(test_case);
+  std::optional<NamedTensors> base_with_gradients;
+  const auto full_base = [&]() -> const NamedTensors& {
+    if (!base_with_gradients) {
+      base_with_gradients =
+          with_gradients(test_case, base_forward, rank_reductions_claimed ? &base_rank_slices : nullptr);
+    }
+    return *base_with_gradients;
+  };
+  const NamedTensors& base = base_forward;  // what the forward-only alternatives below are measured against
   std::vector<FeatureBite> bites;
+  // An alternative answer already computed with its gradients: measured on its forward outputs first too.
+  const auto forward_first = [&](FeatureBite bite, const NamedTensors& alternative) {
+    FeatureBite forward = measure(bite, test_case, base_forward, alternative, stored);
+    bites.push_back(forward.bites ? std::move(forward)
+                                  : measure(std::move(bite), test_case, full_base(), alternative, stored));
+  };
   const auto off_by_case = [&](FeatureBite bite, const Case& changed) {
-    bites.push_back(measure(std::move(bite), test_case, base, answers(changed), stored));
+    NamedTensors alternative = forward_answers(changed);
+    FeatureBite forward = measure(bite, test_case, base_forward, alternative, stored);
+    if (forward.bites) {
+      bites.push_back(std::move(forward));
+      return;
+    }
+    alternative = with_gradients(changed, std::move(alternative), nullptr);
+    bites.push_back(measure(std::move(bite), test_case, full_base(), alternative, stored));
   };
 
   if (std::any_of(in.key_lengths.begin(), in.key_lengths.end(), [&](std::int64_t l) { return l < in.seq; })) {
@@ -418,15 +452,16 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
     }
   }
   if (rank_reductions_claimed) {
-    for (FeatureBite& bite : rank_reductions(test_case, base, base_rank_slices, replication, norms, stored))
+    const NamedTensors& with_gradients = full_base();
+    for (FeatureBite& bite : rank_reductions(test_case, with_gradients, base_rank_slices, replication, norms, stored))
       bites.push_back(std::move(bite));
   }
   if (tp_size > 1 && g.qk_norm_full_width()) {
-    bites.push_back(measure({.feature = "width-norm reduce",
-                             .claim = fmt::format("q over {} and k over {} channels, split over {} ranks",
-                                                  g.query_width(), g.kv_width(), tp_size),
-                             .off = "each rank normalises its own slice of the width (no all-reduce)"},
-                            test_case, base, width_norm_per_rank(test_case), stored));
+    forward_first({.feature = "width-norm reduce",
+                   .claim = fmt::format("q over {} and k over {} channels, split over {} ranks", g.query_width(),
+                                        g.kv_width(), tp_size),
+                   .off = "each rank normalises its own slice of the width (no all-reduce)"},
+                  width_norm_per_rank(test_case));
   }
   if (tp_size > 1 && g.out_bias()) {
     NamedTensors alternative{{"out", base.at("out")}};
@@ -628,8 +663,7 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
     for (const auto& [name, tensor] : alternative.answer) {
       if (!name.starts_with("ranks/")) unsharded.emplace(name, tensor);
     }
-    bites.push_back(measure({.feature = alternative.feature, .claim = alternative.claim, .off = alternative.off},
-                            test_case, base, unsharded, stored));
+    forward_first({.feature = alternative.feature, .claim = alternative.claim, .off = alternative.off}, unsharded);
   }
   if (spec.query_pre_attn_scalar) {
     GeometrySpec changed = spec;

@@ -25,7 +25,7 @@ struct FeatureBite {
   std::string claim;        // what the case has, e.g. "key_lengths [1024, 897] of 1024"
   std::string off;          // what the feature switched off is, e.g. "every key_length = seq"
   bool bites = false;       // some tensor changed beyond its fp64 tolerance
-  std::string tensor;       // the tensor that changed most, relative to its tolerance
+  std::string tensor;       // the tensor that changed most, relative to its tolerance (forward first: below)
   double change = 0.0;      // that tensor's largest change, relative to its scale
   double tolerances = 0.0;  // that change in units of the tensor's fp64 tolerance (> 1: bites)
 };
@@ -59,6 +59,8 @@ struct AlternativeAnswer {
 
 // Every feature the case claims, each with its bite. Runs the fp64 reference once per claimed feature
 // (and each TP rank's layer once for the replication features); each alternative answer is measured the same way.
+// Forward first: the backward runs only for a feature whose forward outputs stay within their tolerance, so
+// `tensor` is the forward output that moved most whenever one bites (the verdict is that of every tensor).
 std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredForm& stored = {},
                                           const std::vector<AlternativeAnswer>& alternatives = {});
 
