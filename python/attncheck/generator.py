@@ -207,42 +207,67 @@ GAMMA = 0x9E3779B97F4A7C15
 
 
 def _stream_outputs(np, seed, name, draw, first, count):
-    """Outputs first … first + count − 1 of a stream (output 1 is the discarded one)."""
+    """Outputs first … first + count − 1 of a stream (output 1 is the discarded one). In place: a layer's
+    tensors are 10^7-10^8 values, and every temporary is that many fresh pages."""
     start = (seed ^ fnv1a64(name) ^ ((draw * 0xD1B54A32D192ED03) & MASK)) & MASK
-    z = np.arange(first, first + count, dtype=np.uint64) * np.uint64(GAMMA) + np.uint64(start)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
+    z = np.arange(first, first + count, dtype=np.uint64)
+    z *= np.uint64(GAMMA)
+    z += np.uint64(start)
+    shifted = np.empty_like(z)
+    for shift, multiplier in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
+        np.right_shift(z, np.uint64(shift), out=shifted)
+        z ^= shifted
+        z *= np.uint64(multiplier)
+    np.right_shift(z, np.uint64(31), out=shifted)
+    z ^= shifted
+    return z
 
 
 def _symmetric_integers(np, seed, name, draw, amplitude, count):
+    """int64 [count]: the stream's symmetric_integer(amplitude) draws."""
     size = 2 * amplitude + 1
     limit = np.uint64(MASK - MASK % size)
-    accepted = np.empty(0, dtype=np.uint64)
-    first = 2
-    while accepted.size < count:
-        wanted = count - accepted.size
-        values = _stream_outputs(np, seed, name, draw, first, wanted)
-        first += wanted
-        accepted = np.concatenate([accepted, values[values < limit]])
-    return (accepted % np.uint64(size)).astype(np.int64) - amplitude
+    values = _stream_outputs(np, seed, name, draw, 2, count)
+    first = 2 + count
+    if count and values.max() >= limit:  # rejections (about 2^-56 a value): drop them and draw on
+        accepted = values[values < limit]
+        while accepted.size < count:
+            wanted = count - accepted.size
+            more = _stream_outputs(np, seed, name, draw, first, wanted)
+            first += wanted
+            accepted = np.concatenate([accepted, more[more < limit]])
+        values = accepted
+    values %= np.uint64(size)
+    integers = values.view(np.int64)  # each below size: the same bits as int64
+    integers -= amplitude
+    return integers
 
 
-def _head_blocked_rows_numpy(np, seed, name, heads, head_dim, cols, target_std):
+def _head_blocked_rows_numpy(np, seed, name, heads, head_dim, cols, target_std, transposed=False):
+    """float64 [heads * head_dim, cols] (or its transpose, [cols, heads * head_dim], written block by block rather
+    than transposed whole: numpy's transposing copy of a 10^8-value matrix took seconds)."""
     unit = math.ldexp(1.0, exponent_for(target_std, rms_head_amplitude()))
-    blocks, seen = [], {}
+    rows = heads * head_dim
+    result = np.empty((cols, rows) if transposed else (rows, cols), dtype=np.float64)
+    seen = set()  # the blocks drawn so far, as int8 bytes (each value within ±127: equal as int8 iff equal)
     for head in range(heads):
         amplitude = HEAD_AMPLITUDES[head % len(HEAD_AMPLITUDES)]
         for draw in range(65):
             block = _symmetric_integers(np, seed, f"{name}/head{head}", draw, amplitude, head_dim * cols)
-            key = block.tobytes()
+            key = block.astype(np.int8).tobytes()
             if key not in seen:
                 break
         else:
             raise ValueError("cannot make head weights distinct")
-        seen[key] = head
-        blocks.append(block.astype(np.float64) * unit)
-    return np.concatenate(blocks).reshape(heads * head_dim, cols)
+        seen.add(key)
+        block = block.reshape(head_dim, cols)
+        if transposed:
+            target = result[:, head * head_dim:(head + 1) * head_dim]
+            for first in range(0, head_dim, 64):  # 64 rows at a time: cache-sized pieces of the transpose
+                np.multiply(block[first:first + 64].T, unit, out=target[:, first:first + 64], casting="unsafe")
+        else:
+            np.multiply(block, unit, out=result[head * head_dim:(head + 1) * head_dim], casting="unsafe")
+    return result
 
 
 def generate_weights_numpy(geometry, seed):
@@ -273,7 +298,8 @@ def generate_weights_numpy(geometry, seed):
         "q_proj": rows("q_proj", heads, hidden, 1 / math.sqrt(hidden)),
         "k_proj": rows("k_proj", kv_heads, hidden, 1 / math.sqrt(hidden)),
         "v_proj": rows("v_proj", kv_heads, hidden, 1 / math.sqrt(hidden)),
-        "o_proj": np.ascontiguousarray(rows("o_proj", heads, hidden, 1 / math.sqrt(query_width)).T),
+        "o_proj": _head_blocked_rows_numpy(np, seed, "o_proj", heads, head_dim, hidden, 1 / math.sqrt(query_width),
+                                           transposed=True),
     }
     if geometry["qkv_bias"]:
         weights["q_bias"] = vector("q_bias", query_width, 0.0)
