@@ -254,7 +254,13 @@ def build_module(architecture, geometry, positions, attn_implementation):
     from huggingface_hub.errors import StrictDataclassError  # transformers' config validation errors
 
     try:
-        return _build_module(architecture, geometry, positions, attn_implementation)
+        # Without initialising the weights (transformers' no_init_weights, as from_pretrained builds a model):
+        # load_weights overwrites every parameter, and drawing random weights for a model-sized layer took
+        # seconds (GPT-NeoX-20B and Qwen3-32B: 2.4 s of torch's uniform_).
+        from transformers.initialization import no_init_weights
+
+        with no_init_weights():
+            return _build_module(architecture, geometry, positions, attn_implementation)
     except BadInput:
         raise
     except (ValueError, TypeError, StrictDataclassError) as error:
@@ -541,8 +547,10 @@ def load_weights(architecture, attention, weights):
         head_dim = attention.head_size
 
         def fuse(q, k, v):
-            parts = [part.reshape(heads, head_dim, *part.shape[1:]) for part in (q, k, v)]
-            return np.stack(parts, axis=1).reshape(3 * heads * head_dim, *q.shape[1:])
+            rest = q.shape[1:]
+            return Fused((3 * heads * head_dim, *rest),
+                         [(lambda target, index=index: target.view(heads, 3, head_dim, *rest)[:, index],
+                           part.reshape(heads, head_dim, *rest)) for index, part in enumerate((q, k, v))])
 
         def split(fused):
             per_head = fused.reshape(heads, 3, head_dim, *fused.shape[1:])
@@ -566,7 +574,11 @@ def load_weights(architecture, attention, weights):
         # Phi-3 fuses the projections as one block each: qkv_proj rows [0, q) queries, [q, q + kv) keys,
         # [q + kv, q + 2 kv) values (Phi3Attention.forward slices qkv at query_pos), heads in order within each.
         query_width, kv_width = weights["q_proj"].shape[0], weights["k_proj"].shape[0]
-        sources = {"qkv_proj.weight": np.concatenate([weights["q_proj"], weights["k_proj"], weights["v_proj"]]),
+        bounds = (0, query_width, query_width + kv_width, query_width + 2 * kv_width)
+        sources = {"qkv_proj.weight": Fused((bounds[3], weights["q_proj"].shape[1]),
+                                            [(lambda target, first=first, end=end: target[first:end], weights[name])
+                                             for first, end, name in zip(bounds, bounds[1:],
+                                                                         ("q_proj", "k_proj", "v_proj"))]),
                    "o_proj.weight": weights["o_proj"]}
 
         def gradients(parameters):
@@ -593,8 +605,21 @@ def load_weights(architecture, attention, weights):
         for name, values in sources.items():
             if tuple(parameters[name].shape) != values.shape:
                 raise BadInput(f"{name}: the module has shape {list(parameters[name].shape)}, the golden {list(values.shape)}")
-            parameters[name].copy_(torch.from_numpy(np.ascontiguousarray(values)))
+            if isinstance(values, Fused):
+                for select, part in values.parts:
+                    select(parameters[name]).copy_(torch.from_numpy(np.ascontiguousarray(part)))
+            else:
+                parameters[name].copy_(torch.from_numpy(np.ascontiguousarray(values)))
     return gradients
+
+
+class Fused:
+    """A fused parameter (GPT-NeoX's query_key_value, Phi-3's qkv_proj) as the golden's parts, each copied into
+    its place in the module's tensor: no fused copy in numpy first (on GPT-NeoX-20B a gigabyte of fresh memory).
+    parts: [(select(tensor) -> the view of the module's tensor it fills, numpy array of that view's shape)]."""
+
+    def __init__(self, shape, parts):
+        self.shape, self.parts = tuple(shape), parts
 
 
 # ---------------------------------------------------------------------------------------------
