@@ -33,15 +33,20 @@ worst = []  # (golden, transformers module, worst ulps)
 module_of = {}  # golden file name -> the architecture the adapter chose
 
 
-def agreement(attncheck, work_dir, goldens):
-    """One adapter process for every golden (transformers imports once), then one compare each."""
-    adapter = run([sys.executable, *ADAPTER, *goldens, "--output-dir", work_dir])
-    print(adapter.stdout + adapter.stderr)
+def adapter_run(work_dir, goldens):
+    """One adapter process for every golden, those it must refuse and those it must run (transformers imports
+    once: about 5 s of the CI machine's CPU each time), each candidate written to work_dir."""
+    return run([sys.executable, *ADAPTER, *goldens, "--output-dir", work_dir])
+
+
+def agreement(attncheck, work_dir, goldens, adapter):
+    """The adapter's candidate for every golden of goldens, then one compare each."""
     for line in adapter.stdout.splitlines():  # "GOLDEN: ARCH (eager) -> CANDIDATE"
         if ": " in line and " -> " in line:
             golden, rest = line.split(": ", 1)
             module_of[os.path.basename(golden)] = rest.split(" ")[0]
-    expect(adapter.returncode == 0, f"adapter wrote candidates for {len(goldens)} goldens")
+    expect(all(os.path.basename(golden) in module_of for golden in goldens),
+           f"adapter wrote candidates for {len(goldens)} goldens")
     for golden in goldens:
         candidate = os.path.join(work_dir, os.path.basename(golden).removesuffix(".h5") + ".candidate.h5")
         if not os.path.exists(candidate):
@@ -106,14 +111,13 @@ def damaged(work_dir, golden, name, reason, damage_h5=None, damage_file=None):
     return path, [reason]
 
 
-def refusals(work_dir, expected):
-    """One adapter process (transformers imports once) over every golden of expected ({path: [reason]}):
-    exit 2, each golden refused on stderr as "MODULE: GOLDEN: ..." naming all its reasons, no candidate for
-    it, and never a traceback."""
-    out_dir = os.path.join(work_dir, "refused")
-    result = run([sys.executable, *ADAPTER, *expected, "--output-dir", out_dir])
+def refusals(work_dir, expected, result):
+    """The adapter's run over every golden of expected ({path: [reason]}) and others: exit 2, each golden of
+    expected refused on stderr as "MODULE: GOLDEN: ..." naming all its reasons, no candidate for it, and never
+    a traceback."""
     expect(result.returncode == 2 and "Traceback" not in result.stderr,
-           f"adapter over {len(expected)} goldens to refuse: exit {result.returncode} (want 2), no traceback")
+           f"adapter over {len(expected)} goldens to refuse and the others: exit {result.returncode} (want 2), "
+           f"no traceback")
     prefix = f"{ADAPTER[-1]}: "
     messages = {}  # path -> its refusal, up to the next one
     for record in result.stderr.split("\n" + prefix):
@@ -123,7 +127,7 @@ def refusals(work_dir, expected):
                 messages[path] = record[len(path) + 2:].strip()
     for path, reasons in expected.items():
         message = messages.get(path, "")
-        candidate = os.path.join(out_dir, os.path.basename(path).removesuffix(".h5") + ".candidate.h5")
+        candidate = os.path.join(work_dir, os.path.basename(path).removesuffix(".h5") + ".candidate.h5")
         expect(bool(message) and all(reason in message for reason in reasons) and not os.path.exists(candidate),
                f"{os.path.basename(path)} refused naming {reasons}: {message[:300] or 'no message'}")
     print(result.stdout + result.stderr)
@@ -210,8 +214,10 @@ def main():
         expected.update(bad_inputs(work_dir, small[0]))
     else:
         expect(False, "small_softcap_padding.h5 among the goldens (the bad-input cases damage copies of it)")
-    refusals(work_dir, expected)
-    agreement(attncheck, work_dir, [golden for golden in goldens if golden not in without_keys + inexpressible])
+    agreeing = [golden for golden in goldens if golden not in without_keys + inexpressible]
+    adapter = adapter_run(work_dir, list(expected) + agreeing)
+    refusals(work_dir, expected, adapter)
+    agreement(attncheck, work_dir, agreeing, adapter)
     planted_longrope_bug(attncheck, work_dir, goldens)
     for path in expected:
         if os.path.basename(path).startswith("damaged_"):
