@@ -386,21 +386,18 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
   };
   const NamedTensors& base = base_forward;  // what the forward-only alternatives below are measured against
   std::vector<FeatureBite> bites;
-  // An alternative answer already computed with its gradients: measured on its forward outputs first too.
-  const auto forward_first = [&](FeatureBite bite, const NamedTensors& alternative) {
+  // Measures `alternative` on its forward outputs; only when none bites, completes it (complete(alternative):
+  // with its gradients) and measures every tensor against the base answer with gradients.
+  const auto forward_first = [&](FeatureBite bite, NamedTensors alternative, const auto& complete) {
     FeatureBite forward = measure(bite, test_case, base_forward, alternative, stored);
     bites.push_back(forward.bites ? std::move(forward)
-                                  : measure(std::move(bite), test_case, full_base(), alternative, stored));
+                                  : measure(std::move(bite), test_case, full_base(),
+                                            complete(std::move(alternative)), stored));
   };
+  const auto already_complete = [](NamedTensors alternative) { return alternative; };  // computed with gradients
   const auto off_by_case = [&](FeatureBite bite, const Case& changed) {
-    NamedTensors alternative = forward_answers(changed);
-    FeatureBite forward = measure(bite, test_case, base_forward, alternative, stored);
-    if (forward.bites) {
-      bites.push_back(std::move(forward));
-      return;
-    }
-    alternative = with_gradients(changed, std::move(alternative), nullptr);
-    bites.push_back(measure(std::move(bite), test_case, full_base(), alternative, stored));
+    forward_first(std::move(bite), forward_answers(changed),
+                  [&](NamedTensors forward) { return with_gradients(changed, std::move(forward), nullptr); });
   };
 
   if (std::any_of(in.key_lengths.begin(), in.key_lengths.end(), [&](std::int64_t l) { return l < in.seq; })) {
@@ -461,7 +458,7 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
                    .claim = fmt::format("q over {} and k over {} channels, split over {} ranks", g.query_width(),
                                         g.kv_width(), tp_size),
                    .off = "each rank normalises its own slice of the width (no all-reduce)"},
-                  width_norm_per_rank(test_case));
+                  width_norm_per_rank(test_case), already_complete);
   }
   if (tp_size > 1 && g.out_bias()) {
     NamedTensors alternative{{"out", base.at("out")}};
@@ -663,7 +660,8 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
     for (const auto& [name, tensor] : alternative.answer) {
       if (!name.starts_with("ranks/")) unsharded.emplace(name, tensor);
     }
-    forward_first({.feature = alternative.feature, .claim = alternative.claim, .off = alternative.off}, unsharded);
+    forward_first({.feature = alternative.feature, .claim = alternative.claim, .off = alternative.off},
+                  std::move(unsharded), already_complete);
   }
   if (spec.query_pre_attn_scalar) {
     GeometrySpec changed = spec;
