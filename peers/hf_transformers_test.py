@@ -14,8 +14,16 @@ import h5py
 import numpy as np
 
 import attncheck  # python/ of this tree (PYTHONPATH from ctest)
+from peer_checks import fork_server, launch
 
 ADAPTER = ["-m", "attncheck.adapters.hf_transformers"]
+# What the adapter imports for the committed goldens' architectures, imported once by the fork server its two
+# processes start from (peers/preforked.py): transformers' modeling modules take about 5 s of CPU to import.
+PRELOAD = ["torch", "h5py", "transformers", "transformers.masking_utils", "transformers.modeling_rope_utils",
+           "transformers.initialization", "attncheck.adapters.hf_transformers"] + [
+    f"transformers.models.{name}.modeling_{name}" for name in ("gpt_neox", "gptj", "phi3", "qwen3", "gemma3", "gemma2",
+                                                              "gpt_oss", "olmo2", "granite", "smollm3", "llama",
+                                                              "deepseek_v3")]
 failures = []
 
 
@@ -36,7 +44,7 @@ module_of = {}  # golden file name -> the architecture the adapter chose
 def adapter_run(work_dir, goldens):
     """One adapter process for every golden, those it must refuse and those it must run (transformers imports
     once: about 5 s of the CI machine's CPU each time), each candidate written to work_dir."""
-    return run([sys.executable, *ADAPTER, *goldens, "--output-dir", work_dir])
+    return run(launch([sys.executable, *ADAPTER, *goldens, "--output-dir", work_dir]))
 
 
 def agreement(attncheck, work_dir, goldens, adapter):
@@ -85,7 +93,8 @@ def planted_longrope_bug(attncheck, work_dir, goldens):
     expect(bool(longrope), "a committed longrope golden")
     for golden in longrope[:1]:
         candidate = os.path.join(work_dir, "longrope_short.candidate.h5")
-        adapter = run([sys.executable, *ADAPTER, golden, "-o", candidate, "--plant-bug", "longrope-short-factors"])
+        adapter = run(launch([sys.executable, *ADAPTER, golden, "-o", candidate, "--plant-bug",
+                              "longrope-short-factors"]))
         compare = run([attncheck, "compare", golden, candidate])
         expect(adapter.returncode == 0 and compare.returncode == 1 and "FAIL" in compare.stdout,
                f"short factors at long positions fail {os.path.basename(golden)}: adapter {adapter.returncode}, "
@@ -194,7 +203,11 @@ EXPECTED_REFUSALS = {"narrow_bidirectional_seq4096.h5": ["causal = 0", "qkv_bias
 
 
 def main():
-    attncheck, work_dir, goldens = sys.argv[1], sys.argv[2], sys.argv[3:]
+    with fork_server(PRELOAD):
+        return checks(sys.argv[1], sys.argv[2], sys.argv[3:])
+
+
+def checks(attncheck, work_dir, goldens):
     os.makedirs(work_dir, exist_ok=True)
     # transformers has no convention for a query that sees no key (an additive finite mask gives the mean of
     # V): goldens with such a query are refused, never given a candidate.

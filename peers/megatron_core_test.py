@@ -22,6 +22,7 @@ import numpy as np
 
 import attncheck  # python/ of this tree (PYTHONPATH from ctest)
 from attncheck.adapters import megatron_core  # for its converters; imports no Megatron at module level
+from peer_checks import fork_server, launch
 
 ADAPTER = ["-m", "attncheck.adapters.megatron_core"]
 
@@ -40,7 +41,7 @@ def run(command):
 
 def adapter(goldens, work_dir, *flags):
     started = time.time()
-    result = run([sys.executable, *ADAPTER, *goldens, "--output-dir", work_dir, *flags])
+    result = run(launch([sys.executable, *ADAPTER, *goldens, "--output-dir", work_dir, *flags]))
     return result, time.time() - started
 
 
@@ -226,7 +227,13 @@ def context_parallel_split(attncheck_cli):
 
 
 def main():
-    attncheck_cli, work_dir, golden_dir = sys.argv[1], sys.argv[2], sys.argv[3]
+    # The adapter's processes forked from one that imported torch and Megatron-Core once (peers/preforked.py);
+    # each still starts its ranks' own fork server (attncheck.distributed).
+    with fork_server(["torch", "torch.distributed", "h5py", "attncheck.adapters.megatron_imports"]):
+        return checks(*sys.argv[1:4])
+
+
+def checks(attncheck_cli, work_dir, golden_dir):
     os.makedirs(work_dir, exist_ok=True)
 
     def golden(name):

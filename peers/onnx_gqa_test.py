@@ -13,8 +13,8 @@ import os
 import sys
 
 import attncheck  # python/ of this tree (PYTHONPATH from ctest)
-from peer_checks import (Context, candidate_path, expect, failed_tensors, fuzz_clean, fuzz_named_failure, judged,
-                         ladder, ladder_expectation, refused_run, repro_script, report, run, summary)
+from peer_checks import (Context, candidate_path, expect, failed_tensors, fork_server, fuzz_clean, fuzz_named_failure,
+                         judged, ladder, ladder_expectation, refused_run, repro_script, report, run, summary)
 
 MODULE = "attncheck.adapters.onnx_group_query_attention"
 GQA = [sys.executable, "-m", MODULE]
@@ -113,7 +113,10 @@ def main():
     os.makedirs(work_dir, exist_ok=True)
     print(f"onnxruntime {onnxruntime.__version__}, onnx {onnx.__version__}, attncheck's python package "
           f"{attncheck.__version__}")
-    GROUPS[group](Context(attncheck_cli, work_dir, golden_dir))
+    # Adapter runs and workers forked from one process with torch (the float64 layer) imported
+    # (peers/preforked.py; ONNX Runtime is imported after the fork: it starts a thread at import).
+    with fork_server(["torch", "h5py", "attncheck.adapters.operator_layer", MODULE]):
+        GROUPS[group](Context(attncheck_cli, work_dir, golden_dir))
     return report()
 
 

@@ -18,8 +18,8 @@ import os
 import sys
 
 import attncheck  # python/ of this tree (PYTHONPATH from ctest)
-from peer_checks import (Context, fuzz_clean, fuzz_named_failure, judged, ladder, ladder_expectation, repro_script,
-                         report)
+from peer_checks import (Context, fork_server, fuzz_clean, fuzz_named_failure, judged, ladder, ladder_expectation,
+                         repro_script, report)
 
 ADAPTER = [sys.executable, "-m", "attncheck.adapters.openvino_attention"]
 NO_BACKWARD = "is inference only: ScaledDotProductAttention has no backward"
@@ -87,7 +87,10 @@ def main():
 
     os.makedirs(work_dir, exist_ok=True)
     print(f"openvino {openvino.__version__}, attncheck's python package {attncheck.__version__}")
-    GROUPS[group](Context(attncheck_cli, work_dir, golden_dir))
+    # Adapter runs and workers forked from one process with torch (the float64 layer) imported
+    # (peers/preforked.py; OpenVINO is imported after the fork: it starts a thread at import).
+    with fork_server(["torch", "h5py", "attncheck.adapters.operator_layer", "attncheck.adapters.openvino_attention"]):
+        GROUPS[group](Context(attncheck_cli, work_dir, golden_dir))
     return report()
 
 

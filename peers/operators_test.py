@@ -17,8 +17,8 @@ import os
 import sys
 
 import attncheck  # python/ of this tree (PYTHONPATH from ctest)
-from peer_checks import (Context, fuzz_clean, fuzz_named_failure, judged, ladder, ladder_expectation, repro_script,
-                         report)
+from peer_checks import (Context, fork_server, fuzz_clean, fuzz_named_failure, judged, ladder, ladder_expectation,
+                         repro_script, report)
 
 JAX = [sys.executable, "-m", "attncheck.adapters.jax_attention"]
 ONNX = [sys.executable, "-m", "attncheck.adapters.onnx_attention"]
@@ -149,7 +149,13 @@ def main():
     group, attncheck_cli, work_dir, golden_dir = sys.argv[1:5]
     os.makedirs(work_dir, exist_ok=True)
     print(f"attncheck's python package {attncheck.__version__}")
-    GROUPS[group](Context(attncheck_cli, work_dir, golden_dir))
+    # Adapter runs, workers and repros forked from one process with torch (the float64 layer) and JAX imported
+    # (peers/preforked.py; ONNX Runtime starts a thread at import, so its adapter imports it after the fork).
+    framework = ["jax", "attncheck.adapters.jax_attention"] if group.startswith("jax") else [
+        "attncheck.adapters.onnx_attention"]
+    modules = ["torch", "h5py", "attncheck.adapters.operator_layer", *framework]
+    with fork_server(modules):
+        GROUPS[group](Context(attncheck_cli, work_dir, golden_dir))
     return report()
 
 

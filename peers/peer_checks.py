@@ -4,12 +4,15 @@ with a fixed seed and case count (never a time budget), and the plain-framework 
 A test script runs its checks, then report() prints the summary table (peer | check | verdict) and returns
 the exit status.
 """
+import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
 import time
+
+import preforked
 
 REPRO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "repro")
 
@@ -28,7 +31,33 @@ def run(command, **options):
     started = time.time()
     result = subprocess.run(command, capture_output=True, text=True, **options)
     result.seconds = time.time() - started
+    if os.environ.get("ATTNCHECK_PEER_TIMES"):  # what each command took, for measuring the tests
+        print(f"      {result.seconds:6.2f} s  {' '.join(os.path.basename(part) for part in command)[:160]}")
     return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Python commands forked from one process that imported the frameworks once (preforked.py says why)
+
+_server = None
+
+
+@contextlib.contextmanager
+def fork_server(modules):
+    """While open, launch() runs `python -m MODULE ...` and `python SCRIPT.py ...` commands as forks of a
+    server that imported modules once."""
+    global _server
+    with preforked.Server(modules) as server:
+        _server = server
+        try:
+            yield server
+        finally:
+            _server = None
+
+
+def launch(command):
+    """command as it runs: through the fork server when one is open and it is a Python module or script."""
+    return list(command) if _server is None else _server.command(command)
 
 
 def last_lines(text, count=12):
@@ -81,7 +110,7 @@ def worst_ulps(report):
 def run_adapter(context, adapter, flags, names, label):
     """One adapter process over the goldens `names`; returns (result, out_dir)."""
     out_dir = context.out_dir(label)
-    result = run([*adapter, *flags, *[context.golden(name) for name in names], "--output-dir", out_dir])
+    result = run(launch([*adapter, *flags, *[context.golden(name) for name in names], "--output-dir", out_dir]))
     return result, out_dir
 
 
@@ -146,7 +175,7 @@ LARGEST_SEQ = re.compile(r"largest: .*?seq (\d+)")
 def fuzz(context, worker, profile, cases, seed, label):
     """(exit status, cases run, unsupported, first failing tensor or None, repro path or None, text)."""
     repro_dir = context.out_dir(f"repro_{label}")
-    result = run([context.cli, "fuzz", "--impl", "exec:" + " ".join(worker), "--profile", profile,
+    result = run([context.cli, "fuzz", "--impl", "exec:" + " ".join(launch(worker)), "--profile", profile,
                   "--cases", str(cases), "--seed", str(seed), "--repro-dir", repro_dir])
     text = result.stdout + result.stderr
     counts = FUZZ_LINE.findall(text)
@@ -180,7 +209,7 @@ def fuzz_named_failure(context, worker, profile, cases, seed, label, tensor_pref
     if not ok:
         print(last_lines(text, 20))
     if control and repro:
-        replay = run([context.cli, "replay", repro, "--impl", "exec:" + " ".join(control)])
+        replay = run([context.cli, "replay", repro, "--impl", "exec:" + " ".join(launch(control))])
         expect(replay.returncode == 0, f"{label}: the shrunk case passes with the control "
                                        f"{' '.join(control[3:])} (exit {replay.returncode})")
     summary.append((label, f"fuzz {profile} seed {seed}", f"named failure on {failed}" if ok else "UNEXPECTED"))
@@ -188,7 +217,7 @@ def fuzz_named_failure(context, worker, profile, cases, seed, label, tensor_pref
 
 def repro_script(name, label):
     """A plain-PyTorch reproduction in peers/repro/ must still show its defect (exit 1, 'DEFECT')."""
-    result = run([sys.executable, os.path.join(REPRO_DIR, name)])
+    result = run(launch([sys.executable, os.path.join(REPRO_DIR, name)]))
     expect(result.returncode == 1 and "DEFECT" in result.stdout,
            f"{label}: peers/repro/{name} still reproduces (exit {result.returncode}): "
            f"{last_lines(result.stdout, 1)}")
@@ -198,7 +227,7 @@ def repro_script(name, label):
 def repro_not_reproduced(name, label, capability):
     """A repro whose defect lives in one CPU's kernels, run on another: it must say so (exit 0, "not
     reproduced" naming this CPU's capability), not pass silently or fail for another reason."""
-    result = run([sys.executable, os.path.join(REPRO_DIR, name)])
+    result = run(launch([sys.executable, os.path.join(REPRO_DIR, name)]))
     expect(result.returncode == 0 and "not reproduced" in result.stdout and capability in result.stdout,
            f"{label}: peers/repro/{name} on a {capability} CPU reports its defect not reproduced "
            f"(exit {result.returncode}): {last_lines(result.stdout, 1)}")
@@ -223,7 +252,7 @@ def ladder(context, worker, expected, label):
     for name in sorted(os.listdir(context.golden_dir)):
         if name.startswith("ladder_") and name.endswith(".h5") and not os.path.exists(os.path.join(folder, name)):
             os.symlink(os.path.join(os.path.abspath(context.golden_dir), name), os.path.join(folder, name))
-    result = run([context.cli, "run", "--goldens", folder, "--impl", "exec:" + " ".join(worker), "--json"])
+    result = run([context.cli, "run", "--goldens", folder, "--impl", "exec:" + " ".join(launch(worker)), "--json"])
     try:
         rungs = {row["rung"]: row for row in json.loads(result.stdout)["support_matrix"]["rungs"]}
     except (json.JSONDecodeError, KeyError):

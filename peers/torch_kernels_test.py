@@ -17,8 +17,8 @@ import os
 import sys
 
 import attncheck  # python/ of this tree (PYTHONPATH from ctest)
-from peer_checks import (Context, candidate_path, expect, fuzz_clean, fuzz_named_failure, judged, refused_run,
-                         repro_not_reproduced, repro_script, report, run, run_adapter)
+from peer_checks import (Context, candidate_path, expect, fork_server, fuzz_clean, fuzz_named_failure, judged,
+                         refused_run, repro_not_reproduced, repro_script, report, run, run_adapter)
 
 SDPA = [sys.executable, "-m", "attncheck.adapters.torch_sdpa"]
 FLEX = [sys.executable, "-m", "attncheck.adapters.torch_flex"]
@@ -190,7 +190,12 @@ def main():
     os.makedirs(work_dir, exist_ok=True)
     print(f"torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()}), attncheck's python package "
           f"{attncheck.__version__}")
-    GROUPS[group](Context(attncheck_cli, work_dir, golden_dir))
+    # Adapter runs, fuzz workers and repros forked from one process with torch and its attention modules
+    # imported (peers/preforked.py); inductor's compiler too where FlexAttention is compiled.
+    modules = ["torch", "torch._dynamo", "torch.nn.attention.flex_attention", "h5py", "attncheck.adapters.torch_sdpa",
+               "attncheck.adapters.torch_flex"] + (["torch._inductor.compile_fx"] if "compiled" in group else [])
+    with fork_server(modules):
+        GROUPS[group](Context(attncheck_cli, work_dir, golden_dir))
     return report()
 
 
