@@ -7,6 +7,7 @@ never a mismatch, in `golden check` (text, JSON) and `run` (table, JUnit), and t
 worker.
 
     golden_check_verdicts_test.py ATTNCHECK"""
+import concurrent.futures
 import json
 import os
 import pathlib
@@ -80,22 +81,27 @@ with tempfile.TemporaryDirectory() as folder:
     expect("declined all 1 golden files; nothing was checked" in everything.stdout,
            "declining every golden is a failure: nothing was checked")
 
-    # No answer in time: its own verdict, then a fresh worker for the next golden.
-    stuck = run("golden", "check", goldens[48], goldens[64], "--impl", implementation, code=1, timeout_seconds=3)
-    expect("NO ANSWER" in stuck.stdout and "no answer within 3 s" in stuck.stdout, "the timeout's own verdict")
-    expect("MISMATCH" not in stuck.stdout, "a timeout is not a mismatch")
-    expect("1 of 2 golden files pass" in stuck.stdout, "the next golden is judged by a fresh worker, and passes")
-    as_json = json.loads(run("golden", "check", goldens[48], "--impl", implementation, "--json", code=1,
-                             timeout_seconds=3).stdout)
-    expect(as_json["files"][0].get("verdict") == "no_answer", f"JSON verdict: {as_json['files'][0]}")
-
+    # No answer in time: its own verdict, then a fresh worker for the next golden. Each stuck worker is killed
+    # after the timeout and the supervisor's grace period (3 + 5 s of waiting): the three runs wait side by side.
     table_folder = folder / "table"
     table_folder.mkdir()
     for hidden in (48, 64):
         (table_folder / goldens[hidden].name).write_bytes(goldens[hidden].read_bytes())
     junit = folder / "run.xml"
-    table = run("run", "--goldens", table_folder, "--impl", implementation, "--junit", junit, code=1,
-                timeout_seconds=3)
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        stuck_run = pool.submit(run, "golden", "check", goldens[48], goldens[64], "--impl", implementation, code=1,
+                                timeout_seconds=3)
+        json_run = pool.submit(run, "golden", "check", goldens[48], "--impl", implementation, "--json", code=1,
+                               timeout_seconds=3)
+        table_run = pool.submit(run, "run", "--goldens", table_folder, "--impl", implementation, "--junit", junit,
+                                code=1, timeout_seconds=3)
+    stuck, table = stuck_run.result(), table_run.result()
+    expect("NO ANSWER" in stuck.stdout and "no answer within 3 s" in stuck.stdout, "the timeout's own verdict")
+    expect("MISMATCH" not in stuck.stdout, "a timeout is not a mismatch")
+    expect("1 of 2 golden files pass" in stuck.stdout, "the next golden is judged by a fresh worker, and passes")
+    as_json = json.loads(json_run.result().stdout)
+    expect(as_json["files"][0].get("verdict") == "no_answer", f"JSON verdict: {as_json['files'][0]}")
+
     expect("no answer: " in table.stdout and "no answer within 3 s" in table.stdout, "run: the row says no answer")
     expect(any(line.startswith("hidden64.h5") and " pass " in line for line in table.stdout.splitlines()),
            "run: the next golden passes with a fresh worker")
