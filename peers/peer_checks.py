@@ -47,7 +47,13 @@ def fork_server(modules):
     """While open, launch() runs `python -m MODULE ...` and `python SCRIPT.py ...` commands as forks of a
     server that imported modules once."""
     global _server
-    with preforked.Server(modules) as server:
+    try:
+        server = preforked.Server(modules)
+    except (OSError, RuntimeError) as error:  # slower, never different: each command a process of its own
+        print(f"note: {error}; every command runs as a process of its own", flush=True)
+        yield None
+        return
+    with server:
         _server = server
         try:
             yield server

@@ -197,8 +197,10 @@ class Server:
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.process.stdin.write(self.socket_path + "\n")
         self.process.stdin.flush()
-        if self.process.stdout.readline().strip() != "ready":
-            raise RuntimeError(f"the peers' fork server did not start (exit {self.process.wait()})")
+        if self.process.stdout.readline().strip() != "ready":  # e.g. a socket path too long for AF_UNIX
+            status = self.process.wait()
+            self.folder.cleanup()
+            raise RuntimeError(f"the peers' fork server did not start (exit {status})")
 
     def command(self, command):
         """command ([sys.executable, "-m", MODULE, ...] or [sys.executable, SCRIPT.py, ...]) as its client runs
