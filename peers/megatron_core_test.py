@@ -22,17 +22,9 @@ import numpy as np
 
 import attncheck  # python/ of this tree (PYTHONPATH from ctest)
 from attncheck.adapters import megatron_core  # for its converters; imports no Megatron at module level
-from peer_checks import fork_server, launch
+from peer_checks import expect, failures, fork_server, launch
 
 ADAPTER = ["-m", "attncheck.adapters.megatron_core"]
-
-failures = []
-
-
-def expect(condition, message):
-    print(("ok    " if condition else "FAIL  ") + message, flush=True)
-    if not condition:
-        failures.append(message)
 
 
 def run(command):

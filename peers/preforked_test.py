@@ -11,6 +11,7 @@ import tempfile
 import time
 
 import preforked
+from peer_checks import expect, failures
 
 SCRIPT = r"""
 import os, sys
@@ -31,15 +32,6 @@ if how == "wait":
     sys.stdin.read()
 sys.exit(int(how))
 """
-
-failures = []
-
-
-def expect(condition, message):
-    print(("ok    " if condition else "FAIL  ") + message, flush=True)
-    if not condition:
-        failures.append(message)
-
 
 def alive(pid):
     try:
