@@ -25,6 +25,16 @@ if how == "message":
     sys.exit("a message")
 if how == "signal":
     os.kill(os.getpid(), 9)
+if how == "heap":  # where a 256 MB block lives: [heap], or a mapping of its own under glibc's defaults
+    import ctypes
+    block = bytearray(256 << 20)
+    address = ctypes.addressof((ctypes.c_char * len(block)).from_buffer(block))
+    for line in open("/proc/self/maps"):
+        fields = line.split()
+        low, high = (int(bound, 16) for bound in fields[0].split("-"))
+        if low <= address < high:
+            print("block in", fields[5] if len(fields) > 5 else "an anonymous mapping")
+    sys.exit(0)
 if how == "wait":
     with open(sys.argv[2] + ".part", "w") as handle:
         handle.write(str(os.getpid()))
@@ -62,6 +72,16 @@ def main():
                        and "stdin hello" in result.stdout and stderr_has in result.stderr,
                        f"forked worker '{how}': exit {result.returncode} (want {code}), stdout {result.stdout!r}, "
                        f"stderr ends {result.stderr[-80:]!r}")
+            # Workers keep freed memory for reuse (preforked._keep_heap_for_reuse): a large block comes from the
+            # heap, where glibc's defaults would map it afresh (and fault it in again after each free).
+            heap = subprocess.run(server.command([sys.executable, script, "heap"]), input="\n", capture_output=True,
+                                  text=True, timeout=60)
+            expect(heap.returncode == 0 and "block in [heap]" in heap.stdout,
+                   f"a forked worker's 256 MB block comes from the heap: {heap.stdout.splitlines()[-1:]}")
+            plain = subprocess.run([sys.executable, script, "heap"], input="\n", capture_output=True, text=True,
+                                   timeout=60)
+            expect("block in an anonymous mapping" in plain.stdout,
+                   f"control: a plain process maps it by itself: {plain.stdout.splitlines()[-1:]}")
             module = subprocess.run(server.command([sys.executable, "-m", "json.tool"]), input='{"a": 1}',
                                     capture_output=True, text=True, timeout=60)
             expect(module.returncode == 0 and '"a": 1' in module.stdout,
