@@ -7,7 +7,8 @@ tests start most of them, one per adapter run, fuzz campaign and ladder (measure
 docs/MEASUREMENTS.md "Peers' processes forked"). The gate's CPUs are busy all through its main ctest, so
 those imports were wall time. Nothing else changes: a forked worker runs the same module's `__main__` with the
 client's arguments, working folder, environment and standard streams, and its exit status is the client's (a
-worker ended by a signal: 128 + the signal, as a shell reports it).
+worker ended by a signal: 128 + the signal, as a shell reports it). One thing differs, and only in time: the
+server keeps freed memory for reuse (_keep_heap_for_reuse below), and its workers inherit that.
 
     preforked.py serve MODULE...          the server (started by Server below): imports MODULEs, then forks
                                           a session per connection on the socket named on its stdin
