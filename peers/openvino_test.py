@@ -68,8 +68,10 @@ def goldens(context):
 
 
 def fuzz(context):
-    fuzz_clean(context, worker("fp32"), "short", 150, 1, "openvino fp32")
-    fuzz_clean(context, worker("bf16"), "short", 100, 2, "openvino bf16")
+    # Case budgets sized for the gate's 15 minutes (docs/MEASUREMENTS.md, "The gate's budgets"); the larger
+    # campaigns run once outside the ctest, all clean, are in docs/OPERATORS.md.
+    fuzz_clean(context, worker("fp32"), "short", 75, 1, "openvino fp32")
+    fuzz_clean(context, worker("bf16"), "short", 50, 2, "openvino bf16")
     fuzz_clean(context, worker("fp32"), "long", 20, 1, "openvino fp32")  # up to seq 211
     fuzz_clean(context, worker("bf16"), "long", 20, 2, "openvino bf16")  # up to seq 569
     # The planted top-left causal must be caught on a decode step and shrunk; the adapter as it is passes the
