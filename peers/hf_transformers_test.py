@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import h5py
 import numpy as np
@@ -41,32 +42,41 @@ worst = []  # (golden, transformers module, worst ulps)
 module_of = {}  # golden file name -> the architecture the adapter chose
 
 
-def adapter_run(work_dir, goldens):
+def adapter_run(attncheck, work_dir, goldens, agreeing):
     """One adapter process for every golden, those it must refuse and those it must run (transformers imports
-    once: about 5 s of the CI machine's CPU each time), each candidate written to work_dir."""
-    return run(launch([sys.executable, *ADAPTER, *goldens, "--output-dir", work_dir]))
+    once: about 5 s of the CI machine's CPU each time), each candidate written to work_dir and judged as soon as
+    the adapter names it (its "GOLDEN: ARCH (eager) -> CANDIDATE" line), then removed: the candidates are 5.3 GB
+    together (the 32B and NeoX-20B ones ~1 GB each), which kept until the end went to disk while the gate ran."""
+    with tempfile.TemporaryFile(mode="w+") as stderr:
+        adapter = subprocess.Popen(launch([sys.executable, *ADAPTER, *goldens, "--output-dir", work_dir]),
+                                   stdout=subprocess.PIPE, stderr=stderr, text=True)
+        lines = []
+        for line in adapter.stdout:
+            lines.append(line)
+            if ": " in line and " -> " in line:
+                golden, rest = line.rstrip("\n").split(": ", 1)
+                module_of[os.path.basename(golden)] = rest.split(" ")[0]
+                if golden in agreeing:
+                    judge(attncheck, golden, rest.rsplit(" -> ", 1)[1])
+        status = adapter.wait()
+        stderr.seek(0)
+        return subprocess.CompletedProcess(adapter.args, status, "".join(lines), stderr.read())
 
 
-def agreement(attncheck, work_dir, goldens, adapter):
-    """The adapter's candidate for every golden of goldens, then one compare each."""
-    for line in adapter.stdout.splitlines():  # "GOLDEN: ARCH (eager) -> CANDIDATE"
-        if ": " in line and " -> " in line:
-            golden, rest = line.split(": ", 1)
-            module_of[os.path.basename(golden)] = rest.split(" ")[0]
-    expect(all(os.path.basename(golden) in module_of for golden in goldens),
-           f"adapter wrote candidates for {len(goldens)} goldens")
-    for golden in goldens:
-        candidate = os.path.join(work_dir, os.path.basename(golden).removesuffix(".h5") + ".candidate.h5")
-        if not os.path.exists(candidate):
-            expect(False, f"{candidate} exists")
-            continue
-        compare = run([attncheck, "compare", golden, candidate])
-        print(compare.stdout + compare.stderr)
-        expect(compare.returncode == 0 and "PASS" in compare.stdout,
-               f"transformers agrees with the reference on {os.path.basename(golden)}")
-        worst.append((os.path.basename(golden), module_of.get(os.path.basename(golden), "?"),
-                      worst_ulps(compare.stdout)))
-        os.remove(candidate)  # the 32B and NeoX-20B candidates are ~1 GB each
+def judge(attncheck, golden, candidate):
+    compare = run([attncheck, "compare", golden, candidate])
+    print(compare.stdout + compare.stderr)
+    expect(compare.returncode == 0 and "PASS" in compare.stdout,
+           f"transformers agrees with the reference on {os.path.basename(golden)}")
+    worst.append((os.path.basename(golden), module_of.get(os.path.basename(golden), "?"), worst_ulps(compare.stdout)))
+    if os.path.exists(candidate):  # a missing one failed its compare above
+        os.remove(candidate)
+
+
+def agreement(goldens):
+    """Every golden of goldens had its candidate judged (adapter_run)."""
+    missing = [os.path.basename(golden) for golden in goldens if os.path.basename(golden) not in module_of]
+    expect(not missing, f"adapter wrote candidates for {len(goldens)} goldens (none for {missing})")
     # docs/FRAMEWORKS.md's table (family -> module -> worst error) is read from here.
     print("golden | transformers module | worst error (ulps of the tensor's scale)")
     for name, module, ulps in worst:
@@ -228,9 +238,9 @@ def checks(attncheck, work_dir, goldens):
     else:
         expect(False, "small_softcap_padding.h5 among the goldens (the bad-input cases damage copies of it)")
     agreeing = [golden for golden in goldens if golden not in without_keys + inexpressible]
-    adapter = adapter_run(work_dir, list(expected) + agreeing)
+    adapter = adapter_run(attncheck, work_dir, list(expected) + agreeing, agreeing)
     refusals(work_dir, expected, adapter)
-    agreement(attncheck, work_dir, agreeing, adapter)
+    agreement(agreeing)
     planted_longrope_bug(attncheck, work_dir, goldens)
     for path in expected:
         if os.path.basename(path).startswith("damaged_"):

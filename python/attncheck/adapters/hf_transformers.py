@@ -731,7 +731,8 @@ def adapt(golden_path, candidate_path, architecture, attn_implementation, plant_
     attncheck.write_candidate(candidate_path, tensors,
                               generator=f"transformers {transformers.__version__} {architecture} attention "
                                         f"({attn_implementation}, float64) via {MODULE}")
-    print(f"{golden_path}: {architecture} ({attn_implementation}) -> {candidate_path}", file=log)
+    # Flushed: a caller reading the lines as they come can judge each candidate while the next one runs.
+    print(f"{golden_path}: {architecture} ({attn_implementation}) -> {candidate_path}", file=log, flush=True)
 
 
 def main():
