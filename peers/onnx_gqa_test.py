@@ -96,8 +96,6 @@ def gqa_worker(dtype, *flags):
 
 
 def gqa_fuzz(context):
-    # Case budgets sized for the gate's 15 minutes (docs/MEASUREMENTS.md, "The gate's budgets"); the larger
-    # campaigns run once outside the ctest, all clean, are in docs/OPERATORS.md.
     fuzz_clean(context, gqa_worker("fp32"), "short", 60, 1, "gqa fp32")
     fuzz_clean(context, gqa_worker("fp16"), "short", 50, 2, "gqa fp16")
     fuzz_named_failure(context, gqa_worker("fp32", "--plant-bug", "window-off-by-one"), "short", 60, 1,

@@ -68,8 +68,6 @@ def goldens(context):
 
 
 def fuzz(context):
-    # Case budgets sized for the gate's 15 minutes (docs/MEASUREMENTS.md, "The gate's budgets"); the larger
-    # campaigns run once outside the ctest, all clean, are in docs/OPERATORS.md.
     fuzz_clean(context, worker("fp32"), "short", 75, 1, "openvino fp32")
     fuzz_clean(context, worker("bf16"), "short", 50, 2, "openvino bf16")
     fuzz_clean(context, worker("fp32"), "long", 20, 1, "openvino fp32")  # up to seq 211

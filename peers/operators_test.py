@@ -91,8 +91,6 @@ def jax_worker(dtype, *flags):
 def jax_fuzz(context):
     # Eager JAX compiles each operation afresh for every new shape (a second or two a fuzz case), jax.jit the
     # whole call once per shape: the eager budget is the small one.
-    # Case budgets sized for the gate's 15 minutes (docs/MEASUREMENTS.md, "The gate's budgets"); the larger
-    # campaigns run once outside the ctest, all clean, are in docs/OPERATORS.md.
     fuzz_clean(context, jax_worker("fp32"), "short", 25, 1, "jax fp32")
     fuzz_clean(context, jax_worker("fp32", "--jit"), "short", 40, 2, "jax fp32 jit")
     fuzz_clean(context, jax_worker("bf16", "--jit"), "short", 30, 1, "jax bf16 jit")
@@ -140,8 +138,6 @@ def onnx_worker(dtype, *flags):
 
 
 def onnx_fuzz(context):
-    # Case budgets sized for the gate's 15 minutes (docs/MEASUREMENTS.md, "The gate's budgets"); the larger
-    # campaigns run once outside the ctest, all clean, are in docs/OPERATORS.md.
     fuzz_clean(context, onnx_worker("fp32"), "short", 150, 1, "onnx fp32")
     fuzz_clean(context, onnx_worker("fp16"), "short", 100, 2, "onnx fp16")
     fuzz_clean(context, onnx_worker("fp32"), "long", 20, 1, "onnx fp32")

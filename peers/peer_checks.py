@@ -204,6 +204,9 @@ def fuzz(context, worker, profile, cases, seed, label):
 
 
 def fuzz_clean(context, worker, profile, cases, seed, label):
+    """The campaign must judge every one of `cases` and fail none. The peers' case counts are sized for the gate's
+    15 minutes (docs/MEASUREMENTS.md, "The gate's budgets"); the larger campaigns run once outside the ctests, all
+    clean, are in docs/OPERATORS.md and docs/FRAMEWORKS.md."""
     status, done, unsupported, failed, _, text = fuzz(context, worker, profile, cases, seed, label)
     largest = max((int(seq) for seq in LARGEST_SEQ.findall(text)), default=0)
     ok = expect(status == 0 and done == cases,

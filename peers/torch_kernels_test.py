@@ -59,8 +59,6 @@ def sdpa_worker(dtype, *flags):
     return [sys.executable, "-m", "attncheck.adapters.torch_sdpa", "--worker", "--dtype", dtype, *flags]
 
 
-# Case budgets sized for the gate's 15 minutes (docs/MEASUREMENTS.md, "The gate's budgets"): half of what they
-# were, every named failure still found at the same case.
 def sdpa_fuzz(context):
     fuzz_clean(context, sdpa_worker("bf16"), "short", 150, 1, "sdpa bf16")
     fuzz_clean(context, sdpa_worker("bf16"), "long", 30, 1, "sdpa bf16")  # up to seq 1097: many tiles
