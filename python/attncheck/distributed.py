@@ -3,8 +3,8 @@ does, judged case by case through attncheck's worker protocol.
 
     serve_sharded(run_rank, description, ranks=4, convention="replicated-kv", check=..., setup=...)
 
-starts `ranks` processes once (torch.multiprocessing: forked from a fork server for gloo, spawned for
-nccl), which form one torch.distributed world (gloo on the CPU, NCCL with backend="nccl") and keep it
+starts `ranks` processes once (torch.multiprocessing: for gloo, forked from a fork server, or from the
+calling process where it has imported torch and runs one thread; spawned for nccl), which form one torch.distributed world (gloo on the CPU, NCCL with backend="nccl") and keep it
 for every case: process groups are made once per TP size and cached, not per case. The calling process
 speaks the protocol; for each case it reads the case file once (attncheck.case), asks check(case) whether the layer can express it (raise
 Unsupported), and hands rank r < tp_size its shard (attncheck.sharding, under `convention`) and a
@@ -141,19 +141,38 @@ def _rank_main(rank, world, init_file, backend, commands, results, run_rank, set
     dist.destroy_process_group()
 
 
+def _can_fork_here(preload):
+    """Whether the ranks can be forks of this very process: it has imported torch, torch.distributed and every
+    `preload` module already (as a process forked from a fork server of its own has: the peers' ctests start
+    their adapters so), and runs one thread, so that no lock another thread holds is copied held (the
+    thread count is the kernel's, /proc/self/task: OpenMP's and torch's native threads count, not only
+    Python's). A fork server would then import all of it again: about 6 CPU-s per pool, once for every
+    adapter run. Where /proc is missing, the answer is no, and the fork server starts as before."""
+    if any(module not in sys.modules for module in ("torch", "torch.distributed", *preload)):
+        return False
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
 def _start_context(backend, preload):
     """The multiprocessing context the ranks start from. gloo: a fork server that has imported torch,
     torch.distributed, the main script and `preload` once, so that each rank is a fork of it rather than
     a fresh interpreter importing them again (torch and Megatron-Core: ~7 CPU-s per process; a pool of 16
     on 2 cores spent ~100 s starting). Its fd 1 is made stderr while it starts: it and every rank inherit
     that, and fd 1 of the serving process is the protocol's pipe. nccl: spawn, since a process forked from
-    one that touched CUDA cannot use CUDA, and importing a user's modules may touch it."""
+    one that touched CUDA cannot use CUDA, and importing a user's modules may touch it. gloo where this
+    process has imported all of that and runs one thread (_can_fork_here): forks of this process, which
+    inherit its fd 1 until _rank_main makes it stderr, before a rank prints anything."""
     import multiprocessing.forkserver
 
     import torch.multiprocessing as mp
 
     if backend == "nccl":
         return mp.get_context("spawn")
+    if _can_fork_here(preload):
+        return mp.get_context("fork")
     context = mp.get_context("forkserver")
     context.set_forkserver_preload(["__main__", "torch", "torch.distributed", *preload])
     # The server finds the preloaded modules on this process's sys.path: Python 3.11's fork server is

@@ -370,6 +370,43 @@ class ShardedWorker(unittest.TestCase):
         finally:
             pool.stop()
 
+    def test_ranks_fork_from_here_only_when_everything_is_imported_and_one_thread_runs(self):
+        import threading
+
+        import torch.distributed  # noqa: F401  (imported, as in the peers' adapters)
+        from attncheck import distributed
+
+        # A fresh process with torch imported and one thread (this one may run threads other tests left).
+        fresh = subprocess.run([sys.executable, "-c", "import torch.distributed; from attncheck import distributed; "
+                                "print(distributed._can_fork_here([]))"], capture_output=True, text=True)
+        self.assertEqual(fresh.stdout.strip(), "True", fresh.stderr[-2000:])
+        self.assertFalse(distributed._can_fork_here(["attncheck.adapters.megatron_imports"]))  # not imported here
+        stop = threading.Event()
+        thread = threading.Thread(target=stop.wait)
+        thread.start()
+        try:
+            self.assertFalse(distributed._can_fork_here([]))  # a second thread: its locks could be copied held
+        finally:
+            stop.set()
+            thread.join()
+
+    def test_ranks_from_a_fork_server_run_the_same(self):
+        from attncheck import distributed
+
+        # The path every process takes that has not imported torch and the preloads itself (a worker started
+        # by attncheck fuzz): the ranks are forks of a fork server.
+        with unittest.mock.patch.object(distributed, "_can_fork_here", return_value=False):
+            pool = distributed.RankPool(2, "gloo", doubling_rank, None)
+        try:
+            with tempfile.TemporaryDirectory() as folder:
+                case_path = os.path.join(GOLDENS, "qwen3-0.6b_tp2.h5")
+                path = os.path.join(folder, "candidate.h5")
+                distributed.run_case_sharded(pool, case_path, path, "toy", "megatron-equal-block", None)
+                with h5py.File(path) as h5:
+                    np.testing.assert_array_equal(h5["result/out"][()], attncheck.read_case(case_path).x * 2)
+        finally:
+            pool.stop()
+
     def test_failed_rank_restarts_the_pool_and_ranks_never_write_to_the_protocol(self):
         from attncheck import distributed
 

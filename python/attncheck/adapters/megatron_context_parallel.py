@@ -64,13 +64,15 @@ def check_layout(cp_size, seq):
 def megatron_split(layouts):
     """{(cp_size, seq): [the sequence indices CP rank r holds, for r in 0..cp_size-1]}, from Megatron-Core's
     get_batch_on_this_cp_rank in one gloo world of max(cp_size) processes."""
-    import torch.multiprocessing as mp
+    from attncheck.distributed import _start_context
 
     layouts = [(int(cp), int(seq)) for cp, seq in layouts]
     for cp_size, seq in layouts:
         check_layout(cp_size, seq)
     world = max(cp for cp, _ in layouts)
-    context = mp.get_context("spawn")
+    # attncheck.distributed's start for gloo ranks: forks of one process that imported torch and Megatron's
+    # utils once (a spawned process each imported them again: about 6 CPU-s apiece).
+    context = _start_context("gloo", ["megatron.core.utils"])
     results = context.SimpleQueue()
     with tempfile.TemporaryDirectory() as folder:
         store = os.path.join(folder, "store")
