@@ -4,10 +4,11 @@ does, judged case by case through attncheck's worker protocol.
     serve_sharded(run_rank, description, ranks=4, convention="replicated-kv", check=..., setup=...)
 
 starts `ranks` processes once (torch.multiprocessing: for gloo, forked from a fork server, or from the
-calling process where it has imported torch and runs one thread; spawned for nccl), which form one torch.distributed world (gloo on the CPU, NCCL with backend="nccl") and keep it
-for every case: process groups are made once per TP size and cached, not per case. The calling process
-speaks the protocol; for each case it reads the case file once (attncheck.case), asks check(case) whether the layer can express it (raise
-Unsupported), and hands rank r < tp_size its shard (attncheck.sharding, under `convention`) and a
+calling process where it has imported torch and runs one thread; spawned for nccl), which form one
+torch.distributed world (gloo on the CPU, NCCL with backend="nccl") and keep it for every case: process
+groups are made once per TP size and cached, not per case. The calling process speaks the protocol; for
+each case it reads the case file once (attncheck.case), asks check(case) whether the layer can express it
+(raise Unsupported), and hands rank r < tp_size its shard (attncheck.sharding, under `convention`) and a
 RankContext. Each rank runs run_rank(case, context) -> RankResult; the caller writes the candidate:
 out, grads/x and decode/out from rank 0, each rank's held gradients under /result/ranks, and the full
 gradients put back together from the held rows. A TP 1 case runs on rank 0 alone and is written as
@@ -300,7 +301,8 @@ def run_case_sharded(pool, case_path, candidate_path, description, convention, c
     partition the convention cannot make: Unsupported, the case is valid), then check(case) on the case."""
     geometry = case_module.read_geometry(case_path)
     if geometry["tp_size"] > pool.ranks:
-        raise Unsupported(f"tp_size {geometry['tp_size']}: this worker runs {pool.ranks} processes (start it with more)")
+        raise Unsupported(f"tp_size {geometry['tp_size']}: this worker runs {pool.ranks} processes "
+                          "(start it with more)")
     try:
         sharding.check_partition(geometry, geometry["tp_size"], convention)
     except BadInput as error:
