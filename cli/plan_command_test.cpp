@@ -11,6 +11,7 @@
 #include "cli/cli_app.hpp"
 #include "cli/cli_run_for_tests.hpp"
 #include "cli/exit_codes.hpp"
+#include "core/testing/source_tree.hpp"
 
 namespace attncheck::cli {
 namespace {
@@ -23,7 +24,7 @@ nlohmann::json run_json(std::vector<std::string> args) {
 }
 
 std::string config_path(const std::string& file) {
-  return std::string(ATTNCHECK_HF_CONFIG_DIR) + "/" + file;
+  return source_tree_path("core/config/hf_configs/" + file);
 }
 
 // Writes text to a fresh temporary file and returns its path.

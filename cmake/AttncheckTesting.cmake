@@ -75,6 +75,26 @@ endif()
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${costs_script}")
 endfunction()
 
+# attncheck_test_reads_source_tree(<target>): the test executable <target> reads files of this tree through
+# core/testing/source_tree.hpp, which finds them from the executable's own folder by a relative path given here:
+# the same in every clone, so ccache serves the objects to a fresh clone (an absolute path in a compile
+# definition made them compile again in every clone). Does nothing when <target> is not built (asan preset).
+function(attncheck_test_reads_source_tree target)
+  if(NOT TARGET ${target})
+    return()
+  endif()
+  get_target_property(output_folder ${target} RUNTIME_OUTPUT_DIRECTORY)
+  if(output_folder)
+    message(FATAL_ERROR "attncheck_test_reads_source_tree(${target}): the executable must be built in "
+                        "${CMAKE_CURRENT_BINARY_DIR}, not ${output_folder}")
+  endif()
+  file(RELATIVE_PATH from_binary ${CMAKE_CURRENT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  if(from_binary STREQUAL "")
+    set(from_binary ".")
+  endif()
+  target_compile_definitions(${target} PRIVATE ATTNCHECK_SOURCE_TREE_FROM_BINARY="${from_binary}")
+endfunction()
+
 # Every test carries two labels: its subject (unit, golden, property, peer, python, gpu, reference) and its
 # cost on the 2-core CI machine, measured (cmake/test_costs.cmake): fast (under 5 s), medium (5 to 60 s)
 # or slow (60 s or more). ctest --preset fast runs the fast tier. attncheck_label_test_costs() gives the

@@ -10,6 +10,7 @@
 
 #include "core/compare/compare.hpp"
 #include "core/compare/tolerance.hpp"
+#include "core/testing/source_tree.hpp"
 #include "golden/golden_file.hpp"
 #include "reference/reference.hpp"
 #include "reference/yardstick.hpp"
@@ -36,7 +37,7 @@ std::map<std::string, double> allowed_ulps(const Case& test_case, RopeAngles ang
 }
 
 TEST(FlashBackwardYardstick, AdmitsTheErrorsCorrectFlashKernelsMadeOnTheH200) {
-  const std::string folder = std::string(ATTNCHECK_SOURCE_DIR) + "/cuda_impl/testing/h200_repros/";
+  const std::string folder = source_tree_path("cuda_impl/testing/h200_repros") + "/";
   const MeasuredFailure failures[] = {
       // Both declare float64 angles (cuda_plugin.cpp, torch_plugin.cpp).
       {"repro-cuda-fp32-00d94dac.h5", RopeAngles::float64,

@@ -11,12 +11,13 @@
 
 #include "core/errors/input_error.hpp"
 #include "core/model/parameters.hpp"
+#include "core/testing/source_tree.hpp"
 
 namespace attncheck {
 namespace {
 
 std::string config_path(const std::string& file) {
-  return std::string(ATTNCHECK_HF_CONFIG_DIR) + "/" + file;
+  return source_tree_path("core/config/hf_configs/" + file);
 }
 
 InputError import_rejection(const std::string& text, const HfImportOptions& options = {}) {
@@ -83,7 +84,7 @@ TEST(HfConfig, EveryOfficialConfigImportsWithTheRightHeadDim) {
   };
   // Every file in the folder is here.
   std::size_t files_in_folder = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(ATTNCHECK_HF_CONFIG_DIR)) {
+  for (const auto& entry : std::filesystem::directory_iterator(source_tree_path("core/config/hf_configs"))) {
     files_in_folder += entry.path().extension() == ".json";
   }
   EXPECT_EQ(files_in_folder, std::size(expected)) << "a config file has no expectation here";
@@ -853,7 +854,7 @@ TEST(HfConfig, UnreadableFilesAreInputErrors) {
     EXPECT_EQ(error.violations().front().rule, "must name an existing file");
   }
   try {
-    import_hf_config_file(ATTNCHECK_HF_CONFIG_DIR);
+    import_hf_config_file(source_tree_path("core/config/hf_configs"));
     FAIL();
   } catch (const InputError& error) {
     EXPECT_NE(error.violations().front().rule.find("regular file"), std::string::npos);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "core/config/hf_config.hpp"
+#include "core/testing/source_tree.hpp"
 
 namespace attncheck {
 namespace {
@@ -16,7 +17,7 @@ TEST(Presets, EachEqualsTheImportOfItsOfficialConfig) {
     if (preset.hf_config_file.empty()) continue;
     SCOPED_TRACE(std::string(preset.name));
     const ImportedConfig imported =
-        import_hf_config_file(std::string(ATTNCHECK_HF_CONFIG_DIR) + "/" + std::string(preset.hf_config_file));
+        import_hf_config_file(source_tree_path("core/config/hf_configs/" + std::string(preset.hf_config_file)));
     EXPECT_EQ(imported.spec, preset.spec);
     ++compared;
   }
