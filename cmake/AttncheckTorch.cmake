@@ -29,7 +29,9 @@ if(ATTNCHECK_TORCH_SITE_PACKAGES)
   set(_attncheck_torch_status 0)
 elseif(NOT (DEFINED CACHE{ATTNCHECK_TORCH} AND NOT ATTNCHECK_TORCH))
   execute_process(
-    COMMAND ${Python3_EXECUTABLE} -c "import torch, os; print(torch.utils.cmake_prefix_path); print(os.path.dirname(os.path.dirname(torch.__file__)))"
+    # Where the torch package is, found without importing it (an import is 2 s of each configure); its
+    # cmake_prefix_path is torch/share/cmake.
+    COMMAND ${Python3_EXECUTABLE} -c "import importlib.util, os; torch = os.path.dirname(importlib.util.find_spec('torch').origin); print(os.path.join(torch, 'share', 'cmake')); print(os.path.dirname(torch))"
     OUTPUT_VARIABLE _attncheck_torch_paths RESULT_VARIABLE _attncheck_torch_status ERROR_QUIET
     OUTPUT_STRIP_TRAILING_WHITESPACE)
 endif()
