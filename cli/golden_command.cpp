@@ -588,7 +588,10 @@ int report_unjudged(const GoldenOptions& options, PairVerdict::Kind kind, const 
 
 int run_compare(const GoldenOptions& options, std::ostream& out, std::ostream& err) {
   check_html_path(options.html);
-  const golden::Golden golden = golden::read_golden(options.golden_file);
+  // Generated weights left out: a candidate's answers are judged against the golden's, and a yardstick computed
+  // below (golden_yardstick) generates them then. A wide golden's weights were most of `compare`'s own memory.
+  const golden::Golden golden = golden::read_golden(options.golden_file, golden::IntegrityCheck::verify,
+                                                    golden::GeneratedWeights::left_out);
   // With --json, stdout holds the JSON object alone: the note goes to stderr, the object says it too.
   (options.json ? err : out) << integrity_note(golden, options.golden_file);
   // --supports: the candidate is held to the statement of the layer that wrote it as `run` holds a worker to

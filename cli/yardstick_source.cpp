@@ -32,7 +32,8 @@ SourcedYardstick golden_yardstick(const std::string& golden_path, const golden::
                       fmt::format("{}: a tensor is beyond 2^16 ulps; computing the fp64 yardstick", golden_path),
                       reference::estimated_yardstick_seconds(golden.test_case, precision));
     }
-    return {.errors = reference::yardstick_errors(golden.test_case, expected, precision, angles, convention),
+    return {.errors = reference::yardstick_errors(golden::case_with_weights(golden), expected, precision, angles,
+                                                  convention),
             .source = YardstickSource::computed,
             .contract = "fp64"};
   }
@@ -53,7 +54,8 @@ SourcedYardstick golden_yardstick(const std::string& golden_path, const golden::
       beating.emplace(*heartbeat, fmt::format("{}: computing the yardstick {}", golden_path, sourced.contract),
                       reference::estimated_yardstick_seconds(golden.test_case, precision));
     }
-    sourced.errors = reference::yardstick_errors(golden.test_case, expected, precision, angles, convention);
+    sourced.errors =
+        reference::yardstick_errors(golden::case_with_weights(golden), expected, precision, angles, convention);
   }
   if (!complete) return sourced;
   // Stored without a binding that counts: only a claim, held to its recomputation as --verify holds it.

@@ -548,7 +548,8 @@ void write_case_part(H5::H5File& file, const Case& test_case, const CasePartHead
 // declared shape), the weights when /weights names it, with the generator's one temporary (o_proj's transpose,
 // as large as o_proj). One sum against memory_room(), so that --max-memory bounds the whole read, not each part
 // of it alone. cli.reading_memory measures the peak below it.
-static void require_room_for_reading(const H5::H5File& file, const std::string& path, const Geometry& geometry) {
+static void require_room_for_reading(const H5::H5File& file, const std::string& path, const Geometry& geometry,
+                                     GeneratedWeights generated_weights) {
   const auto hidden = static_cast<long double>(geometry.hidden_size());
   const DeclaredValues declared = declared_values(file, path);
   long double bytes =
@@ -561,7 +562,8 @@ static void require_room_for_reading(const H5::H5File& file, const std::string& 
     bytes += 2.0L * 8.0L * tokens * hidden;  // x and dout
     generated += ", x and dout generated";
   }
-  if (exists(file, "/weights") && read_string_attribute(file.openGroup("/weights"), "generator", path)) {
+  if (generated_weights == GeneratedWeights::computed && exists(file, "/weights") &&
+      read_string_attribute(file.openGroup("/weights"), "generator", path)) {
     const auto parameters = static_cast<long double>(make_tp_plan(geometry, 1).unsharded_params.total());
     bytes += 8.0L * (parameters + hidden * static_cast<long double>(geometry.query_width()));
     generated += ", weights generated";
@@ -571,7 +573,7 @@ static void require_room_for_reading(const H5::H5File& file, const std::string& 
                  [](std::uint64_t) { return std::string("a golden of a smaller layer or fewer tokens"); });
 }
 
-Golden read_case_part(const H5::H5File& file, const std::string& path) {
+Golden read_case_part(const H5::H5File& file, const std::string& path, GeneratedWeights generated_weights) {
   const auto version = read_integer_attribute(file, "schema_version", path);
   if (!version || *version < 1 || *version > kSchemaVersion) {
     fail(path, "schema_version", version ? std::to_string(*version) : "absent",
@@ -580,7 +582,7 @@ Golden read_case_part(const H5::H5File& file, const std::string& path) {
   Golden golden{.test_case = Case{.plan = read_plan(file, path, *version), .inputs = {}, .weights = {}},
                 .schema_version = *version,
                 .expected = {}};
-  require_room_for_reading(file, path, golden.test_case.geometry());
+  require_room_for_reading(file, path, golden.test_case.geometry(), generated_weights);
   golden.test_case.context_parallel = read_context_parallel(file, path, golden.test_case.plan);
   // Required root attributes (SCHEMA.md "Root attributes"): refused when absent, never defaulted.
   const std::optional<std::string> generator = read_string_attribute(file, "generator", path);
@@ -639,10 +641,14 @@ Golden read_case_part(const H5::H5File& file, const std::string& path) {
            "a file whose /weights names a generator stores no weights (they would be ignored)",
            "drop the datasets, or the generator attributes (attncheck golden expand stores them all)");
     }
-    try {  // its memory was counted with everything else the file needs (require_room_for_reading)
-      test_case.weights = generate_weights(geometry, static_cast<std::uint64_t>(*weight_seed));
-    } catch (const InputError& error) {
-      throw InputError(fmt::format("HDF5 file '{}': {}", path, error.context()), error.violations());
+    if (generated_weights == GeneratedWeights::left_out) {
+      golden.weights_left_out_seed = static_cast<std::uint64_t>(*weight_seed);
+    } else {
+      try {  // its memory was counted with everything else the file needs (require_room_for_reading)
+        test_case.weights = generate_weights(geometry, static_cast<std::uint64_t>(*weight_seed));
+      } catch (const InputError& error) {
+        throw InputError(fmt::format("HDF5 file '{}': {}", path, error.context()), error.violations());
+      }
     }
     // Rewritten with the flag kept, weights are named by golden.seed: only valid when the seeds agree (a
     // file whose weight seed differs is read faithfully, and rewritten with its weights stored).
@@ -652,7 +658,11 @@ Golden read_case_part(const H5::H5File& file, const std::string& path) {
         read_parameters(file, "/weights", parameter_shapes(geometry, full_widths(geometry)), path, false);
   }
   try {
-    validate_case(test_case);
+    if (golden.weights_left_out_seed) {
+      validate_case_but_weights(test_case);
+    } else {
+      validate_case(test_case);
+    }
   } catch (const InputError& error) {
     throw InputError(fmt::format("HDF5 file '{}': {}", path, error.context()), error.violations());
   }

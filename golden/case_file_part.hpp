@@ -26,8 +26,10 @@ struct CasePartHeader {  // the root attributes, and how inputs and weights are 
 void write_case_part(H5::H5File& file, const Case& test_case, const CasePartHeader& golden,
                      const CaseFileParts& parts = {});
 
-// Everything but /expected: root attributes, geometry, inputs, weights; the case validated.
-Golden read_case_part(const H5::H5File& file, const std::string& path);
+// Everything but /expected: root attributes, geometry, inputs, weights (generated ones left out as asked:
+// read_golden); the case validated.
+Golden read_case_part(const H5::H5File& file, const std::string& path,
+                      GeneratedWeights generated_weights = GeneratedWeights::computed);
 
 // Writes every parameter tensor except, when skip_projections, the four projections. A tensor of 0 rows
 // (a rank that holds none of its lines, core/tp/tp_convention.hpp) is not written: it does not exist.

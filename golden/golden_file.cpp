@@ -168,9 +168,10 @@ static void refuse_uncompared_expected(const H5::H5File& file, const std::string
   walk(file.openGroup("/expected"), "/expected");
 }
 
-static Golden read_golden_unchecked(const std::string& path, IntegrityCheck integrity_check) {
+static Golden read_golden_unchecked(const std::string& path, IntegrityCheck integrity_check,
+                                    GeneratedWeights generated_weights) {
   const H5::H5File file = open_for_reading(path, DeclaredData::counted_by_caller);  // require_room_for_reading
-  Golden golden = read_case_part(file, path);
+  Golden golden = read_case_part(file, path, generated_weights);
   const Case& test_case = golden.test_case;
   const Geometry& geometry = test_case.geometry();
   const Inputs& inputs = test_case.inputs;
@@ -359,8 +360,15 @@ void write_golden(const std::string& path, const Golden& golden) {
   });
 }
 
-Golden read_golden(const std::string& path, IntegrityCheck integrity_check) {
-  return translating_hdf5_errors(path, "read failed", [&] { return read_golden_unchecked(path, integrity_check); });
+Golden read_golden(const std::string& path, IntegrityCheck integrity_check, GeneratedWeights generated_weights) {
+  return translating_hdf5_errors(path, "read failed",
+                                 [&] { return read_golden_unchecked(path, integrity_check, generated_weights); });
+}
+
+Case case_with_weights(const Golden& golden) {
+  Case whole = golden.test_case;
+  if (golden.weights_left_out_seed) whole.weights = generate_weights(whole.geometry(), *golden.weights_left_out_seed);
+  return whole;
 }
 
 }  // namespace attncheck::golden

@@ -67,6 +67,9 @@ struct Golden {
   // A stored yardstick counts only when bound to this digest, not to whatever the path holds by then
   // (golden/stored_yardstick.hpp): a file replaced while an implementation runs lends it nothing.
   std::string verified_digest;
+  // Set when read with GeneratedWeights::left_out from a file whose /weights names the generator: the seed it
+  // names, and test_case.weights is empty (case_with_weights makes them).
+  std::optional<std::uint64_t> weights_left_out_seed;
 };
 
 // What a golden holds an implementation to: named_tensors(expected), with sketches in place of the
@@ -123,7 +126,17 @@ Case read_case(const std::string& path);
 // integrity digest, when it carries one, equal to the file's (skip: `golden seal`, which replaces it).
 // Throws InputError naming the file and the first problem of each kind.
 enum class IntegrityCheck { verify, skip };
-Golden read_golden(const std::string& path, IntegrityCheck integrity_check = IntegrityCheck::verify);
+// Weights a golden names by the generator instead of storing them are generated (computed, the default), or
+// left out (test_case.weights empty, Golden::weights_left_out_seed set; every attribute of /weights still checked):
+// `compare` judges a candidate's answers against the golden's and needs the weights only to compute a yardstick,
+// where case_with_weights makes them; a wide golden's are gigabytes (GPT-NeoX-20B: 1.2 GB). Stored weights are
+// read and checked either way.
+enum class GeneratedWeights { computed, left_out };
+Golden read_golden(const std::string& path, IntegrityCheck integrity_check = IntegrityCheck::verify,
+                   GeneratedWeights generated_weights = GeneratedWeights::computed);
+// The golden's case with its weights: test_case itself, or with the weights it left out generated (they are a
+// function of the geometry and the seed alone, so no file is read again).
+Case case_with_weights(const Golden& golden);
 
 // A candidate file: an implementation's results under /result (same names as /expected) with what it
 // declares about them (SCHEMA.md, "Candidate files").

@@ -248,6 +248,47 @@ TEST(GoldenFile, GeneratedWeightsAreNamedNotStoredAndComeBackExactly) {
   EXPECT_THROW(write_golden(temp_path("not_generated"), edited_weights), std::logic_error);
 }
 
+// What `compare` reads: the answers and the case without the weights the file names by the generator, which
+// case_with_weights makes exactly; stored weights are read whatever is asked, and a weight generator the reader
+// does not know is refused as before.
+TEST(GoldenFile, GeneratedWeightsLeftOutComeBackFromTheirSeed) {
+  Golden golden = make_golden(kSpec, 2, 12);
+  golden.weights_by_generator = true;
+  const std::string path = written("generated_left_out", golden);
+  const Golden whole = read_golden(path);
+  const Golden light = read_golden(path, IntegrityCheck::verify, GeneratedWeights::left_out);
+  ASSERT_TRUE(light.weights_left_out_seed.has_value());
+  EXPECT_EQ(*light.weights_left_out_seed, golden.seed);
+  EXPECT_TRUE(light.test_case.weights.q_proj.values.empty());
+  EXPECT_TRUE(light.test_case.weights.o_proj.values.empty());
+  EXPECT_EQ(light.expected.out, whole.expected.out);
+  ASSERT_TRUE(light.expected.gradients.has_value() && whole.expected.gradients.has_value());
+  EXPECT_EQ(*light.expected.gradients, *whole.expected.gradients);
+  EXPECT_EQ(light.test_case.inputs.x, whole.test_case.inputs.x);
+  EXPECT_EQ(light.verified_digest, whole.verified_digest);
+  EXPECT_FALSE(whole.weights_left_out_seed.has_value());
+  EXPECT_EQ(case_with_weights(light).weights, whole.test_case.weights);
+  EXPECT_EQ(case_with_weights(whole).weights, whole.test_case.weights);
+
+  const std::string stored = written("stored_not_left_out", make_golden(kSpec, 2, 12));
+  const Golden stored_light = read_golden(stored, IntegrityCheck::verify, GeneratedWeights::left_out);
+  EXPECT_FALSE(stored_light.weights_left_out_seed.has_value());
+  EXPECT_EQ(stored_light.test_case.weights, golden.test_case.weights);
+
+  {
+    H5::H5File file(path, H5F_ACC_RDWR);
+    H5::Group group = file.openGroup("/weights");
+    group.removeAttr("generator");
+    write_attribute(group, "generator", std::string("numpy-default-rng"));
+  }
+  try {
+    read_golden(path, IntegrityCheck::skip, GeneratedWeights::left_out);
+    ADD_FAILURE() << "an unknown weight generator was accepted when its weights were left out";
+  } catch (const InputError& error) {
+    EXPECT_TRUE(error.names_field("/weights@generator")) << error.what();
+  }
+}
+
 TEST(GoldenFile, SketchedGradientsRoundTripAndStillLocaliseHeads) {
   Golden golden = make_golden(kSpec, 4, 15);
   golden.weights_by_generator = true;

@@ -97,10 +97,15 @@ void check_inputs(const Inputs& inputs, const Geometry& geometry, ViolationList&
 
 }  // namespace
 
-void validate_case(const Case& test_case) {
+namespace {
+
+void check_case(const Case& test_case, bool weights) {
   ViolationList violations;
   check_inputs(test_case.inputs, test_case.geometry(), violations);
-  check_parameters(test_case.weights, test_case.geometry(), full_widths(test_case.geometry()), "weights.", violations);
+  if (weights) {
+    check_parameters(test_case.weights, test_case.geometry(), full_widths(test_case.geometry()), "weights.",
+                     violations);
+  }
   if (test_case.context_parallel) {
     try {
       (void)make_parallel_layout(test_case.geometry(), test_case.plan.tp_size, *test_case.context_parallel);
@@ -112,5 +117,11 @@ void validate_case(const Case& test_case) {
   }
   violations.throw_if_any("invalid case");
 }
+
+}  // namespace
+
+void validate_case(const Case& test_case) { check_case(test_case, /*weights=*/true); }
+
+void validate_case_but_weights(const Case& test_case) { check_case(test_case, /*weights=*/false); }
 
 }  // namespace attncheck

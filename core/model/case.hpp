@@ -67,5 +67,8 @@ struct Case {
 // values, positions outside [0, 2^31), key lengths outside [0, seq], a decode schedule longer than
 // seq, with empty steps, or on a non-causal geometry, or a context-parallel layout the plan cannot take.
 void validate_case(const Case& test_case);
+// The same but for the weights, which the case holds none of (a golden read for its answers alone, its
+// generated weights left out: golden::GeneratedWeights).
+void validate_case_but_weights(const Case& test_case);
 
 }  // namespace attncheck
