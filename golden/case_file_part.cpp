@@ -641,6 +641,8 @@ Golden read_case_part(const H5::H5File& file, const std::string& path, Generated
            "a file whose /weights names a generator stores no weights (they would be ignored)",
            "drop the datasets, or the generator attributes (attncheck golden expand stores them all)");
     }
+    // Left out, they cannot fail to generate later: read_plan bounds a golden's layer to 2^28 parameters, below
+    // the generator's 2^31.
     if (generated_weights == GeneratedWeights::left_out) {
       golden.weights_left_out_seed = static_cast<std::uint64_t>(*weight_seed);
     } else {

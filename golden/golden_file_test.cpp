@@ -270,6 +270,26 @@ TEST(GoldenFile, GeneratedWeightsLeftOutComeBackFromTheirSeed) {
   EXPECT_EQ(case_with_weights(light).weights, whole.test_case.weights);
   EXPECT_EQ(case_with_weights(whole).weights, whole.test_case.weights);
 
+  // A layer too large for a golden is refused before its weights, left out or not (2^28 parameters at most, so
+  // weights left out can always be generated later: the generator takes 2^31).
+  Golden generated_inputs = golden;
+  generated_inputs.inputs_by_generator = true;
+  const std::string too_large = written("too_large_to_generate", generated_inputs);
+  {
+    H5::H5File file(too_large, H5F_ACC_RDWR);
+    H5::Group group = file.openGroup("/geometry");
+    group.removeAttr("hidden_size");
+    write_attribute(group, "hidden_size", std::int64_t{65536});
+    group.removeAttr("num_attention_heads");
+    write_attribute(group, "num_attention_heads", std::int64_t{4096});  // q_proj and o_proj: 2 x 65536 x 24576
+  }
+  try {
+    read_golden(too_large, IntegrityCheck::verify, GeneratedWeights::left_out);
+    ADD_FAILURE() << "a layer of 3.2e9 parameters was read with its generated weights left out";
+  } catch (const InputError& error) {
+    EXPECT_TRUE(error.names_field("/geometry")) << error.what();
+  }
+
   const std::string stored = written("stored_not_left_out", make_golden(kSpec, 2, 12));
   const Golden stored_light = read_golden(stored, IntegrityCheck::verify, GeneratedWeights::left_out);
   EXPECT_FALSE(stored_light.weights_left_out_seed.has_value());
