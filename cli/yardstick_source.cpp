@@ -20,6 +20,7 @@ namespace attncheck::cli {
 SourcedYardstick golden_yardstick(const std::string& golden_path, const golden::Golden& golden,
                                   const NamedTensors& expected, Precision precision, RopeAngles angles,
                                   TpConvention convention, std::ostream* heartbeat) {
+  std::optional<Case> completed;  // the case with the weights `compare` left out, made only to compute a yardstick
   if (precision == Precision::fp64) {
     // The fp64 yardstick (a candidate beyond 2^16 ulps of a tensor's scale) is never stored: computed now, within
     // its work bound (the judge keeps the first verdict, with this reason, beyond it).
@@ -32,8 +33,8 @@ SourcedYardstick golden_yardstick(const std::string& golden_path, const golden::
                       fmt::format("{}: a tensor is beyond 2^16 ulps; computing the fp64 yardstick", golden_path),
                       reference::estimated_yardstick_seconds(golden.test_case, precision));
     }
-    return {.errors = reference::yardstick_errors(golden::case_with_weights(golden), expected, precision, angles,
-                                                  convention),
+    return {.errors = reference::yardstick_errors(golden::case_with_weights(golden, completed), expected, precision,
+                                                  angles, convention),
             .source = YardstickSource::computed,
             .contract = "fp64"};
   }
@@ -54,8 +55,8 @@ SourcedYardstick golden_yardstick(const std::string& golden_path, const golden::
       beating.emplace(*heartbeat, fmt::format("{}: computing the yardstick {}", golden_path, sourced.contract),
                       reference::estimated_yardstick_seconds(golden.test_case, precision));
     }
-    sourced.errors =
-        reference::yardstick_errors(golden::case_with_weights(golden), expected, precision, angles, convention);
+    sourced.errors = reference::yardstick_errors(golden::case_with_weights(golden, completed), expected, precision,
+                                                 angles, convention);
   }
   if (!complete) return sourced;
   // Stored without a binding that counts: only a claim, held to its recomputation as --verify holds it.

@@ -365,10 +365,13 @@ Golden read_golden(const std::string& path, IntegrityCheck integrity_check, Gene
                                  [&] { return read_golden_unchecked(path, integrity_check, generated_weights); });
 }
 
-Case case_with_weights(const Golden& golden) {
-  Case whole = golden.test_case;
-  if (golden.weights_left_out_seed) whole.weights = generate_weights(whole.geometry(), *golden.weights_left_out_seed);
-  return whole;
+const Case& case_with_weights(const Golden& golden, std::optional<Case>& completed) {
+  if (!golden.weights_left_out_seed) return golden.test_case;
+  if (!completed) {
+    completed = golden.test_case;
+    completed->weights = generate_weights(golden.test_case.geometry(), *golden.weights_left_out_seed);
+  }
+  return *completed;
 }
 
 }  // namespace attncheck::golden

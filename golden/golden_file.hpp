@@ -134,9 +134,9 @@ enum class IntegrityCheck { verify, skip };
 enum class GeneratedWeights { computed, left_out };
 Golden read_golden(const std::string& path, IntegrityCheck integrity_check = IntegrityCheck::verify,
                    GeneratedWeights generated_weights = GeneratedWeights::computed);
-// The golden's case with its weights: test_case itself, or with the weights it left out generated (they are a
-// function of the geometry and the seed alone, so no file is read again).
-Case case_with_weights(const Golden& golden);
+// The golden's case with its weights: test_case itself when none were left out (no copy), else `completed`, made
+// from it with the weights generated (a function of the geometry and the seed alone: no file is read again).
+const Case& case_with_weights(const Golden& golden, std::optional<Case>& completed);
 
 // A candidate file: an implementation's results under /result (same names as /expected) with what it
 // declares about them (SCHEMA.md, "Candidate files").
