@@ -206,14 +206,20 @@ def generate_activations_numpy(seed, name, shape, distribution):
 GAMMA = 0x9E3779B97F4A7C15
 
 
-def _stream_outputs(np, seed, name, draw, first, count):
+def _stream_outputs(np, seed, name, draw, first, count, scratch=None):
     """Outputs first … first + count − 1 of a stream (output 1 is the discarded one). In place: a layer's
-    tensors are 10^7-10^8 values, and every temporary is that many fresh pages."""
+    tensors are 10^7-10^8 values, and every temporary is that many fresh pages. scratch: a _Scratch of `count`
+    values to compute in (the result is its buffer, valid until its next use), so that a tensor's heads reuse
+    the same memory rather than each taking pages the allocator just handed back to the kernel."""
     start = (seed ^ fnv1a64(name) ^ ((draw * 0xD1B54A32D192ED03) & MASK)) & MASK
-    z = np.arange(first, first + count, dtype=np.uint64)
+    if scratch is None:
+        z = np.arange(first, first + count, dtype=np.uint64)
+        shifted = np.empty_like(z)
+    else:
+        z, shifted = scratch.outputs, scratch.shifted
+        np.add(scratch.steps, np.uint64(first), out=z)
     z *= np.uint64(GAMMA)
     z += np.uint64(start)
-    shifted = np.empty_like(z)
     for shift, multiplier in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
         np.right_shift(z, np.uint64(shift), out=shifted)
         z ^= shifted
@@ -223,11 +229,21 @@ def _stream_outputs(np, seed, name, draw, first, count):
     return z
 
 
-def _symmetric_integers(np, seed, name, draw, amplitude, count):
-    """int64 [count]: the stream's symmetric_integer(amplitude) draws."""
+class _Scratch:
+    """The buffers _stream_outputs computes `count` outputs in: steps holds 0 … count − 1 (a stream's outputs
+    first … first + count − 1 are first + steps, times gamma, plus its start), outputs and shifted the work."""
+
+    def __init__(self, np, count):
+        self.steps = np.arange(count, dtype=np.uint64)
+        self.outputs = np.empty_like(self.steps)
+        self.shifted = np.empty_like(self.steps)
+
+
+def _symmetric_integers(np, seed, name, draw, amplitude, count, scratch=None):
+    """int64 [count]: the stream's symmetric_integer(amplitude) draws (in scratch's buffer when given)."""
     size = 2 * amplitude + 1
     limit = np.uint64(MASK - MASK % size)
-    values = _stream_outputs(np, seed, name, draw, 2, count)
+    values = _stream_outputs(np, seed, name, draw, 2, count, scratch)
     first = 2 + count
     if count and values.max() >= limit:  # rejections (about 2^-56 a value): drop them and draw on
         accepted = values[values < limit]
@@ -250,10 +266,11 @@ def _head_blocked_rows_numpy(np, seed, name, heads, head_dim, cols, target_std, 
     rows = heads * head_dim
     result = np.empty((cols, rows) if transposed else (rows, cols), dtype=np.float64)
     seen = set()  # the blocks drawn so far, as int8 bytes (each value within ±127: equal as int8 iff equal)
+    scratch = _Scratch(np, head_dim * cols)  # every head's draws computed in the same buffers
     for head in range(heads):
         amplitude = HEAD_AMPLITUDES[head % len(HEAD_AMPLITUDES)]
         for draw in range(65):
-            block = _symmetric_integers(np, seed, f"{name}/head{head}", draw, amplitude, head_dim * cols)
+            block = _symmetric_integers(np, seed, f"{name}/head{head}", draw, amplitude, head_dim * cols, scratch)
             key = block.astype(np.int8).tobytes()
             if key not in seen:
                 break
