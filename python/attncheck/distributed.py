@@ -75,6 +75,55 @@ class RankResult:
                           {name: convert(values) for name, values in self.gradients.items()},
                           convert(self.decode_out), dict(self.declined))
 
+    def map_arrays(self, convert):
+        """The same result with convert(value) for every tensor (None stays None)."""
+        def each(value):
+            return None if value is None else convert(value)
+
+        return RankResult(each(self.out), each(self.grad_x),
+                          {name: each(values) for name, values in self.gradients.items()},
+                          each(self.decode_out), dict(self.declined))
+
+
+# ---------------------------------------------------------------------------------------------
+# How shards and results cross between the serving process and the ranks. Through the queues' pipes, a
+# float64 array is copied four times into memory its process has never touched (pickled to bytes, read
+# from the pipe, unpickled into an array, and the same back for each result): on Qwen3-32B at TP 16 (755 MB
+# of weights, as much gradient) most of the adapter's time was the kernel handing out those fresh pages.
+# In shared memory (a tensor torch.multiprocessing passes as a file descriptor) each byte is written once,
+# into the shared segment, and the other side maps it. Used only where /dev/shm has room for the segments
+# with a margin (a container's default 64 MB /dev/shm would otherwise end a rank with SIGBUS); otherwise
+# the arrays go through the pipes as before. Either way the values are the same bits.
+
+SHARED_MEMORY_FOLDER = "/dev/shm"
+
+
+def _shared_memory_has_room(byte_count):
+    """Whether /dev/shm can take byte_count more bytes, twice over (what the ranks send back as much again)."""
+    try:
+        stats = os.statvfs(SHARED_MEMORY_FOLDER)
+    except OSError:
+        return False
+    return stats.f_bavail * stats.f_frsize >= 2 * byte_count + (64 << 20)
+
+
+def _to_shared(values):
+    """values (a numpy array or a torch tensor, on any device) as a float64 torch tensor in shared memory:
+    one copy, into the segment, which the queue then passes by descriptor."""
+    import torch
+
+    shared = torch.empty(tuple(np.shape(values)), dtype=torch.float64).share_memory_()
+    if hasattr(values, "detach"):
+        shared.copy_(values.detach())  # from any device and dtype
+    else:
+        shared.numpy()[...] = values
+    return shared
+
+
+def _from_shared(values):
+    """A numpy view of what _to_shared made (no copy); anything else as it is."""
+    return values.numpy() if hasattr(values, "numpy") and hasattr(values, "is_shared") else values
+
 
 DEFAULT_WORKER_TIMEOUT = 300.0  # attncheck's, when ATTNCHECK_WORKER_TIMEOUT is unset (exec_worker/worker.cpp)
 
@@ -126,15 +175,19 @@ def _rank_main(rank, world, init_file, backend, commands, results, run_rank, set
         message = commands.get()
         if message is None:
             break
-        tp_size, convention, case = message
+        tp_size, convention, case, shared = message
         if tp_size not in groups:  # every process of the world takes part in making a group
             groups[tp_size] = dist.new_group(list(range(tp_size)))
         if rank >= tp_size:
             continue
         try:
+            if shared:  # the shard as numpy arrays, as run_rank is promised, viewing the shared segments
+                case = dataclasses.replace(case, weights={name: _from_shared(values)
+                                                          for name, values in case.weights.items()})
             held = sharding.holdings(case.geometry, tp_size, convention, rank)
             context = RankContext(rank, tp_size, convention, held, groups[tp_size], device, state)
-            results.put((rank, "ok", run_rank(case, context).as_numpy()))
+            result = run_rank(case, context)
+            results.put((rank, "ok", result.map_arrays(_to_shared) if shared else result.as_numpy()))
         except Unsupported as error:
             results.put((rank, "unsupported", str(error)))
         except Exception:  # noqa: BLE001  (reported to the caller, which restarts the pool)
@@ -272,12 +325,16 @@ class RankPool:
 
     def run(self, case, tp_size, convention):
         """[RankResult] of ranks 0 … tp_size−1 for `case` (full weights; each rank gets its shard)."""
+        weight_bytes = sum(np.asarray(values).nbytes for values in case.weights.values())
+        shared = self.backend == "gloo" and _shared_memory_has_room(weight_bytes)
         for rank in range(self.ranks):
             rank_case = None
             if rank < tp_size:
                 weights = sharding.shard_weights(case.weights, case.geometry, tp_size, convention, rank)
+                if shared:
+                    weights = {name: _to_shared(values) for name, values in weights.items()}
                 rank_case = dataclasses.replace(case, weights=weights)
-            self.commands[rank].put((tp_size, convention, rank_case))
+            self.commands[rank].put((tp_size, convention, rank_case, shared))
         try:
             answers = self._collect(tp_size, "running a case")
         except RuntimeError:
@@ -293,7 +350,7 @@ class RankPool:
             raise RuntimeError(f"rank {rank} of {tp_size} failed: {last}")
         if unsupported:
             raise Unsupported(unsupported[0])
-        return [answers[rank][1] for rank in range(tp_size)]
+        return [answers[rank][1].map_arrays(_from_shared) for rank in range(tp_size)]
 
 
 def run_case_sharded(pool, case_path, candidate_path, description, convention, check, contract=None):

@@ -325,6 +325,15 @@ def doubling_rank(case, context):
                                 declined={"decode": "the toy has no cache"} if case.decode_schedule else {})
 
 
+def numpy_only_rank(case, context):
+    """The toy layer, refusing a shard that is not numpy arrays (what run_rank is promised, whichever way the
+    shard travelled)."""
+    kinds = {name: type(values).__name__ for name, values in case.weights.items()}
+    if any(kind != "ndarray" for kind in kinds.values()):
+        raise TypeError(f"the shard is not numpy arrays: {kinds}")
+    return doubling_rank(case, context)
+
+
 def noisy_rank(case, context):
     """The toy layer, printing to stdout and writing to fd 1 (the serving process's protocol pipe, had the
     rank inherited it); rank 1 fails every TP 2 case before the all-reduce, which rank 0 then waits in."""
@@ -369,6 +378,32 @@ class ShardedWorker(unittest.TestCase):
                                                  "replicated-kv", None)
         finally:
             pool.stop()
+
+    def test_shards_and_results_through_shared_memory_or_the_pipes_are_the_same(self):
+        # Through /dev/shm where it has room (the default here), through the queues' pipes where it has not.
+        from attncheck import distributed
+
+        case_path = os.path.join(GOLDENS, "qwen3-0.6b_tp2.h5")
+        pool = distributed.RankPool(2, "gloo", numpy_only_rank, None)
+        has_room = distributed._shared_memory_has_room
+        try:
+            with tempfile.TemporaryDirectory() as folder:
+                answers = {}
+                for room in (True, False):
+                    distributed._shared_memory_has_room = lambda byte_count, room=room: room
+                    path = os.path.join(folder, f"candidate_{room}.h5")
+                    distributed.run_case_sharded(pool, case_path, path, "toy", "replicated-kv", None)
+                    with h5py.File(path) as h5:
+                        answers[room] = {name: h5["result"][name][()] for name in
+                                         ("out", "grads/q_proj", "ranks/1/grads/k_proj", "ranks/0/grads/o_proj")}
+                weights = attncheck.read_case(case_path).weights
+                np.testing.assert_array_equal(answers[True]["grads/q_proj"], 2 * weights["q_proj"])
+                for name, values in answers[True].items():
+                    np.testing.assert_array_equal(values, answers[False][name], err_msg=name)
+        finally:
+            distributed._shared_memory_has_room = has_room
+            pool.stop()
+        self.assertFalse(has_room(1 << 62))  # no /dev/shm holds 4 EiB: refused, never a SIGBUS in a rank
 
     def test_ranks_fork_from_here_only_when_everything_is_imported_and_one_thread_runs(self):
         import threading
