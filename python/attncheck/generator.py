@@ -259,12 +259,12 @@ def _symmetric_integers(np, seed, name, draw, amplitude, count, scratch=None):
     return integers
 
 
-def _head_blocked_rows_numpy(np, seed, name, heads, head_dim, cols, target_std, transposed=False):
+def _head_blocked_rows_numpy(np, seed, name, heads, head_dim, cols, target_std, transposed=False, out=None):
     """float64 [heads * head_dim, cols] (or its transpose, [cols, heads * head_dim], written block by block rather
-    than transposed whole: numpy's transposing copy of a 10^8-value matrix took seconds)."""
+    than transposed whole: numpy's transposing copy of a 10^8-value matrix took seconds); into `out` when given."""
     unit = math.ldexp(1.0, exponent_for(target_std, rms_head_amplitude()))
     rows = heads * head_dim
-    result = np.empty((cols, rows) if transposed else (rows, cols), dtype=np.float64)
+    result = np.empty((cols, rows) if transposed else (rows, cols), dtype=np.float64) if out is None else out
     seen = set()  # the blocks drawn so far, as int8 bytes (each value within ±127: equal as int8 iff equal)
     scratch = _Scratch(np, head_dim * cols)  # every head's draws computed in the same buffers
     for head in range(heads):
@@ -308,16 +308,18 @@ def generate_weights_numpy(geometry, seed):
     head_dim = geometry["head_dim"]
     query_width = heads * head_dim
 
-    def rows(name, count, cols, target):
-        return _head_blocked_rows_numpy(np, seed, name, count, head_dim, cols, target)
-
-    weights = {
-        "q_proj": rows("q_proj", heads, hidden, 1 / math.sqrt(hidden)),
-        "k_proj": rows("k_proj", kv_heads, hidden, 1 / math.sqrt(hidden)),
-        "v_proj": rows("v_proj", kv_heads, hidden, 1 / math.sqrt(hidden)),
-        "o_proj": _head_blocked_rows_numpy(np, seed, "o_proj", heads, head_dim, hidden, 1 / math.sqrt(query_width),
-                                           transposed=True),
-    }
+    # q_proj, k_proj and v_proj are consecutive row blocks of one array, each a view of it: a layer that fuses
+    # them ([q; k; v] rows, as attncheck.adapters.torch_layer and most frameworks do) can take that array as it is
+    # rather than copy a layer's worth of weights into fresh memory (attncheck.adapters.torch_layer.fused_rows).
+    kv_width = kv_heads * head_dim
+    fused = np.empty((query_width + 2 * kv_width, hidden), dtype=np.float64)
+    blocks = {"q_proj": fused[:query_width], "k_proj": fused[query_width:query_width + kv_width],
+              "v_proj": fused[query_width + kv_width:]}
+    for name, count in (("q_proj", heads), ("k_proj", kv_heads), ("v_proj", kv_heads)):
+        _head_blocked_rows_numpy(np, seed, name, count, head_dim, hidden, 1 / math.sqrt(hidden), out=blocks[name])
+    weights = dict(blocks)
+    weights["o_proj"] = _head_blocked_rows_numpy(np, seed, "o_proj", heads, head_dim, hidden,
+                                                 1 / math.sqrt(query_width), transposed=True)
     if geometry["qkv_bias"]:
         weights["q_bias"] = vector("q_bias", query_width, 0.0)
         weights["k_bias"] = vector("k_bias", kv_heads * head_dim, 0.0)

@@ -119,6 +119,23 @@ class Kernel(abc.ABC):
 # ---------------------------------------------------------------------------------------------
 # Parameters
 
+def fused_rows(*parts):
+    """np.concatenate(parts) along the first axis, without the copy where the parts are already consecutive
+    row blocks of one C-contiguous array, as attncheck.read_case's generated q/k/v_proj are: a view of it."""
+    base = parts[0].base
+    if not isinstance(base, np.ndarray) or not base.flags.c_contiguous:
+        return np.concatenate(parts)
+    address = base.ctypes.data
+    for part in parts:
+        if (part.base is not base or not part.flags.c_contiguous or part.dtype != base.dtype
+                or part.shape[1:] != parts[0].shape[1:] or part.ctypes.data != address):
+            return np.concatenate(parts)
+        address += part.nbytes
+    if address != base.ctypes.data + base.nbytes:
+        return np.concatenate(parts)
+    return base.reshape((sum(part.shape[0] for part in parts),) + parts[0].shape[1:])  # C-contiguous: a view
+
+
 class LayerParameters:
     """The case's weights as torch tensors in the run's precision (attncheck's generated weights are small
     integers times powers of two, exact in bf16: SCHEMA.md), leaves requiring gradients when there is a
@@ -144,10 +161,10 @@ class LayerParameters:
 
         self.query_width = case.num_heads * case.head_dim
         self.kv_width = case.num_kv_heads * case.head_dim
-        self.qkv_weight = leaf(np.concatenate([weights["q_proj"], weights["k_proj"], weights["v_proj"]]))
+        self.qkv_weight = leaf(fused_rows(weights["q_proj"], weights["k_proj"], weights["v_proj"]))
         self.qkv_bias = None
         if "q_bias" in weights:
-            self.qkv_bias = leaf(np.concatenate([weights["q_bias"], weights["k_bias"], weights["v_bias"]]))
+            self.qkv_bias = leaf(fused_rows(weights["q_bias"], weights["k_bias"], weights["v_bias"]))
         self.o_proj = leaf(weights["o_proj"])
         self.o_bias = leaf(weights.get("o_bias"))
         self.q_norm = leaf(weights.get("q_norm"))
