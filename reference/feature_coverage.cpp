@@ -403,8 +403,11 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
   // reads the geometry's scale() alone, never its source, so the same double gives the same bits in every
   // tensor and the feature cannot bite (Gemma's query_pre_attn_scalar equal to head_dim). Recorded as measured
   // rather than run: two forward and two backward passes of the golden saved (a quarter of a long golden's time).
-  const auto off_by_scale = [&](FeatureBite bite, const Case& changed) {
-    if (changed.geometry().scale() != g.scale()) return off_by_case(std::move(bite), changed);
+  // The scale is compared on the geometry alone, before the changed case (a copy of every weight) is made.
+  const auto off_by_scale = [&](FeatureBite bite, const GeometrySpec& changed) {
+    if (resolve_geometry(changed).scale() != g.scale()) {
+      return off_by_case(std::move(bite), with_spec(test_case, changed));
+    }
     bite.off += " (the same scale: the same answer, not rerun)";
     bites.push_back(std::move(bite));
   };
@@ -662,7 +665,7 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
         {.feature = "attention multiplier",
          .claim = fmt::format("attention_multiplier {} (head_dim {})", *spec.attention_multiplier, g.head_dim()),
          .off = "scale head_dim^-0.5"},
-        with_spec(test_case, changed));
+        changed);
   }
   for (const AlternativeAnswer& alternative : alternatives) {
     NamedTensors unsharded;
@@ -679,7 +682,7 @@ std::vector<FeatureBite> feature_coverage(const Case& test_case, const StoredFor
         {.feature = "scale source",
          .claim = fmt::format("query_pre_attn_scalar {} (head_dim {})", *spec.query_pre_attn_scalar, g.head_dim()),
          .off = "scale head_dim^-0.5"},
-        with_spec(test_case, changed));
+        changed);
   }
   return bites;
 }

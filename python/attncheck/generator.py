@@ -259,14 +259,17 @@ def _symmetric_integers(np, seed, name, draw, amplitude, count, scratch=None):
     return integers
 
 
-def _head_blocked_rows_numpy(np, seed, name, heads, head_dim, cols, target_std, transposed=False, out=None):
+def _head_blocked_rows_numpy(np, seed, name, heads, head_dim, cols, target_std, transposed=False, out=None,
+                             scratch=None):
     """float64 [heads * head_dim, cols] (or its transpose, [cols, heads * head_dim], written block by block rather
-    than transposed whole: numpy's transposing copy of a 10^8-value matrix took seconds); into `out` when given."""
+    than transposed whole: numpy's transposing copy of a 10^8-value matrix took seconds); into `out` when given.
+    scratch: a _Scratch of head_dim * cols values (one is made when none is given), shared by tensors alike."""
     unit = math.ldexp(1.0, exponent_for(target_std, rms_head_amplitude()))
     rows = heads * head_dim
     result = np.empty((cols, rows) if transposed else (rows, cols), dtype=np.float64) if out is None else out
     seen = set()  # the blocks drawn so far, as int8 bytes (each value within ±127: equal as int8 iff equal)
-    scratch = _Scratch(np, head_dim * cols)  # every head's draws computed in the same buffers
+    if scratch is None:
+        scratch = _Scratch(np, head_dim * cols)  # every head's draws computed in the same buffers
     for head in range(heads):
         amplitude = HEAD_AMPLITUDES[head % len(HEAD_AMPLITUDES)]
         for draw in range(65):
@@ -315,11 +318,13 @@ def generate_weights_numpy(geometry, seed):
     fused = np.empty((query_width + 2 * kv_width, hidden), dtype=np.float64)
     blocks = {"q_proj": fused[:query_width], "k_proj": fused[query_width:query_width + kv_width],
               "v_proj": fused[query_width + kv_width:]}
+    scratch = _Scratch(np, head_dim * hidden)  # a head block of each of the four is head_dim x hidden
     for name, count in (("q_proj", heads), ("k_proj", kv_heads), ("v_proj", kv_heads)):
-        _head_blocked_rows_numpy(np, seed, name, count, head_dim, hidden, 1 / math.sqrt(hidden), out=blocks[name])
+        _head_blocked_rows_numpy(np, seed, name, count, head_dim, hidden, 1 / math.sqrt(hidden), out=blocks[name],
+                                 scratch=scratch)
     weights = dict(blocks)
     weights["o_proj"] = _head_blocked_rows_numpy(np, seed, "o_proj", heads, head_dim, hidden,
-                                                 1 / math.sqrt(query_width), transposed=True)
+                                                 1 / math.sqrt(query_width), transposed=True, scratch=scratch)
     if geometry["qkv_bias"]:
         weights["q_bias"] = vector("q_bias", query_width, 0.0)
         weights["k_bias"] = vector("k_bias", kv_heads * head_dim, 0.0)
